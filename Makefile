@@ -1,0 +1,38 @@
+# PGXS build of the changefeed extension (C++ sources in extension/).
+# `make && make install`, then `make installcheck` against a running server
+# (test/run-all.sh starts one; see README.md).
+
+MODULE_big = changefeed
+OBJS = \
+	extension/module.o \
+	extension/capture.o \
+	extension/position.o \
+	extension/position_codec.o \
+	extension/notifier.o
+
+EXTENSION = extension/changefeed
+EXTVERSION = 0.1
+# The install script is assembled from one file per concern, in order.
+SQL_PARTS = $(sort $(wildcard extension/sql/*.sql))
+DATA_built = extension/changefeed--$(EXTVERSION).sql
+
+REGRESS = enable capture read positions notifier
+REGRESS_OPTS = --inputdir=. --load-extension=changefeed
+ISOLATION = late_commit row_order concurrent_reader
+ISOLATION_OPTS = --inputdir=. --load-extension=changefeed
+
+PG_CXXFLAGS = -std=c++17 -Wno-register
+SHLIB_LINK = -lstdc++
+
+# Bitcode for JIT would need clang; the extension does not need JIT inlining.
+override with_llvm = no
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+extension/changefeed--$(EXTVERSION).sql: $(SQL_PARTS)
+	cat $^ > $@
+
+# The extension's C++ objects depend on the shared header.
+$(OBJS): extension/pg.hpp

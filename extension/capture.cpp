@@ -1,0 +1,292 @@
+// Capture: the row trigger (create / replace / delete) and the TRUNCATE
+// statement trigger (clear).  This is the product's hottest path: per row it
+// formats the key, converts the row(s) to jsonb, and runs one saved INSERT
+// plan into changefeed.log.  It never sends NOTIFY itself when preloaded.
+//
+// Only plain C data lives in these frames (ereport may longjmp through them).
+#include "pg.hpp"
+
+extern "C" {
+#include "nodes/makefuncs.h"
+#include "utils/fmgroids.h"
+#include "utils/json.h"
+#include "utils/rel.h"
+}
+
+extern char *changefeed_delete_reason;
+
+namespace {
+
+constexpr int kMaxKeys = INDEX_MAX_KEYS;
+
+// Trigger arguments, parsed once per statement and kept in fn_extra.
+struct CaptureState {
+    Oid trigger_oid;
+    int32 collection_id;
+    int32 ranges;
+    bool keep_previous;
+    int nkeys;
+    AttrNumber keys[kMaxKeys];
+    int nparts;
+    AttrNumber parts[kMaxKeys];
+    AttrNumber tenant;
+    FmgrInfo key_out[kMaxKeys];
+    FmgrInfo part_out[kMaxKeys];
+    FmgrInfo tenant_out;
+    FmgrInfo to_jsonb;
+};
+
+SPIPlanPtr insert_plan = NULL;
+SPIPlanPtr clear_plan = NULL;
+
+int parse_attnums(const char *list, AttrNumber *out, const char *what) {
+    int n = 0;
+    const char *p = list;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v <= 0 || v > MaxAttrNumber || n >= kMaxKeys)
+            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                            errmsg("changefeed trigger has a bad %s list \"%s\"", what, list),
+                            errhint("Disable and enable the table again.")));
+        out[n++] = (AttrNumber)v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (n == 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("changefeed trigger has an empty %s list", what)));
+    return n;
+}
+
+int32 parse_int(const char *s) {
+    return pg_strtoint32(s);
+}
+
+void lookup_output(TupleDesc desc, AttrNumber attnum, FmgrInfo *finfo, MemoryContext cxt) {
+    Oid func;
+    bool varlena;
+    getTypeOutputInfo(TupleDescAttr(desc, attnum - 1)->atttypid, &func, &varlena);
+    fmgr_info_cxt(func, finfo, cxt);
+}
+
+CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
+    CaptureState *st = (CaptureState *)fcinfo->flinfo->fn_extra;
+    Trigger *t = trig->tg_trigger;
+    if (st != NULL && st->trigger_oid == t->tgoid) return st;
+
+    if (t->tgnargs != 6)
+        ereport(ERROR, (errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+                        errmsg("changefeed.capture_row() expects 6 trigger arguments, got %d", t->tgnargs),
+                        errhint("Install it with changefeed.enable().")));
+    MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
+    TupleDesc desc = RelationGetDescr(trig->tg_relation);
+    st = (CaptureState *)MemoryContextAllocZero(cxt, sizeof(CaptureState));
+    st->trigger_oid = t->tgoid;
+    st->collection_id = parse_int(t->tgargs[0]);
+    st->ranges = parse_int(t->tgargs[1]);
+    st->keep_previous = t->tgargs[2][0] == 't';
+    st->nkeys = parse_attnums(t->tgargs[3], st->keys, "key");
+    st->nparts = parse_attnums(t->tgargs[4], st->parts, "partition key");
+    st->tenant = (AttrNumber)parse_int(t->tgargs[5]);
+    if (st->ranges < 1)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("changefeed trigger has no ranges")));
+    for (int i = 0; i < st->nkeys; i++) {
+        if (st->keys[i] > desc->natts) elog(ERROR, "changefeed key column %d is gone", st->keys[i]);
+        lookup_output(desc, st->keys[i], &st->key_out[i], cxt);
+    }
+    for (int i = 0; i < st->nparts; i++) {
+        if (st->parts[i] > desc->natts) elog(ERROR, "changefeed partition key column %d is gone", st->parts[i]);
+        lookup_output(desc, st->parts[i], &st->part_out[i], cxt);
+    }
+    if (st->tenant > 0) {
+        if (st->tenant > desc->natts) elog(ERROR, "changefeed tenant column %d is gone", st->tenant);
+        lookup_output(desc, st->tenant, &st->tenant_out, cxt);
+    }
+    // to_jsonb() reads its argument type from the call expression, so give it one.
+    fmgr_info_cxt(F_TO_JSONB, &st->to_jsonb, cxt);
+    MemoryContext old = MemoryContextSwitchTo(cxt);
+    Node *expr = (Node *)makeFuncExpr(F_TO_JSONB, JSONBOID,
+                                      list_make1(makeNullConst(desc->tdtypeid, -1, InvalidOid)),
+                                      InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+    MemoryContextSwitchTo(old);
+    fmgr_info_set_expr(expr, &st->to_jsonb);
+    fcinfo->flinfo->fn_extra = st;
+    return st;
+}
+
+// Text of one column, or NULL.
+char *column_text(HeapTuple tuple, TupleDesc desc, AttrNumber attnum, FmgrInfo *out) {
+    bool isnull;
+    Datum v = heap_getattr(tuple, attnum, desc, &isnull);
+    return isnull ? NULL : OutputFunctionCall(out, v);
+}
+
+// Document id: the key's text, or a JSON array of the texts for a composite key.
+char *document_id(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
+    if (st->nkeys == 1) {
+        char *s = column_text(tuple, desc, st->keys[0], &st->key_out[0]);
+        return s ? s : pstrdup("");
+    }
+    StringInfoData buf;
+    initStringInfo(&buf);
+    appendStringInfoChar(&buf, '[');
+    for (int i = 0; i < st->nkeys; i++) {
+        char *s = column_text(tuple, desc, st->keys[i], &st->key_out[i]);
+        if (i) appendStringInfoChar(&buf, ',');
+        if (s)
+            escape_json(&buf, s);
+        else
+            appendStringInfoString(&buf, "null");
+    }
+    appendStringInfoChar(&buf, ']');
+    return buf.data;
+}
+
+// Partition key: the column's text, or the texts joined by '/' (null as empty).
+char *partition_key(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
+    if (st->nparts == 1) {
+        char *s = column_text(tuple, desc, st->parts[0], &st->part_out[0]);
+        return s ? s : pstrdup("");
+    }
+    StringInfoData buf;
+    initStringInfo(&buf);
+    for (int i = 0; i < st->nparts; i++) {
+        char *s = column_text(tuple, desc, st->parts[i], &st->part_out[i]);
+        if (i) appendStringInfoChar(&buf, '/');
+        if (s) appendStringInfoString(&buf, s);
+    }
+    return buf.data;
+}
+
+Datum row_jsonb(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
+    return FunctionCall1(&st->to_jsonb, heap_copy_tuple_as_datum(tuple, desc));
+}
+
+SPIPlanPtr keep_plan(const char *sql, int nargs, Oid *types) {
+    SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
+    if (plan == NULL) elog(ERROR, "changefeed: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    if (SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: SPI_keepplan failed");
+    return plan;
+}
+
+void check_trigger(FunctionCallInfo fcinfo, const char *name) {
+    if (!CALLED_AS_TRIGGER(fcinfo))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("%s must be called as a trigger", name)));
+    TriggerData *trig = (TriggerData *)fcinfo->context;
+    if (!TRIGGER_FIRED_AFTER(trig->tg_event))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("%s must be an AFTER trigger", name)));
+}
+
+}  // namespace
+
+extern "C" {
+
+PG_FUNCTION_INFO_V1(changefeed_capture_row);
+PG_FUNCTION_INFO_V1(changefeed_capture_truncate);
+
+Datum changefeed_capture_row(PG_FUNCTION_ARGS) {
+    check_trigger(fcinfo, "changefeed.capture_row()");
+    TriggerData *trig = (TriggerData *)fcinfo->context;
+    if (!TRIGGER_FIRED_FOR_ROW(trig->tg_event))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("changefeed.capture_row() must be a FOR EACH ROW trigger")));
+    CaptureState *st = capture_state(fcinfo, trig);
+    TupleDesc desc = RelationGetDescr(trig->tg_relation);
+
+    HeapTuple newer = NULL, older = NULL;
+    char op;
+    if (TRIGGER_FIRED_BY_INSERT(trig->tg_event)) {
+        op = 'c';
+        newer = trig->tg_trigtuple;
+    } else if (TRIGGER_FIRED_BY_UPDATE(trig->tg_event)) {
+        op = 'r';
+        older = trig->tg_trigtuple;
+        newer = trig->tg_newtuple;
+    } else if (TRIGGER_FIRED_BY_DELETE(trig->tg_event)) {
+        op = 'd';
+        older = trig->tg_trigtuple;
+    } else {
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("changefeed.capture_row() fired by an unexpected event")));
+    }
+    HeapTuple image = newer ? newer : older;
+
+    char *doc = document_id(st, image, desc);
+    char *part = partition_key(st, image, desc);
+    int32 range = (int32)(changefeed_range_hash(part, strlen(part)) % (uint32)st->ranges);
+    char *tenant = st->tenant > 0 ? column_text(image, desc, st->tenant, &st->tenant_out) : NULL;
+    bool ttl = op == 'd' && changefeed_delete_reason != NULL && strcmp(changefeed_delete_reason, "ttl") == 0;
+
+    Datum values[9];
+    char nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+    values[0] = Int32GetDatum(st->collection_id);
+    values[1] = Int32GetDatum(range);
+    values[2] = CStringGetTextDatum(doc);
+    values[3] = CStringGetTextDatum(part);
+    values[4] = CharGetDatum(op);
+    if (newer)
+        values[5] = row_jsonb(st, newer, desc);
+    else
+        nulls[5] = 'n';
+    if (older && st->keep_previous)
+        values[6] = row_jsonb(st, older, desc);
+    else
+        nulls[6] = 'n';
+    values[7] = BoolGetDatum(ttl);
+    if (tenant)
+        values[8] = CStringGetTextDatum(tenant);
+    else
+        nulls[8] = 'n';
+
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (insert_plan == NULL) {
+        Oid types[9] = {INT4OID, INT4OID, TEXTOID, TEXTOID, CHAROID, JSONBOID, JSONBOID, BOOLOID, TEXTOID};
+        insert_plan = keep_plan(
+            "INSERT INTO changefeed.log (txid, collection_id, range_id, doc_id, partition_key, op,"
+            " current, previous, ttl_expired, tenant)"
+            " VALUES (pg_catalog.pg_current_xact_id(), $1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            9, types);
+    }
+    int rc = SPI_execute_plan(insert_plan, values, nulls, false, 0);
+    if (rc != SPI_OK_INSERT) elog(ERROR, "changefeed: log insert failed: %s", SPI_result_code_string(rc));
+    SPI_finish();
+
+    changefeed_note_capture(st->collection_id);
+    return PointerGetDatum(NULL);
+}
+
+// TRUNCATE: one 'clear' row per range, so every range's consumer sees it.
+Datum changefeed_capture_truncate(PG_FUNCTION_ARGS) {
+    check_trigger(fcinfo, "changefeed.capture_truncate()");
+    TriggerData *trig = (TriggerData *)fcinfo->context;
+    if (!TRIGGER_FIRED_BY_TRUNCATE(trig->tg_event))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("changefeed.capture_truncate() must be an AFTER TRUNCATE trigger")));
+    Trigger *t = trig->tg_trigger;
+    if (t->tgnargs != 2)
+        ereport(ERROR, (errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+                        errmsg("changefeed.capture_truncate() expects 2 trigger arguments, got %d", t->tgnargs)));
+    int32 collection_id = parse_int(t->tgargs[0]);
+    int32 ranges = parse_int(t->tgargs[1]);
+
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (clear_plan == NULL) {
+        Oid types[2] = {INT4OID, INT4OID};
+        clear_plan = keep_plan(
+            "INSERT INTO changefeed.log (txid, collection_id, range_id, op)"
+            " SELECT pg_catalog.pg_current_xact_id(), $1, r, 't'"
+            " FROM pg_catalog.generate_series(0, $2 - 1) AS r",
+            2, types);
+    }
+    Datum values[2] = {Int32GetDatum(collection_id), Int32GetDatum(ranges)};
+    int rc = SPI_execute_plan(clear_plan, values, NULL, false, 0);
+    if (rc != SPI_OK_INSERT) elog(ERROR, "changefeed: log insert failed: %s", SPI_result_code_string(rc));
+    SPI_finish();
+
+    changefeed_note_capture(collection_id);
+    return PointerGetDatum(NULL);
+}
+
+}  // extern "C"

@@ -1,0 +1,46 @@
+// PostgreSQL headers for the extension's C++ sources.
+//
+// Rules (DESIGN.md 6): PostgreSQL errors longjmp, so a function that can raise
+// one never has C++ objects with destructors in its frame; C++ code that can
+// throw (the position codec) is pure and is called through
+// changefeed::call_pure(), which turns an exception into an ereport only after
+// the C++ frames are gone.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+}
+
+namespace changefeed {
+
+// Library loaded through shared_preload_libraries (set in _PG_init).
+extern bool preloaded;
+
+// Our SQLSTATEs (class CF); see extension/sql/20_enable.sql.
+constexpr int kNoPrimaryKey = MAKE_SQLSTATE('C', 'F', '0', '0', '1');
+constexpr int kInvalidPosition = MAKE_SQLSTATE('C', 'F', '0', '0', '4');
+constexpr int kForeignPosition = MAKE_SQLSTATE('C', 'F', '0', '0', '5');
+
+}  // namespace changefeed
+
+// Notifier interface used by capture (extension/notifier.cpp).
+void changefeed_notifier_init(void);
+void changefeed_note_capture(int32 collection_id);
+bool changefeed_xact_captured(void);
+
+// FNV-1a (32 bit) of the partition key's bytes; range = hash % ranges.
+extern "C" uint32 changefeed_range_hash(const char *bytes, size_t len);

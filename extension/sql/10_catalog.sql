@@ -1,0 +1,82 @@
+-- changefeed: catalog (collections, the change log, its partitions).
+\echo Use "CREATE EXTENSION changefeed" to load this file. \quit
+
+-- One row per enabled table.  Options are fixed at enable() time: changing the
+-- number of ranges would move documents between ranges under running consumers.
+CREATE TABLE changefeed.collection (
+    id              int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    relid           oid NOT NULL UNIQUE,
+    key_columns     text[] NOT NULL,
+    partition_key   text[] NOT NULL,
+    ranges          int NOT NULL DEFAULT 16,
+    retention       interval NOT NULL DEFAULT '7 days',
+    keep_previous   bool NOT NULL DEFAULT true,
+    tenant_column   text,
+    ttl_column      text,
+    enabled_at      timestamptz NOT NULL DEFAULT now()
+);
+
+-- The ordered change log shared by all collections.  Partitioned by time so
+-- that retention drops whole partitions instead of deleting rows.
+-- seq has no cache: a cached sequence would hand a later write of a row a
+-- smaller number than an earlier one made in another session.
+CREATE SEQUENCE changefeed.log_seq AS bigint CACHE 1;
+
+CREATE TABLE changefeed.log (
+    seq             bigint NOT NULL DEFAULT nextval('changefeed.log_seq'),
+    txid            xid8 NOT NULL,
+    collection_id   int NOT NULL,
+    range_id        int NOT NULL,
+    doc_id          text,            -- null for a clear (TRUNCATE)
+    partition_key   text,
+    op              "char" NOT NULL, -- c create, r replace, d delete, t clear
+    current         jsonb,
+    previous        jsonb,
+    ttl_expired     bool NOT NULL DEFAULT false,
+    written_at      timestamptz NOT NULL DEFAULT now(),
+    tenant          text
+) PARTITION BY RANGE (written_at);
+
+-- The only index: reads select a collection's ranges by transaction id.
+-- Every index is paid by every captured write.
+CREATE INDEX log_read_idx ON changefeed.log (collection_id, range_id, txid);
+
+-- Rows whose day has no partition yet land here, so a write never fails for
+-- lack of a partition; maintain() keeps it empty in normal operation.
+CREATE TABLE changefeed.log_default PARTITION OF changefeed.log DEFAULT;
+
+-- Creates the daily partitions from yesterday up to `days_ahead` days ahead.
+-- Returns how many partitions it created.
+CREATE FUNCTION changefeed.create_partitions(days_ahead int DEFAULT 7)
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+    d date;
+    name text;
+    created int := 0;
+BEGIN
+    IF days_ahead IS NULL OR days_ahead < 0 OR days_ahead > 366 THEN
+        RAISE EXCEPTION 'days_ahead must be between 0 and 366, not %', days_ahead
+            USING ERRCODE = 'CF003';
+    END IF;
+    FOR d IN SELECT generate_series(current_date - 1, current_date + days_ahead, '1 day')::date LOOP
+        name := 'log_' || to_char(d, 'YYYYMMDD');
+        IF to_regclass(format('changefeed.%I', name)) IS NULL THEN
+            EXECUTE format('CREATE TABLE changefeed.%I PARTITION OF changefeed.log FOR VALUES FROM (%L) TO (%L)',
+                           name, d::timestamptz, (d + 1)::timestamptz);
+            created := created + 1;
+        END IF;
+    END LOOP;
+    RETURN created;
+END
+$$;
+
+-- Keeps the log ready for writes.  Retention (dropping old partitions) comes
+-- with the retention work; for now it only creates upcoming partitions.
+CREATE FUNCTION changefeed.maintain()
+RETURNS int LANGUAGE sql SET search_path = pg_catalog AS $$
+    SELECT changefeed.create_partitions(7)
+$$;
+
+SELECT changefeed.create_partitions(7);
+
+SELECT pg_catalog.pg_extension_config_dump('changefeed.collection', '');

@@ -1,0 +1,217 @@
+-- changefeed: enabling capture on a table.
+--
+-- SQLSTATEs of our own (class CF):
+--   CF001 table has no primary key          CF002 table is not enabled
+--   CF003 invalid option value              CF004 malformed position
+--   CF005 position from another cluster/database
+--   CF008 already enabled with other options
+--   CF009 read inside a transaction that captured changes itself
+
+-- Row and TRUNCATE capture, implemented in C++ (extension/capture.cpp).
+-- Trigger arguments: collection id, ranges, keep_previous (t/f),
+-- key attnums, partition-key attnums, tenant attnum (0 = none).
+CREATE FUNCTION changefeed.capture_row() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'changefeed_capture_row' LANGUAGE C;
+CREATE FUNCTION changefeed.capture_truncate() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'changefeed_capture_truncate' LANGUAGE C;
+
+-- The documented range hash: FNV-1a (32 bit) of the UTF-8 partition-key text,
+-- modulo the number of ranges.  Exposed so that clients can compute it too.
+CREATE FUNCTION changefeed.range_of(partition_key text, ranges int) RETURNS int
+    AS 'MODULE_PATHNAME', 'changefeed_range_of' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Starts this database's notifier if the library is preloaded and none runs;
+-- returns whether one is running or starting.  Called by enable() and clients.
+CREATE FUNCTION changefeed.ensure_notifier() RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_ensure_notifier' LANGUAGE C;
+
+-- Whether the library is loaded through shared_preload_libraries (writers
+-- then issue no NOTIFY; a background worker does it for them).
+CREATE FUNCTION changefeed.preloaded() RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_preloaded' LANGUAGE C;
+
+-- Whether the current transaction captured changes itself.
+CREATE FUNCTION changefeed.captured_in_this_transaction() RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_captured_in_xact' LANGUAGE C;
+
+CREATE FUNCTION changefeed.channel_of(collection_id int) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT AS $$ SELECT 'changefeed_' || collection_id $$;
+
+-- Looks up an enabled table, failing with CF002 when it is not enabled.
+CREATE FUNCTION changefeed.collection_of(tbl regclass) RETURNS changefeed.collection
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+DECLARE
+    c changefeed.collection;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF002';
+    END IF;
+    SELECT * INTO c FROM changefeed.collection WHERE relid = tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not enabled for changefeed', tbl
+            USING ERRCODE = 'CF002',
+                  HINT = format('Run SELECT changefeed.enable(%L);', tbl::text);
+    END IF;
+    RETURN c;
+END
+$$;
+
+-- Attribute numbers of `cols` in `tbl`, failing with CF003 for unknown columns.
+CREATE FUNCTION changefeed.attnums_of(tbl regclass, cols text[], what text) RETURNS int[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+DECLARE
+    col text;
+    n int;
+    result int[] := '{}';
+BEGIN
+    FOREACH col IN ARRAY cols LOOP
+        SELECT attnum INTO n FROM pg_attribute
+         WHERE attrelid = tbl AND attname = col AND attnum > 0 AND NOT attisdropped;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION '% column "%" does not exist in table %', what, col, tbl
+                USING ERRCODE = 'CF003';
+        END IF;
+        result := result || n;
+    END LOOP;
+    RETURN result;
+END
+$$;
+
+CREATE FUNCTION changefeed.install_triggers(c changefeed.collection) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+    tbl regclass := c.relid::regclass;
+    keys int[] := changefeed.attnums_of(tbl, c.key_columns, 'key');
+    parts int[] := changefeed.attnums_of(tbl, c.partition_key, 'partition key');
+    tenant int := 0;
+BEGIN
+    IF c.tenant_column IS NOT NULL THEN
+        tenant := (changefeed.attnums_of(tbl, ARRAY[c.tenant_column], 'tenant'))[1];
+    END IF;
+    EXECUTE format('DROP TRIGGER IF EXISTS changefeed_capture ON %s', tbl);
+    EXECUTE format('DROP TRIGGER IF EXISTS changefeed_capture_truncate ON %s', tbl);
+    EXECUTE format('CREATE TRIGGER changefeed_capture AFTER INSERT OR UPDATE OR DELETE ON %s '
+                   'FOR EACH ROW EXECUTE FUNCTION changefeed.capture_row(%L, %L, %L, %L, %L, %L)',
+                   tbl, c.id, c.ranges, c.keep_previous,
+                   array_to_string(keys, ','), array_to_string(parts, ','), tenant);
+    EXECUTE format('CREATE TRIGGER changefeed_capture_truncate AFTER TRUNCATE ON %s '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION changefeed.capture_truncate(%L, %L)',
+                   tbl, c.id, c.ranges);
+END
+$$;
+
+-- Enables capture on a table and returns its collection id.  Enabling an
+-- enabled table with the same options is a no-op; with other options, CF008.
+CREATE FUNCTION changefeed.enable(
+    tbl regclass,
+    partition_key text[] DEFAULT NULL,
+    ranges int DEFAULT 16,
+    retention interval DEFAULT '7 days',
+    keep_previous bool DEFAULT true,
+    tenant_column text DEFAULT NULL,
+    ttl_column text DEFAULT NULL)
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+    kind "char";
+    keys text[];
+    existing changefeed.collection;
+    c changefeed.collection;
+    ttl_type regtype;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    SELECT relkind INTO kind FROM pg_class WHERE oid = tbl;
+    IF kind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '% is not a table', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  DETAIL = 'Only ordinary and partitioned tables can be enabled.';
+    END IF;
+    SELECT array_agg(a.attname::text ORDER BY k.ord) INTO keys
+      FROM pg_index i
+      CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+     WHERE i.indrelid = tbl AND i.indisprimary;
+    IF keys IS NULL THEN
+        RAISE EXCEPTION 'table % has no primary key', tbl
+            USING ERRCODE = 'CF001',
+                  DETAIL = 'changefeed identifies documents by their primary key.',
+                  HINT = 'Add a primary key, then enable the table.';
+    END IF;
+    IF ranges IS NULL OR ranges < 1 OR ranges > 4096 THEN
+        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(ranges::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    IF retention IS NULL OR retention <= interval '0' THEN
+        RAISE EXCEPTION 'retention must be a positive interval, not %', coalesce(retention::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    IF keep_previous IS NULL THEN
+        RAISE EXCEPTION 'keep_previous must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    IF partition_key IS NULL THEN
+        partition_key := keys;
+    ELSIF cardinality(partition_key) = 0 THEN
+        RAISE EXCEPTION 'partition_key must name at least one column' USING ERRCODE = 'CF003';
+    END IF;
+    PERFORM changefeed.attnums_of(tbl, partition_key, 'partition key');
+    IF tenant_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[tenant_column], 'tenant');
+    END IF;
+    IF ttl_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
+        SELECT atttypid::regtype INTO ttl_type FROM pg_attribute
+         WHERE attrelid = tbl AND attname = ttl_column;
+        IF ttl_type NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype) THEN
+            RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date, not %', ttl_column, ttl_type
+                USING ERRCODE = 'CF003';
+        END IF;
+    END IF;
+
+    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl FOR UPDATE;
+    IF FOUND THEN
+        IF (existing.partition_key, existing.ranges, existing.retention, existing.keep_previous,
+            existing.tenant_column, existing.ttl_column)
+           IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column) THEN
+            RETURN existing.id;
+        END IF;
+        RAISE EXCEPTION 'table % is already enabled with other options', tbl
+            USING ERRCODE = 'CF008',
+                  HINT = 'Disable it first; positions and leases of the old options do not carry over.';
+    END IF;
+
+    INSERT INTO changefeed.collection AS col
+           (relid, key_columns, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column)
+    VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column)
+    RETURNING * INTO c;
+    PERFORM changefeed.install_triggers(c);
+    PERFORM changefeed.ensure_notifier();
+    RETURN c.id;
+END
+$$;
+
+-- Removes capture from a table.  Its log rows stay until retention drops them.
+CREATE FUNCTION changefeed.disable(tbl regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    EXECUTE format('DROP TRIGGER IF EXISTS changefeed_capture ON %s', tbl);
+    EXECUTE format('DROP TRIGGER IF EXISTS changefeed_capture_truncate ON %s', tbl);
+    DELETE FROM changefeed.collection WHERE id = c.id;
+END
+$$;
+
+CREATE VIEW changefeed.collections AS
+SELECT c.id,
+       c.relid::regclass AS table_name,
+       c.key_columns,
+       c.partition_key,
+       c.ranges,
+       c.retention,
+       c.keep_previous,
+       c.tenant_column,
+       c.ttl_column,
+       changefeed.channel_of(c.id) AS channel,
+       c.enabled_at
+  FROM changefeed.collection c;

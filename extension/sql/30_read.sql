@@ -1,0 +1,170 @@
+-- changefeed: positions and reads.
+--
+-- A position is opaque, versioned text.  It holds a lower snapshot `lo`
+-- (everything visible in it was delivered) and, while a window is being paged,
+-- the window's upper snapshot `hi` and the last seq delivered inside it.
+-- Encoding and validation live in C++ (extension/position*.cpp).
+
+CREATE FUNCTION changefeed.position_encode(lo pg_snapshot, hi pg_snapshot, last_seq bigint)
+RETURNS text AS 'MODULE_PATHNAME', 'changefeed_position_encode' LANGUAGE C STABLE;
+
+CREATE FUNCTION changefeed.position_decode(pos text, OUT lo pg_snapshot, OUT hi pg_snapshot, OUT last_seq bigint)
+RETURNS record AS 'MODULE_PATHNAME', 'changefeed_position_decode' LANGUAGE C STABLE;
+
+-- The position of "now": a read from it returns what commits after this
+-- statement's snapshot.  Inside a REPEATABLE READ transaction it is the
+-- transaction's snapshot, the same one read() uses there.
+CREATE FUNCTION changefeed.current_position() RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT changefeed.position_encode(pg_catalog.pg_current_snapshot(), NULL, 0)
+$$;
+
+CREATE FUNCTION changefeed.operation_name(op "char") RETURNS text
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT CASE op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
+                   WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END
+$$;
+
+-- Reads the changes of `tbl` after `since`.
+--   max_changes  at most this many rows (1 .. 100000)
+--   ranges       only these range ids (null = all)
+--   mode         'all': every version, deletes and clears included;
+--                'latest': per window, the latest version of each changed
+--                document; documents whose latest change is a delete or a
+--                clear do not appear.
+-- Rows come window by window (a window = what committed between two
+-- snapshots), in seq order inside a window.  Each row carries the position
+-- after it.  When a window is exhausted the read rolls over into the next one.
+-- After a read that returned nothing, the position to keep is the read's own
+-- snapshot: call read() and current_position() in one REPEATABLE READ
+-- transaction.
+CREATE FUNCTION changefeed.read(
+    tbl regclass,
+    since text,
+    max_changes int DEFAULT 1000,
+    ranges int[] DEFAULT NULL,
+    mode text DEFAULT 'all')
+RETURNS TABLE (
+    seq bigint,
+    txid xid8,
+    range_id int,
+    operation text,
+    doc_id text,
+    partition_key text,
+    current jsonb,
+    previous jsonb,
+    ttl_expired bool,
+    written_at timestamptz,
+    tenant text,
+    "position" text)
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_column
+DECLARE
+    c changefeed.collection;
+    p record;
+    lo pg_snapshot;
+    hi pg_snapshot;
+    after bigint;
+    remaining int := max_changes;
+    wanted int[];
+    n int;
+    windows int := 0;
+    fresh bool := false;
+BEGIN
+    IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
+        RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_changes IS NULL OR max_changes < 1 OR max_changes > 100000 THEN
+        RAISE EXCEPTION 'max_changes must be between 1 and 100000, not %', coalesce(max_changes::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    c := changefeed.collection_of(tbl);
+    IF since IS NULL THEN
+        RAISE EXCEPTION 'position must not be null'
+            USING ERRCODE = 'CF004',
+                  HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
+    END IF;
+    p := changefeed.position_decode(since);
+    IF changefeed.captured_in_this_transaction() THEN
+        RAISE EXCEPTION 'cannot read the change feed in a transaction that captured changes itself'
+            USING ERRCODE = 'CF009',
+                  DETAIL = 'Its own uncommitted changes would be delivered before they commit.';
+    END IF;
+    IF ranges IS NULL THEN
+        wanted := ARRAY(SELECT generate_series(0, c.ranges - 1));
+    ELSE
+        IF EXISTS (SELECT 1 FROM unnest(ranges) r WHERE r IS NULL OR r < 0 OR r >= c.ranges) THEN
+            RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        wanted := ranges;
+    END IF;
+
+    lo := p.lo;
+    hi := p.hi;
+    after := p.last_seq;
+    LOOP
+        IF hi IS NULL THEN
+            -- Open the next window at this statement's snapshot.  Later
+            -- statements see at least as much, so every row visible in `hi`
+            -- is visible to the scan below.
+            hi := pg_current_snapshot();
+            after := 0;
+            fresh := true;
+            IF pg_snapshot_xmax(hi) < pg_snapshot_xmax(lo) THEN
+                RETURN;  -- the position is newer than our snapshot: nothing yet
+            END IF;
+        END IF;
+
+        RETURN QUERY
+        WITH window_rows AS (
+            SELECT l.* FROM changefeed.log l
+             WHERE l.collection_id = c.id
+               AND l.range_id = ANY (wanted)
+               AND l.txid >= pg_snapshot_xmin(lo)
+               AND l.txid < pg_snapshot_xmax(hi)
+               AND pg_visible_in_snapshot(l.txid, hi)
+               AND NOT pg_visible_in_snapshot(l.txid, lo)
+        ),
+        picked AS (
+            SELECT w.* FROM window_rows w
+             WHERE mode = 'all' AND w.seq > after
+            UNION ALL
+            SELECT v.* FROM (
+                SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
+                  FROM window_rows w
+                 WHERE mode = 'latest' AND w.op <> 't'
+                 ORDER BY w.range_id, w.doc_id, w.seq DESC
+            ) v
+             WHERE v.op <> 'd' AND v.seq > after
+               AND NOT EXISTS (SELECT 1 FROM window_rows t
+                                WHERE t.op = 't' AND t.range_id = v.range_id AND t.seq > v.seq)
+        ),
+        page AS (
+            SELECT pk.*, row_number() OVER (ORDER BY pk.seq) AS rn
+              FROM (SELECT * FROM picked ORDER BY seq LIMIT remaining + 1) pk
+        ),
+        counted AS (
+            SELECT pg.*, count(*) OVER () AS total FROM page pg
+        )
+        SELECT k.seq, k.txid, k.range_id, changefeed.operation_name(k.op), k.doc_id, k.partition_key,
+               k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
+               CASE WHEN k.total <= remaining AND k.rn = k.total
+                    THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                    ELSE changefeed.position_encode(lo, hi, k.seq) END
+          FROM counted k
+         WHERE k.rn <= remaining
+         ORDER BY k.seq;
+        GET DIAGNOSTICS n = ROW_COUNT;
+
+        remaining := remaining - n;
+        windows := windows + 1;
+        -- Stop when the page is full, or a window opened by this call held
+        -- nothing (the next one would be opened at a snapshot hardly newer).
+        EXIT WHEN remaining = 0 OR (fresh AND n = 0) OR windows >= 3;
+        lo := hi;
+        hi := NULL;
+    END LOOP;
+END
+$$;
