@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "nodes/makefuncs.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/json.h"
 #include "utils/rel.h"
@@ -169,6 +170,62 @@ SPIPlanPtr keep_plan(const char *sql, int nargs, Oid *types) {
     return plan;
 }
 
+bool key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc) {
+    for (int i = 0; i < st->nkeys; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, st->keys[i] - 1);
+        bool null_old, null_new;
+        Datum a = heap_getattr(older, st->keys[i], desc, &null_old);
+        Datum b = heap_getattr(newer, st->keys[i], desc, &null_new);
+        if (null_old != null_new) return true;
+        if (!null_old && !datumIsEqual(a, b, att->attbyval, att->attlen)) return true;
+    }
+    return false;
+}
+
+// Writes one row of changefeed.log in the writer's transaction.
+void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, HeapTuple older) {
+    HeapTuple image = newer ? newer : older;
+    char *doc = document_id(st, image, desc);
+    char *part = partition_key(st, image, desc);
+    int32 range = (int32)(changefeed_range_hash(part, strlen(part)) % (uint32)st->ranges);
+    char *tenant = st->tenant > 0 ? column_text(image, desc, st->tenant, &st->tenant_out) : NULL;
+    bool ttl = op == 'd' && changefeed_delete_reason != NULL && strcmp(changefeed_delete_reason, "ttl") == 0;
+
+    Datum values[9];
+    char nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+    values[0] = Int32GetDatum(st->collection_id);
+    values[1] = Int32GetDatum(range);
+    values[2] = CStringGetTextDatum(doc);
+    values[3] = CStringGetTextDatum(part);
+    values[4] = CharGetDatum(op);
+    if (newer)
+        values[5] = row_jsonb(st, newer, desc);
+    else
+        nulls[5] = 'n';
+    if (older && st->keep_previous)
+        values[6] = row_jsonb(st, older, desc);
+    else
+        nulls[6] = 'n';
+    values[7] = BoolGetDatum(ttl);
+    if (tenant)
+        values[8] = CStringGetTextDatum(tenant);
+    else
+        nulls[8] = 'n';
+
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (insert_plan == NULL) {
+        Oid types[9] = {INT4OID, INT4OID, TEXTOID, TEXTOID, CHAROID, JSONBOID, JSONBOID, BOOLOID, TEXTOID};
+        insert_plan = keep_plan(
+            "INSERT INTO changefeed.log (txid, collection_id, range_id, doc_id, partition_key, op,"
+            " current, previous, ttl_expired, tenant)"
+            " VALUES (pg_catalog.pg_current_xact_id(), $1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            9, types);
+    }
+    int rc = SPI_execute_plan(insert_plan, values, nulls, false, 0);
+    if (rc != SPI_OK_INSERT) elog(ERROR, "changefeed: log insert failed: %s", SPI_result_code_string(rc));
+    SPI_finish();
+}
+
 void check_trigger(FunctionCallInfo fcinfo, const char *name) {
     if (!CALLED_AS_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
@@ -211,48 +268,13 @@ Datum changefeed_capture_row(PG_FUNCTION_ARGS) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("changefeed.capture_row() fired by an unexpected event")));
     }
-    HeapTuple image = newer ? newer : older;
-
-    char *doc = document_id(st, image, desc);
-    char *part = partition_key(st, image, desc);
-    int32 range = (int32)(changefeed_range_hash(part, strlen(part)) % (uint32)st->ranges);
-    char *tenant = st->tenant > 0 ? column_text(image, desc, st->tenant, &st->tenant_out) : NULL;
-    bool ttl = op == 'd' && changefeed_delete_reason != NULL && strcmp(changefeed_delete_reason, "ttl") == 0;
-
-    Datum values[9];
-    char nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-    values[0] = Int32GetDatum(st->collection_id);
-    values[1] = Int32GetDatum(range);
-    values[2] = CStringGetTextDatum(doc);
-    values[3] = CStringGetTextDatum(part);
-    values[4] = CharGetDatum(op);
-    if (newer)
-        values[5] = row_jsonb(st, newer, desc);
-    else
-        nulls[5] = 'n';
-    if (older && st->keep_previous)
-        values[6] = row_jsonb(st, older, desc);
-    else
-        nulls[6] = 'n';
-    values[7] = BoolGetDatum(ttl);
-    if (tenant)
-        values[8] = CStringGetTextDatum(tenant);
-    else
-        nulls[8] = 'n';
-
-    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
-    if (insert_plan == NULL) {
-        Oid types[9] = {INT4OID, INT4OID, TEXTOID, TEXTOID, CHAROID, JSONBOID, JSONBOID, BOOLOID, TEXTOID};
-        insert_plan = keep_plan(
-            "INSERT INTO changefeed.log (txid, collection_id, range_id, doc_id, partition_key, op,"
-            " current, previous, ttl_expired, tenant)"
-            " VALUES (pg_catalog.pg_current_xact_id(), $1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            9, types);
+    if (op == 'r' && key_changed(st, older, newer, desc)) {
+        // A new primary key is a new document: the old one is deleted.
+        log_change(st, desc, 'd', NULL, older);
+        log_change(st, desc, 'c', newer, NULL);
+    } else {
+        log_change(st, desc, op, newer, older);
     }
-    int rc = SPI_execute_plan(insert_plan, values, nulls, false, 0);
-    if (rc != SPI_OK_INSERT) elog(ERROR, "changefeed: log insert failed: %s", SPI_result_code_string(rc));
-    SPI_finish();
-
     changefeed_note_capture(st->collection_id);
     return PointerGetDatum(NULL);
 }

@@ -77,6 +77,18 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION changefeed.drop_triggers(tbl regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+    name text;
+BEGIN
+    FOR name IN SELECT tgname FROM pg_trigger
+                 WHERE tgrelid = tbl AND tgname IN ('changefeed_capture', 'changefeed_capture_truncate') LOOP
+        EXECUTE format('DROP TRIGGER %I ON %s', name, tbl);
+    END LOOP;
+END
+$$;
+
 CREATE FUNCTION changefeed.install_triggers(c changefeed.collection) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
@@ -88,8 +100,7 @@ BEGIN
     IF c.tenant_column IS NOT NULL THEN
         tenant := (changefeed.attnums_of(tbl, ARRAY[c.tenant_column], 'tenant'))[1];
     END IF;
-    EXECUTE format('DROP TRIGGER IF EXISTS changefeed_capture ON %s', tbl);
-    EXECUTE format('DROP TRIGGER IF EXISTS changefeed_capture_truncate ON %s', tbl);
+    PERFORM changefeed.drop_triggers(tbl);
     EXECUTE format('CREATE TRIGGER changefeed_capture AFTER INSERT OR UPDATE OR DELETE ON %s '
                    'FOR EACH ROW EXECUTE FUNCTION changefeed.capture_row(%L, %L, %L, %L, %L, %L)',
                    tbl, c.id, c.ranges, c.keep_previous,
@@ -196,8 +207,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
 BEGIN
-    EXECUTE format('DROP TRIGGER IF EXISTS changefeed_capture ON %s', tbl);
-    EXECUTE format('DROP TRIGGER IF EXISTS changefeed_capture_truncate ON %s', tbl);
+    PERFORM changefeed.drop_triggers(tbl);
     DELETE FROM changefeed.collection WHERE id = c.id;
 END
 $$;

@@ -1,0 +1,351 @@
+-- changefeed: leases and checkpoints of change-feed processors.
+--
+-- One lease per (collection, processor name, range).  The instance owning a
+-- lease is the only one reading that range; `epoch` is bumped on every change
+-- of ownership and fences checkpoints: an instance that lost a lease can never
+-- move its checkpoint again.  All times come from the server's clock, so
+-- instances with skewed clocks still agree on expiry.
+--
+-- SQLSTATEs of this file (class CF, continuing 20_enable.sql):
+--   CF010 lease lost: the caller no longer owns the lease at that epoch (fenced)
+--   CF011 invalid processor or instance name (null, empty or too long)
+--   CF003 invalid option value (lease duration, page size, ...)
+
+CREATE TABLE changefeed.lease (
+    collection_id     int NOT NULL REFERENCES changefeed.collection (id) ON DELETE CASCADE,
+    processor         text NOT NULL,
+    range_id          int NOT NULL,
+    owner             text,                    -- null: free
+    epoch             bigint NOT NULL DEFAULT 0,
+    expires_at        timestamptz,
+    checkpoint        text NOT NULL,           -- position to read the log from
+    -- start_from_beginning: the table is scanned before the log is read.
+    backfill_done     bool NOT NULL DEFAULT true,
+    backfill_after    jsonb,                   -- primary key of the last row delivered
+    backfill_rows     bigint NOT NULL DEFAULT 0,
+    backfill_position text,                    -- where the log continues after the scan
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (collection_id, processor, range_id)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('changefeed.lease', '');
+
+CREATE VIEW changefeed.leases AS
+SELECT l.collection_id, c.relid::regclass AS table_name, l.processor, l.range_id, l.owner,
+       l.epoch, l.expires_at, l.expires_at > now() AS live, l.checkpoint,
+       l.backfill_done, l.backfill_rows, l.updated_at
+  FROM changefeed.lease l JOIN changefeed.collection c ON c.id = l.collection_id;
+
+CREATE FUNCTION changefeed.check_name(name text, what text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog AS $$
+BEGIN
+    IF name IS NULL OR btrim(name) = '' THEN
+        RAISE EXCEPTION '% name must not be empty', what USING ERRCODE = 'CF011';
+    END IF;
+    IF length(name) > 200 THEN
+        RAISE EXCEPTION '% name must be at most 200 characters', what USING ERRCODE = 'CF011';
+    END IF;
+    RETURN name;
+END
+$$;
+
+CREATE FUNCTION changefeed.check_duration(d interval) RETURNS interval
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog AS $$
+BEGIN
+    IF d IS NULL OR d <= interval '0' THEN
+        RAISE EXCEPTION 'lease duration must be a positive interval, not %', coalesce(d::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    RETURN d;
+END
+$$;
+
+-- Creates the processor's lease set on its first start and returns the number
+-- of leases.  The leases hold the start position, so an instance that starts
+-- later does not skip what was written in between.  An existing lease (a
+-- checkpoint) always wins over `from_beginning`.
+CREATE FUNCTION changefeed.lease_init(tbl regclass, processor text, from_beginning bool DEFAULT false)
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+    pos text := changefeed.current_position();
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    IF from_beginning IS NULL THEN
+        RAISE EXCEPTION 'from_beginning must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    INSERT INTO changefeed.lease AS l
+           (collection_id, processor, range_id, checkpoint, backfill_done, backfill_position)
+    SELECT c.id, processor, r, pos, NOT from_beginning, CASE WHEN from_beginning THEN pos END
+      FROM generate_series(0, c.ranges - 1) r
+    ON CONFLICT DO NOTHING;
+    RETURN c.ranges;
+END
+$$;
+
+-- Takes one lease for `instance`, bumping its epoch so the previous owner is
+-- fenced.  Returns false if the lease changed hands since it was looked at.
+CREATE FUNCTION changefeed.lease_steal(tbl regclass, processor text, range_id int, instance text,
+                                       from_owner text, duration interval)
+RETURNS bool LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.check_duration(duration);
+    UPDATE changefeed.lease l
+       SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id
+       AND l.owner IS NOT DISTINCT FROM from_owner;
+    RETURN FOUND;
+END
+$$;
+
+-- One balancing step for `instance`: take free and expired leases up to an
+-- equal share of the live instances, else steal one lease from the instance
+-- holding the most when it holds at least two more than we do.  Returns the
+-- leases `instance` owns afterwards.
+CREATE FUNCTION changefeed.lease_acquire(tbl regclass, processor text, instance text, duration interval)
+RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
+               backfill_after jsonb, backfill_rows bigint, backfill_position text)
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+    live int;
+    share int;
+    mine int;
+    victim record;
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.check_duration(duration);
+    -- Serialize balancing steps of one processor: each sees the others' result.
+    PERFORM 1 FROM changefeed.lease l
+      WHERE l.collection_id = c.id AND l.processor = processor
+      ORDER BY l.range_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'processor "%" has no leases on %', processor, tbl
+            USING ERRCODE = 'CF003', HINT = 'Call changefeed.lease_init() first.';
+    END IF;
+
+    SELECT count(DISTINCT l.owner) FILTER (WHERE l.owner <> instance) + 1,
+           count(*) FILTER (WHERE l.owner = instance AND l.expires_at > now())
+      INTO live, mine
+      FROM changefeed.lease l
+     WHERE l.collection_id = c.id AND l.processor = processor
+       AND l.owner IS NOT NULL AND l.expires_at > now();
+    share := ceil(c.ranges::numeric / live)::int;
+
+    IF mine < share THEN
+        WITH free AS (
+            SELECT l.range_id FROM changefeed.lease l
+             WHERE l.collection_id = c.id AND l.processor = processor
+               AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= now())
+               AND l.owner IS DISTINCT FROM instance
+             ORDER BY l.range_id LIMIT share - mine)
+        UPDATE changefeed.lease l
+           SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
+          FROM free f
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = f.range_id;
+        -- Our own expired leases come back without a new epoch: nobody else held them.
+        UPDATE changefeed.lease l
+           SET expires_at = now() + duration, updated_at = now()
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+           AND (l.expires_at IS NULL OR l.expires_at <= now());
+        SELECT count(*) INTO mine FROM changefeed.lease l
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance;
+    END IF;
+
+    IF mine < share THEN
+        SELECT l.owner, count(*) AS n, max(l.range_id) AS range_id INTO victim
+          FROM changefeed.lease l
+         WHERE l.collection_id = c.id AND l.processor = processor
+           AND l.owner IS NOT NULL AND l.owner <> instance AND l.expires_at > now()
+         GROUP BY l.owner ORDER BY count(*) DESC, l.owner LIMIT 1;
+        IF FOUND AND victim.n >= mine + 2 THEN
+            PERFORM changefeed.lease_steal(tbl, processor, victim.range_id, instance, victim.owner, duration);
+        END IF;
+    END IF;
+
+    RETURN QUERY
+    SELECT l.range_id, l.epoch, l.checkpoint, l.backfill_done, l.backfill_after, l.backfill_rows,
+           l.backfill_position
+      FROM changefeed.lease l
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+     ORDER BY l.range_id;
+END
+$$;
+
+-- Extends the leases `instance` still owns and returns them with their epochs.
+-- A lease missing from the result was taken over: stop reading its range.
+CREATE FUNCTION changefeed.lease_renew(tbl regclass, processor text, instance text, duration interval)
+RETURNS TABLE (range_id int, epoch bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.check_duration(duration);
+    RETURN QUERY
+    UPDATE changefeed.lease l
+       SET expires_at = now() + duration, updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+    RETURNING l.range_id, l.epoch;
+END
+$$;
+
+-- Gives up leases (all of the instance's, or only `range_ids`) so that another
+-- instance takes them over at once instead of waiting for expiry.
+CREATE FUNCTION changefeed.lease_release(tbl regclass, processor text, instance text,
+                                         range_ids int[] DEFAULT NULL)
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+    n int;
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    UPDATE changefeed.lease l
+       SET owner = NULL, expires_at = NULL, updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+       AND (range_ids IS NULL OR l.range_id = ANY (range_ids));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+CREATE FUNCTION changefeed.lease_lost(tbl regclass, processor text, range_id int, instance text, epoch bigint)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    RAISE EXCEPTION 'lease on range % of processor "%" on % is no longer held by "%" at epoch %',
+                    range_id, processor, tbl, instance, epoch
+        USING ERRCODE = 'CF010',
+              HINT = 'Another instance took the lease over; its checkpoint is not moved.';
+END
+$$;
+
+-- Moves a range's checkpoint, only if `instance` still owns the lease at
+-- `epoch` (CF010 otherwise).  The position is validated (CF004/CF005).
+CREATE FUNCTION changefeed.lease_checkpoint(tbl regclass, processor text, range_id int,
+                                            instance text, epoch bigint, "position" text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    IF "position" IS NULL THEN
+        RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004';
+    END IF;
+    PERFORM changefeed.position_decode("position");
+    UPDATE changefeed.lease l
+       SET checkpoint = "position", updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id
+       AND l.owner = instance AND l.epoch = epoch;
+    IF NOT FOUND THEN
+        PERFORM changefeed.lease_lost(tbl, processor, range_id, instance, epoch);
+    END IF;
+END
+$$;
+
+-- Records backfill progress of a range (the primary key of the last row
+-- delivered, as jsonb), fenced like lease_checkpoint().
+CREATE FUNCTION changefeed.lease_backfill_checkpoint(tbl regclass, processor text, range_id int,
+                                                     instance text, epoch bigint, after jsonb,
+                                                     rows_done bigint, done bool)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    IF done IS NULL OR rows_done IS NULL OR rows_done < 0 THEN
+        RAISE EXCEPTION 'done and rows_done must be given' USING ERRCODE = 'CF003';
+    END IF;
+    UPDATE changefeed.lease l
+       SET backfill_after = coalesce(after, l.backfill_after), backfill_rows = rows_done,
+           backfill_done = done, updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id
+       AND l.owner = instance AND l.epoch = epoch;
+    IF NOT FOUND THEN
+        PERFORM changefeed.lease_lost(tbl, processor, range_id, instance, epoch);
+    END IF;
+END
+$$;
+
+-- One keyset page of a range's current rows for a backfill: the rows whose
+-- primary key is greater than `after` (a jsonb object of the key columns;
+-- null = from the start), in key order.  doc_id and partition_key are
+-- formatted as the capture trigger formats them.
+CREATE FUNCTION changefeed.backfill_page(tbl regclass, range_id int, after jsonb, max_rows int DEFAULT 1000)
+RETURNS TABLE (doc_id text, partition_key text, key jsonb, current jsonb)
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+    keys text := '';
+    key_obj text := '';
+    doc text;
+    part text;
+    rowtype text;
+    col text;
+    i int := 0;
+BEGIN
+    IF range_id IS NULL OR range_id < 0 OR range_id >= c.ranges THEN
+        RAISE EXCEPTION 'range id must be between 0 and %', c.ranges - 1 USING ERRCODE = 'CF003';
+    END IF;
+    IF max_rows IS NULL OR max_rows < 1 OR max_rows > 100000 THEN
+        RAISE EXCEPTION 'max_rows must be between 1 and 100000, not %', coalesce(max_rows::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    IF after IS NOT NULL AND jsonb_typeof(after) <> 'object' THEN
+        RAISE EXCEPTION 'after must be a jsonb object of the key columns' USING ERRCODE = 'CF003';
+    END IF;
+    rowtype := format('%s', tbl);
+    FOREACH col IN ARRAY c.key_columns LOOP
+        i := i + 1;
+        keys := keys || CASE WHEN i > 1 THEN ', ' ELSE '' END || format('t.%I', col);
+        key_obj := key_obj || CASE WHEN i > 1 THEN ', ' ELSE '' END || format('%L, t.%I', col, col);
+    END LOOP;
+    IF cardinality(c.key_columns) = 1 THEN
+        doc := format('coalesce(t.%I::text, %L)', c.key_columns[1], '');
+    ELSE
+        doc := '''['' || concat_ws('','', '
+            || (SELECT string_agg(format('coalesce(to_json(t.%I::text)::text, %L)', k, 'null'), ', ')
+                  FROM unnest(c.key_columns) k)
+            || ') || '']''';
+    END IF;
+    part := (SELECT string_agg(format('coalesce(t.%I::text, %L)', k, ''), ' || ''/'' || ')
+               FROM unnest(c.partition_key) k);
+    RETURN QUERY EXECUTE format(
+        'SELECT %s, %s, jsonb_build_object(%s), to_jsonb(t) FROM %s t'
+        ' WHERE changefeed.range_of(%s, $1) = $2'
+        '   AND ($3 IS NULL OR (%s) > (SELECT %s FROM jsonb_populate_record(NULL::%s, $3) t))'
+        ' ORDER BY %s LIMIT $4',
+        doc, part, key_obj, rowtype, part, keys, keys, rowtype, keys)
+    USING c.ranges, range_id, after, max_rows;
+END
+$$;
+
+-- Estimated number of rows of a table, for backfill progress.
+CREATE FUNCTION changefeed.estimated_rows(tbl regclass) RETURNS bigint
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+DECLARE
+    n bigint;
+BEGIN
+    SELECT reltuples::bigint INTO n FROM pg_class WHERE oid = tbl;
+    IF n IS NULL OR n < 0 THEN
+        EXECUTE format('SELECT count(*) FROM %s', tbl) INTO n;
+    END IF;
+    RETURN n;
+END
+$$;

@@ -1,0 +1,77 @@
+-- Reads: latest-version and all-versions semantics, paging, windows, ranges.
+\set SHOW_CONTEXT never
+CREATE TABLE items (id int PRIMARY KEY, name text, deleted bool NOT NULL DEFAULT false);
+SELECT changefeed.enable('items', ranges => 4) IS NOT NULL;
+SELECT start_cursor('latest');
+SELECT start_cursor('all');
+
+-- The latest-version table of the reference semantics, one situation each:
+INSERT INTO items VALUES (1, 'created then replaced');
+UPDATE items SET name = 'replaced' WHERE id = 1;          -- once, carrying the replace
+INSERT INTO items VALUES (2, 'patched');
+UPDATE items SET name = 'patched, whole row' WHERE id = 2; -- whole document
+INSERT INTO items VALUES (3, 'created then hard-deleted');
+DELETE FROM items WHERE id = 3;                           -- not at all
+INSERT INTO items VALUES (4, 'soft-deleted');
+UPDATE items SET deleted = true WHERE id = 4;             -- yes: a write like any other
+SELECT operation, doc_id, current FROM next_changes('latest', 'items', 100, 'latest');
+-- A hard delete of a document created before the last read: not on the latest feed.
+DELETE FROM items WHERE id = 1;
+SELECT operation, doc_id FROM next_changes('latest', 'items', 100, 'latest');
+-- The all-versions feed carried every write, deletes included.
+SELECT operation, doc_id, current ->> 'name' AS cur, previous ->> 'name' AS prev
+  FROM next_changes('all', 'items');
+
+-- Paging: a full window read two rows at a time loses and repeats nothing.
+SELECT start_cursor('pages');
+INSERT INTO items SELECT g, 'page ' || g FROM generate_series(100, 106) g;
+SELECT string_agg(doc_id, ',' ORDER BY seq) FROM next_changes('pages', 'items', 2);
+SELECT string_agg(doc_id, ',' ORDER BY seq) FROM next_changes('pages', 'items', 2);
+-- A window exhausted mid-call rolls over into the next window in the same call.
+INSERT INTO items VALUES (107, 'next window'), (108, 'next window');
+SELECT string_agg(doc_id, ',' ORDER BY seq) FROM next_changes('pages', 'items', 10);
+SELECT count(*) FROM next_changes('pages', 'items', 10);
+
+-- Latest mode pages through the latest versions of one window.
+SELECT start_cursor('latest_pages');
+UPDATE items SET name = name || ' v2' WHERE id BETWEEN 100 AND 104;
+UPDATE items SET name = name || ' v3' WHERE id BETWEEN 100 AND 102;
+SELECT doc_id, current ->> 'name' FROM next_changes('latest_pages', 'items', 3, 'latest');
+SELECT doc_id, current ->> 'name' FROM next_changes('latest_pages', 'items', 3, 'latest');
+
+-- A clear hides what came before it on the latest feed; all versions show it.
+SELECT start_cursor('clear_latest');
+SELECT start_cursor('clear_all');
+INSERT INTO items VALUES (200, 'before truncate');
+TRUNCATE items;
+INSERT INTO items VALUES (201, 'after truncate');
+SELECT operation, doc_id FROM next_changes('clear_latest', 'items', 100, 'latest');
+SELECT operation, count(*) FROM next_changes('clear_all', 'items') GROUP BY 1 ORDER BY 1;
+
+-- Ranges: each range sees only its own documents; together they see everything.
+SELECT start_cursor('r0'); SELECT start_cursor('r123'); SELECT start_cursor('every');
+INSERT INTO items SELECT g, 'ranged' FROM generate_series(300, 339) g;
+SELECT (SELECT count(*) FROM next_changes('r0', 'items', 100, 'all', '{0}'))
+     + (SELECT count(*) FROM next_changes('r123', 'items', 100, 'all', '{1,2,3}')) AS split,
+       (SELECT count(*) FROM next_changes('every', 'items', 100)) AS whole;
+SELECT bool_and(range_id = changefeed.range_of(doc_id, 4)) FROM changefeed.read('items', (SELECT pos FROM cursor_state WHERE name = 'all'));
+
+-- An empty read in a REPEATABLE READ transaction: the position to keep is
+-- current_position() in the same transaction.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM changefeed.read('items', changefeed.current_position());
+SELECT changefeed.current_position() IS NOT NULL AS have_position;
+COMMIT;
+
+-- Bad arguments.
+SELECT try($$SELECT * FROM changefeed.read('items', changefeed.current_position(), 0)$$);
+SELECT try($$SELECT * FROM changefeed.read('items', changefeed.current_position(), 100001)$$);
+SELECT try($$SELECT * FROM changefeed.read('items', changefeed.current_position(), 10, '{4}')$$);
+SELECT try($$SELECT * FROM changefeed.read('items', changefeed.current_position(), 10, '{-1}')$$);
+SELECT try($$SELECT * FROM changefeed.read('items', changefeed.current_position(), 10, NULL, 'newest')$$);
+SELECT try($$SELECT * FROM changefeed.read('missing_table', changefeed.current_position())$$);
+-- A transaction that captured changes cannot read: it would see its own uncommitted rows.
+BEGIN;
+INSERT INTO items VALUES (400, 'uncommitted');
+SELECT try($$SELECT * FROM changefeed.read('items', changefeed.current_position())$$);
+ROLLBACK;

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages changefeed builds, tests and demos with.
+# Run as root; does nothing when everything is already there.
+set -euo pipefail
+
+packages=(postgresql-15 postgresql-server-dev-15 libpqxx-dev libboost-json1.81-dev
+          libgtest-dev cmake g++ make pkg-config)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs every test of changefeed on throwaway local clusters:
+#   1. pg_regress + isolation tests against a cluster with the library preloaded,
+#   2. the same SQL tests (less the notifier's) against a cluster without preload,
+#   3. the client's GoogleTest suites (they start their own clusters).
+# Usage (as root on Debian 12): bash test/run-all.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+bash test/install-deps.sh
+
+echo "== building and installing the extension"
+make -s clean >/dev/null
+make -s
+make -s install >/dev/null
+
+scratch=$(mktemp -d /tmp/changefeed-tests.XXXXXX)
+chmod 755 "$scratch"
+cleanup() {
+    for c in "$scratch"/preload "$scratch"/plain; do
+        [ -f "$c/data/postmaster.pid" ] && bash test/cluster.sh stop "$c" --immediate >/dev/null 2>&1 || true
+    done
+}
+trap cleanup EXIT
+
+failed=0
+run_sql_tests() {  # $1 cluster dir, $2 REGRESS list, $3 ISOLATION list
+    eval "$(bash test/cluster.sh env "$1")"
+    if ! make -s installcheck REGRESS="$2" ISOLATION="$3"; then
+        failed=1
+        cat regression.diffs output_iso/regression.diffs 2>/dev/null | head -200 || true
+    fi
+}
+
+echo "== SQL tests, library preloaded"
+bash test/cluster.sh start "$scratch/preload" --port 55490 --fsync-off
+run_sql_tests "$scratch/preload" "setup enable capture read positions notifier" \
+    "late_commit row_order concurrent_reader"
+bash test/cluster.sh stop "$scratch/preload"
+
+echo "== SQL tests, library not preloaded (NOTIFY fallback)"
+bash test/cluster.sh start "$scratch/plain" --port 55491 --fsync-off --no-preload
+run_sql_tests "$scratch/plain" "setup enable capture read positions" \
+    "late_commit row_order concurrent_reader"
+bash test/cluster.sh stop "$scratch/plain"
+
+if [ -f CMakeLists.txt ]; then
+    echo "== client library and its tests"
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build build -j2
+    if ! ctest --test-dir build --output-on-failure; then failed=1; fi
+fi
+
+if [ "$failed" -ne 0 ]; then
+    echo "SOME TESTS FAILED"
+    exit 1
+fi
+echo "ALL TESTS PASSED"
