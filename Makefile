@@ -8,7 +8,8 @@ OBJS = \
 	extension/capture.o \
 	extension/position.o \
 	extension/position_codec.o \
-	extension/notifier.o
+	extension/notifier.o \
+	extension/log_writer.o
 
 EXTENSION = extension/changefeed
 EXTVERSION = 0.1

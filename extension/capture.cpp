@@ -1,10 +1,11 @@
 // Capture: the row trigger (create / replace / delete) and the TRUNCATE
 // statement trigger (clear).  This is the product's hottest path: per row it
-// formats the key, converts the row(s) to jsonb, and runs one saved INSERT
-// plan into changefeed.log.  It never sends NOTIFY itself when preloaded.
+// formats the key, converts the row(s) to jsonb and hands one log row to
+// log_writer.cpp.  It never sends NOTIFY itself when preloaded.
 //
 // Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
+#include "log_writer.hpp"
 
 extern "C" {
 #include "nodes/makefuncs.h"
@@ -36,9 +37,6 @@ struct CaptureState {
     FmgrInfo tenant_out;
     FmgrInfo to_jsonb;
 };
-
-SPIPlanPtr insert_plan = NULL;
-SPIPlanPtr clear_plan = NULL;
 
 int parse_attnums(const char *list, AttrNumber *out, const char *what) {
     int n = 0;
@@ -163,13 +161,6 @@ Datum row_jsonb(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
     return FunctionCall1(&st->to_jsonb, heap_copy_tuple_as_datum(tuple, desc));
 }
 
-SPIPlanPtr keep_plan(const char *sql, int nargs, Oid *types) {
-    SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
-    if (plan == NULL) elog(ERROR, "changefeed: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-    if (SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: SPI_keepplan failed");
-    return plan;
-}
-
 bool key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc) {
     for (int i = 0; i < st->nkeys; i++) {
         Form_pg_attribute att = TupleDescAttr(desc, st->keys[i] - 1);
@@ -191,39 +182,17 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
     char *tenant = st->tenant > 0 ? column_text(image, desc, st->tenant, &st->tenant_out) : NULL;
     bool ttl = op == 'd' && changefeed_delete_reason != NULL && strcmp(changefeed_delete_reason, "ttl") == 0;
 
-    Datum values[9];
-    char nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-    values[0] = Int32GetDatum(st->collection_id);
-    values[1] = Int32GetDatum(range);
-    values[2] = CStringGetTextDatum(doc);
-    values[3] = CStringGetTextDatum(part);
-    values[4] = CharGetDatum(op);
-    if (newer)
-        values[5] = row_jsonb(st, newer, desc);
-    else
-        nulls[5] = 'n';
-    if (older && st->keep_previous)
-        values[6] = row_jsonb(st, older, desc);
-    else
-        nulls[6] = 'n';
-    values[7] = BoolGetDatum(ttl);
-    if (tenant)
-        values[8] = CStringGetTextDatum(tenant);
-    else
-        nulls[8] = 'n';
-
-    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
-    if (insert_plan == NULL) {
-        Oid types[9] = {INT4OID, INT4OID, TEXTOID, TEXTOID, CHAROID, JSONBOID, JSONBOID, BOOLOID, TEXTOID};
-        insert_plan = keep_plan(
-            "INSERT INTO changefeed.log (txid, collection_id, range_id, doc_id, partition_key, op,"
-            " current, previous, ttl_expired, tenant)"
-            " VALUES (pg_catalog.pg_current_xact_id(), $1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            9, types);
-    }
-    int rc = SPI_execute_plan(insert_plan, values, nulls, false, 0);
-    if (rc != SPI_OK_INSERT) elog(ERROR, "changefeed: log insert failed: %s", SPI_result_code_string(rc));
-    SPI_finish();
+    LogRow row;
+    row.collection_id = st->collection_id;
+    row.range_id = range;
+    row.doc_id = CStringGetTextDatum(doc);
+    row.partition_key = CStringGetTextDatum(part);
+    row.op = op;
+    row.current = newer ? row_jsonb(st, newer, desc) : (Datum)0;
+    row.previous = older && st->keep_previous ? row_jsonb(st, older, desc) : (Datum)0;
+    row.ttl_expired = ttl;
+    row.tenant = tenant ? CStringGetTextDatum(tenant) : (Datum)0;
+    changefeed_log_write(&row);
 }
 
 void check_trigger(FunctionCallInfo fcinfo, const char *name) {
@@ -293,19 +262,13 @@ Datum changefeed_capture_truncate(PG_FUNCTION_ARGS) {
     int32 collection_id = parse_int(t->tgargs[0]);
     int32 ranges = parse_int(t->tgargs[1]);
 
-    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
-    if (clear_plan == NULL) {
-        Oid types[2] = {INT4OID, INT4OID};
-        clear_plan = keep_plan(
-            "INSERT INTO changefeed.log (txid, collection_id, range_id, op)"
-            " SELECT pg_catalog.pg_current_xact_id(), $1, r, 't'"
-            " FROM pg_catalog.generate_series(0, $2 - 1) AS r",
-            2, types);
+    for (int32 range = 0; range < ranges; range++) {
+        LogRow row = {};
+        row.collection_id = collection_id;
+        row.range_id = range;
+        row.op = 't';
+        changefeed_log_write(&row);
     }
-    Datum values[2] = {Int32GetDatum(collection_id), Int32GetDatum(ranges)};
-    int rc = SPI_execute_plan(clear_plan, values, NULL, false, 0);
-    if (rc != SPI_OK_INSERT) elog(ERROR, "changefeed: log insert failed: %s", SPI_result_code_string(rc));
-    SPI_finish();
 
     changefeed_note_capture(collection_id);
     return PointerGetDatum(NULL);

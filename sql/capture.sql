@@ -71,3 +71,20 @@ SELECT doc_id, partition_key, range_id = changefeed.range_of(device, 8) AS hashe
 SELECT relkind FROM pg_class WHERE oid = 'changefeed.log'::regclass;
 SELECT count(*) >= 8 AS has_daily_partitions FROM pg_inherits WHERE inhparent = 'changefeed.log'::regclass;
 SELECT indexrelid::regclass FROM pg_index WHERE indrelid = 'changefeed.log'::regclass;
+-- Rows land in the day's partition, not the default one.
+SELECT count(*) AS in_default FROM changefeed.log_default;
+
+-- A writer needs no privilege on the change log.
+CREATE ROLE changefeed_writer;
+CREATE TABLE shared_notes (id int PRIMARY KEY, body text);
+GRANT INSERT, UPDATE, DELETE, SELECT ON shared_notes TO changefeed_writer;
+SELECT changefeed.enable('shared_notes') IS NOT NULL;
+SELECT start_cursor('notes');
+SET ROLE changefeed_writer;
+INSERT INTO shared_notes VALUES (1, 'written by an unprivileged role');
+SELECT try($$SELECT count(*) FROM changefeed.log$$);
+RESET ROLE;
+SELECT operation, doc_id, current ->> 'body' AS body FROM next_changes('notes', 'shared_notes');
+SELECT changefeed.disable('shared_notes');
+DROP TABLE shared_notes;
+DROP ROLE changefeed_writer;

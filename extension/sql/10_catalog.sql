@@ -58,11 +58,13 @@ BEGIN
         RAISE EXCEPTION 'days_ahead must be between 0 and 366, not %', days_ahead
             USING ERRCODE = 'CF003';
     END IF;
-    FOR d IN SELECT generate_series(current_date - 1, current_date + days_ahead, '1 day')::date LOOP
+    -- Days are UTC days: capture routes rows by the UTC day of now().
+    FOR d IN SELECT generate_series((now() AT TIME ZONE 'UTC')::date - 1,
+                                    (now() AT TIME ZONE 'UTC')::date + days_ahead, '1 day')::date LOOP
         name := 'log_' || to_char(d, 'YYYYMMDD');
         IF to_regclass(format('changefeed.%I', name)) IS NULL THEN
             EXECUTE format('CREATE TABLE changefeed.%I PARTITION OF changefeed.log FOR VALUES FROM (%L) TO (%L)',
-                           name, d::timestamptz, (d + 1)::timestamptz);
+                           name, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
             created := created + 1;
         END IF;
     END LOOP;

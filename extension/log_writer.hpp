@@ -1,0 +1,19 @@
+// One row of changefeed.log as capture produces it.  Datum 0 means null.
+#pragma once
+#include "pg.hpp"
+
+struct LogRow {
+    int32 collection_id;
+    int32 range_id;
+    Datum doc_id;         // text
+    Datum partition_key;  // text
+    char op;              // c create, r replace, d delete, t clear
+    Datum current;        // jsonb
+    Datum previous;       // jsonb
+    bool ttl_expired;
+    Datum tenant;         // text
+};
+
+// Inserts the row into today's (UTC) partition of changefeed.log, in the
+// current (sub)transaction.
+void changefeed_log_write(const LogRow *row);
