@@ -1,0 +1,98 @@
+// Example service: runs a latest-version processor on a table and prints each
+// change it handles, until it handled N changes or the timeout passed.
+//
+//   print_changes CONNINFO TABLE [--name NAME] [--count N] [--timeout SECONDS] [--from-beginning]
+//
+// Exit status: 0 when N changes were handled (or the timeout passed without
+// --count), 1 when the timeout passed first, 2 for bad arguments or errors.
+#include <changefeed/changefeed.hpp>
+
+#include <boost/json/serialize.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <iostream>
+#include <mutex>
+#include <string>
+
+namespace {
+
+std::atomic<bool> interrupted{false};
+void on_signal(int) { interrupted = true; }
+
+int usage() {
+    std::cerr << "usage: print_changes CONNINFO TABLE [--name NAME] [--count N] [--timeout SECONDS]"
+                 " [--from-beginning]\n";
+    return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 3) return usage();
+    std::string conninfo = argv[1], table = argv[2], name = "print-changes";
+    long count = 0;
+    double timeout = 30;
+    changefeed::ProcessorOptions options;
+    for (int i = 3; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--name" && i + 1 < argc) name = argv[++i];
+        else if (a == "--count" && i + 1 < argc) count = std::stol(argv[++i]);
+        else if (a == "--timeout" && i + 1 < argc) timeout = std::stod(argv[++i]);
+        else if (a == "--from-beginning") options.start_from_beginning = true;
+        else return usage();
+    }
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+
+    std::mutex mu;
+    std::condition_variable cv;
+    long handled = 0;
+    options.poll_interval = std::chrono::seconds(1);
+    options.on_error = [](const changefeed::ErrorInfo& e) {
+        std::cerr << "error" << (e.range_id ? " on range " + std::to_string(*e.range_id) : "") << ": "
+                  << e.message << "\n";
+    };
+    options.on_state_change = [](changefeed::State s) {
+        std::cerr << "state: " << changefeed::to_string(s) << "\n";
+    };
+
+    try {
+        auto processor = changefeed::make_latest_version_processor(
+            changefeed::Collection(conninfo, table), name,
+            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+                std::lock_guard lock(mu);
+                for (const auto& change : batch) {
+                    std::cout << "range " << ctx.range_id << " " << changefeed::to_string(change.operation)
+                              << " " << change.doc_id << " " << boost::json::serialize(change.current) << "\n";
+                    ++handled;
+                }
+                std::cout.flush();
+                cv.notify_all();
+            },
+            options);
+        processor.start();
+        std::cerr << "processor \"" << name << "\" started as instance \"" << processor.instance_name()
+                  << "\"\n";
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+        bool reached = false;
+        {
+            std::unique_lock lock(mu);
+            while (!interrupted && std::chrono::steady_clock::now() < deadline) {
+                if (count > 0 && handled >= count) {
+                    reached = true;
+                    break;
+                }
+                cv.wait_for(lock, std::chrono::milliseconds(200));
+            }
+        }
+        processor.stop();
+        std::cerr << "handled " << handled << " change(s)\n";
+        return (count == 0 || reached) ? 0 : 1;
+    } catch (const changefeed::Error& e) {
+        std::cerr << "print_changes: " << e.what() << " (" << e.code().message() << ")\n";
+        return 2;
+    }
+}

@@ -1,0 +1,45 @@
+// One change read from the feed.
+#pragma once
+
+#include <boost/json/value.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace changefeed {
+
+enum class Operation {
+    create,   // a new row
+    replace,  // an update: `current` is the whole row, whatever columns the write touched
+    remove,   // a delete (all-versions feed only); `previous` holds the row if kept
+    clear,    // TRUNCATE of the table (all-versions feed only)
+};
+
+const char* to_string(Operation op) noexcept;
+
+struct Change {
+    Operation operation = Operation::create;
+    std::string doc_id;          // primary key as text, a JSON array of texts for a composite key
+    std::string partition_key;   // partition-key text (components joined by '/')
+    int range_id = 0;
+    boost::json::value current;  // the row after the write; null for remove/clear
+    boost::json::value previous; // the row before (all-versions feed, if the collection keeps it)
+    bool ttl_expired = false;    // a delete made by the TTL sweeper
+    std::optional<std::string> tenant;
+    std::string written_at;      // server time of the write (ISO text); empty for backfill rows
+    std::int64_t seq = 0;        // log sequence number; 0 for rows of a backfill
+    bool from_backfill = false;  // read from the table by start_from_beginning, not from the log
+
+    // Typed access to the current document, e.g. change.as<User>().
+    template <class T>
+    T as() const;
+};
+
+}  // namespace changefeed
+
+#include <boost/json/value_to.hpp>
+
+template <class T>
+T changefeed::Change::as() const {
+    return boost::json::value_to<T>(current);
+}

@@ -1,0 +1,7 @@
+// The changefeed client library: include this for everything.
+#pragma once
+
+#include <changefeed/change.hpp>
+#include <changefeed/collection.hpp>
+#include <changefeed/error.hpp>
+#include <changefeed/processor.hpp>

@@ -1,0 +1,49 @@
+// Error codes of the changefeed client.  Every exception the library throws is
+// a changefeed::Error whose code() is one of these (database errors that have
+// no code of their own are errc::database_error, with the SQLSTATE kept).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace changefeed {
+
+enum class errc {
+    processor_name_empty = 1,            // the processor name is empty
+    instance_name_invalid,               // the instance name is empty or too long
+    already_started,                     // start() on a running processor
+    collection_not_found,                // the table does not exist
+    collection_not_enabled,              // the table exists but changefeed.enable() was not run
+    start_from_beginning_not_supported,  // start_from_beginning on the all-versions feed
+    invalid_option,                      // an option value the server or the client refuses
+    malformed_position,                  // a position that is not one (CF004)
+    foreign_position,                    // a position of another cluster or database (CF005)
+    history_lost,                        // the checkpoint predates what retention kept
+    lease_lost,                          // the lease was taken over; the checkpoint was refused (CF010)
+    read_in_writing_transaction,         // a read inside a transaction that captured changes (CF009)
+    handler_failed,                      // the handler threw; the batch is read again
+    connection_failed,                   // the server is unreachable or the connection dropped
+    database_error,                      // any other database error
+};
+
+const std::error_category& changefeed_category() noexcept;
+std::error_code make_error_code(errc e) noexcept;
+
+// The exception type of the library.
+class Error : public std::system_error {
+public:
+    Error(errc code, const std::string& message, std::string sqlstate = {})
+        : std::system_error(make_error_code(code), message), sqlstate_(std::move(sqlstate)) {}
+
+    // The SQLSTATE of the database error behind this one, empty if none.
+    const std::string& sqlstate() const noexcept { return sqlstate_; }
+
+private:
+    std::string sqlstate_;
+};
+
+}  // namespace changefeed
+
+template <>
+struct std::is_error_code_enum<changefeed::errc> : std::true_type {};

@@ -1,0 +1,143 @@
+// Change-feed processors: leased, checkpointed readers of a collection's feed.
+//
+//   changefeed::Processor p(collection, "billing-projection",
+//       [](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
+//          std::stop_token stop) { ... });
+//   p.start();  // nothing is read before this
+//   ...
+//   p.stop();   // or let the destructor do it; releases the leases at once
+//
+// Delivery is at least once: a batch is checkpointed only after the handler
+// returned, and a handler that throws gets the same changes again.
+#pragma once
+
+#include <changefeed/change.hpp>
+#include <changefeed/collection.hpp>
+#include <changefeed/error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace changefeed {
+
+enum class FeedMode {
+    latest_version,            // the current version of each changed document; no deletes
+    all_versions_and_deletes,  // every write, deletes and clears included
+};
+
+// The states of a processor (seed 003, section 5).
+enum class State {
+    stopped,       // not started, or stopped
+    starting,      // start() called, first leases not yet taken
+    running,       // reading
+    resuming,      // a connection dropped; reconnecting, then resuming from the checkpoints
+    history_lost,  // halted: the checkpoint predates the retained log (see runbook in on_error)
+};
+
+const char* to_string(State s) noexcept;
+
+// What the handler is told about a batch.
+struct Context {
+    int range_id = 0;          // the range the batch comes from: the scope of the ordering
+    std::string processor;     // the processor name
+    std::string instance;      // this instance's name
+    std::int64_t lease_epoch = 0;
+};
+
+// A failure reported to on_error.  The processor keeps running after it,
+// except for history_lost, which halts it.
+struct ErrorInfo {
+    std::optional<int> range_id;  // the range concerned, if any
+    std::error_code code;         // an errc value
+    std::string message;
+    std::exception_ptr exception; // the exception thrown (handler's or the library's)
+};
+
+// Progress of a start_from_beginning backfill of one range.
+struct BackfillProgress {
+    int range_id = 0;
+    std::int64_t rows_done = 0;        // rows of the range delivered so far
+    std::int64_t estimated_total = 0;  // estimate of the range's rows (table estimate / ranges)
+    bool done = false;
+};
+
+using Handler = std::function<void(const std::vector<Change>& batch, const Context& context,
+                                   std::stop_token stop)>;
+
+struct ProcessorOptions {
+    // Unique among the instances of one processor name; empty = the host name.
+    std::string instance_name;
+    // Without a checkpoint, deliver the table's current rows before the log
+    // (latest-version feed only).  A checkpoint always wins over it.
+    bool start_from_beginning = false;
+    // A lease not renewed for this long is taken over by another instance.
+    std::chrono::milliseconds lease_duration{std::chrono::seconds(30)};
+    // Renew well inside the duration, so that a slow round trip does not lose leases.
+    std::chrono::milliseconds renew_interval{std::chrono::seconds(10)};
+    // How often to look for free, expired or unbalanced leases.
+    std::chrono::milliseconds acquire_interval{std::chrono::seconds(5)};
+    // Fallback read interval when no notification arrives.
+    std::chrono::milliseconds poll_interval{std::chrono::seconds(5)};
+    // Delay before a batch whose handler threw is read again.
+    std::chrono::milliseconds retry_delay{std::chrono::seconds(1)};
+    // Reconnect backoff: doubles from min up to max.
+    std::chrono::milliseconds reconnect_min{std::chrono::milliseconds(100)};
+    std::chrono::milliseconds reconnect_max{std::chrono::seconds(10)};
+    // While idle, how often the advancing position is stored as checkpoint.
+    std::chrono::milliseconds idle_checkpoint_interval{std::chrono::seconds(30)};
+    // Most changes per handler call.
+    int max_batch_size = 100;
+
+    std::function<void(const ErrorInfo&)> on_error;
+    std::function<void(State)> on_state_change;
+    std::function<void(const BackfillProgress&)> on_backfill_progress;
+};
+
+class Processor {
+public:
+    // Throws Error(processor_name_empty) for an empty name and
+    // Error(start_from_beginning_not_supported) for start_from_beginning on the
+    // all-versions feed.  Does not connect.
+    Processor(Collection collection, std::string name, Handler handler, ProcessorOptions options = {},
+              FeedMode mode = FeedMode::latest_version);
+    ~Processor();  // stops
+    Processor(Processor&&) noexcept;
+    Processor& operator=(Processor&&) noexcept;
+    Processor(const Processor&) = delete;
+    Processor& operator=(const Processor&) = delete;
+
+    // Checks the collection, creates the leases on the processor's first start
+    // and begins reading in the background.  Throws Error: already_started,
+    // collection_not_found, collection_not_enabled, connection_failed, ...
+    void start();
+    // Stops reading (waits for a running handler, whose stop token is
+    // signalled) and releases the leases.  Idempotent.
+    void stop();
+
+    State state() const;
+    const std::string& name() const;
+    const std::string& instance_name() const;
+    // The ranges this instance holds leases on right now.
+    std::vector<int> owned_ranges() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Latest-version processor: the current version of each changed document.
+Processor make_latest_version_processor(Collection collection, std::string name, Handler handler,
+                                        ProcessorOptions options = {});
+// All-versions-and-deletes processor: every write; start_from_beginning refused.
+Processor make_all_versions_processor(Collection collection, std::string name, Handler handler,
+                                      ProcessorOptions options = {});
+
+}  // namespace changefeed

@@ -1,0 +1,45 @@
+// The changefeed error category.
+#include <changefeed/error.hpp>
+
+namespace changefeed {
+namespace {
+
+class Category final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "changefeed"; }
+
+    std::string message(int value) const override {
+        switch (static_cast<errc>(value)) {
+        case errc::processor_name_empty: return "the processor name is empty";
+        case errc::instance_name_invalid: return "the instance name is empty or too long";
+        case errc::already_started: return "the processor is already started";
+        case errc::collection_not_found: return "the table does not exist";
+        case errc::collection_not_enabled: return "the table is not enabled for changefeed";
+        case errc::start_from_beginning_not_supported:
+            return "start_from_beginning is not supported on the all-versions feed";
+        case errc::invalid_option: return "invalid option value";
+        case errc::malformed_position: return "malformed position";
+        case errc::foreign_position: return "position of another cluster or database";
+        case errc::history_lost: return "the change history after the checkpoint was lost";
+        case errc::lease_lost: return "the lease was taken over by another instance";
+        case errc::read_in_writing_transaction: return "read inside a transaction that captured changes";
+        case errc::handler_failed: return "the handler threw; the batch will be read again";
+        case errc::connection_failed: return "the database connection failed";
+        case errc::database_error: return "database error";
+        }
+        return "unknown changefeed error";
+    }
+};
+
+}  // namespace
+
+const std::error_category& changefeed_category() noexcept {
+    static const Category category;
+    return category;
+}
+
+std::error_code make_error_code(errc e) noexcept {
+    return {static_cast<int>(e), changefeed_category()};
+}
+
+}  // namespace changefeed

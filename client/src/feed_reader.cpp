@@ -1,0 +1,97 @@
+// Reads go through changefeed.read() in a REPEATABLE READ transaction, so that
+// current_position() after an empty read is the read's own snapshot: a
+// separate statement would skip what committed in between.
+#include "feed_reader.hpp"
+
+#include "db.hpp"
+
+#include <boost/json/parse.hpp>
+
+namespace changefeed::detail {
+namespace {
+
+boost::json::value json_of(const pqxx::field& f) {
+    if (f.is_null()) return nullptr;
+    return boost::json::parse(f.c_str());
+}
+
+Operation operation_of(const std::string& s) {
+    if (s == "create") return Operation::create;
+    if (s == "replace") return Operation::replace;
+    if (s == "delete") return Operation::remove;
+    return Operation::clear;
+}
+
+}  // namespace
+
+ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max,
+                      int range, FeedMode mode) {
+    return translated([&] {
+        pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
+        auto r = tx.exec_params(
+            "SELECT seq, range_id, operation, doc_id, partition_key, current::text, previous::text,"
+            "       ttl_expired, written_at::text, tenant, \"position\""
+            "  FROM changefeed.read($1::regclass, $2, $3, ARRAY[$4::int], $5)",
+            table, since, max, range, mode == FeedMode::latest_version ? "latest" : "all");
+        ReadResult out;
+        if (r.empty()) {
+            out.position = tx.exec("SELECT changefeed.current_position()")[0][0].as<std::string>();
+        } else {
+            out.changes.reserve(r.size());
+            for (const auto& row : r) {
+                Change ch;
+                ch.seq = row[0].as<std::int64_t>();
+                ch.range_id = row[1].as<int>();
+                ch.operation = operation_of(row[2].as<std::string>());
+                ch.doc_id = row[3].is_null() ? std::string() : row[3].as<std::string>();
+                ch.partition_key = row[4].is_null() ? std::string() : row[4].as<std::string>();
+                ch.current = json_of(row[5]);
+                ch.previous = json_of(row[6]);
+                ch.ttl_expired = row[7].as<bool>();
+                ch.written_at = row[8].as<std::string>();
+                if (!row[9].is_null()) ch.tenant = row[9].as<std::string>();
+                out.changes.push_back(std::move(ch));
+            }
+            out.position = r[r.size() - 1][10].as<std::string>();
+        }
+        tx.commit();
+        return out;
+    });
+}
+
+BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int range,
+                           const std::optional<std::string>& after, int max) {
+    return translated([&] {
+        // One snapshot per page: rows changed between pages come again from
+        // the log, which continues from the position taken before the scan.
+        pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
+        auto r = tx.exec_params(
+            "SELECT doc_id, partition_key, key::text, current::text"
+            "  FROM changefeed.backfill_page($1::regclass, $2, $3::jsonb, $4)",
+            table, range, after ? after->c_str() : nullptr, max);
+        tx.commit();
+        BackfillPage out;
+        for (const auto& row : r) {
+            Change ch;
+            ch.operation = Operation::create;
+            ch.from_backfill = true;
+            ch.range_id = range;
+            ch.doc_id = row[0].as<std::string>();
+            ch.partition_key = row[1].as<std::string>();
+            ch.current = json_of(row[3]);
+            out.last_key = row[2].as<std::string>();
+            out.changes.push_back(std::move(ch));
+        }
+        return out;
+    });
+}
+
+std::int64_t estimated_rows(pqxx::connection& c, const std::string& table) {
+    return translated([&] {
+        pqxx::read_transaction tx(c);
+        return tx.exec_params("SELECT changefeed.estimated_rows($1::regclass)", table)[0][0]
+            .as<std::int64_t>();
+    });
+}
+
+}  // namespace changefeed::detail

@@ -1,0 +1,34 @@
+// Internal: one read of a range of the feed, one page of a backfill.
+#pragma once
+
+#include <changefeed/change.hpp>
+#include <changefeed/processor.hpp>
+
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+namespace changefeed::detail {
+
+struct ReadResult {
+    std::vector<Change> changes;
+    std::string position;  // where to resume after these changes (or after nothing)
+};
+
+// Reads at most `max` changes of one range after `since`.  Throws Error.
+ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max,
+                      int range, FeedMode mode);
+
+struct BackfillPage {
+    std::vector<Change> changes;
+    std::optional<std::string> last_key;  // jsonb text of the last row's primary key
+};
+
+// The next keyset page of a range's current rows after `after`.  Throws Error.
+BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int range,
+                           const std::optional<std::string>& after, int max);
+
+std::int64_t estimated_rows(pqxx::connection& c, const std::string& table);
+
+}  // namespace changefeed::detail

@@ -1,0 +1,110 @@
+// Calls of the lease functions.  Every call is its own short transaction, so
+// a lease change is visible to the other instances at once.
+#include "lease_store.hpp"
+
+#include "db.hpp"
+
+namespace changefeed::detail {
+namespace {
+
+std::string interval_of(std::chrono::milliseconds d) {
+    return std::to_string(d.count()) + " milliseconds";
+}
+
+std::map<int, std::int64_t> range_epochs(const pqxx::result& r) {
+    std::map<int, std::int64_t> out;
+    for (const auto& row : r) out[row[0].as<int>()] = row[1].as<std::int64_t>();
+    return out;
+}
+
+}  // namespace
+
+void init_leases(pqxx::connection& c, const LeaseKey& k, bool from_beginning) {
+    translated([&] {
+        pqxx::work tx(c);
+        tx.exec_params("SELECT changefeed.lease_init($1::regclass, $2, $3)", k.table, k.processor,
+                       from_beginning);
+        tx.commit();
+    });
+}
+
+// acquire and renew take the same arguments and return (range_id, epoch) rows.
+std::map<int, std::int64_t> lease_step(pqxx::connection& c, const char* function, const LeaseKey& k,
+                                       std::chrono::milliseconds duration) {
+    return translated([&] {
+        pqxx::work tx(c);
+        auto r = tx.exec_params(std::string("SELECT range_id, epoch FROM changefeed.") + function +
+                                    "($1::regclass, $2, $3, $4::interval)",
+                                k.table, k.processor, k.instance, interval_of(duration));
+        tx.commit();
+        return range_epochs(r);
+    });
+}
+
+std::map<int, std::int64_t> acquire_leases(pqxx::connection& c, const LeaseKey& k,
+                                           std::chrono::milliseconds duration) {
+    return lease_step(c, "lease_acquire", k, duration);
+}
+
+std::map<int, std::int64_t> renew_leases(pqxx::connection& c, const LeaseKey& k,
+                                         std::chrono::milliseconds duration) {
+    return lease_step(c, "lease_renew", k, duration);
+}
+
+int release_leases(pqxx::connection& c, const LeaseKey& k) {
+    return translated([&] {
+        pqxx::work tx(c);
+        auto r = tx.exec_params("SELECT changefeed.lease_release($1::regclass, $2, $3)", k.table,
+                                k.processor, k.instance);
+        tx.commit();
+        return r[0][0].as<int>();
+    });
+}
+
+std::map<int, RangeLease> load_leases(pqxx::connection& c, const LeaseKey& k) {
+    return translated([&] {
+        pqxx::read_transaction tx(c);
+        auto r = tx.exec_params(
+            "SELECT l.range_id, l.epoch, l.checkpoint, l.backfill_done, l.backfill_after::text,"
+            "       l.backfill_rows"
+            "  FROM changefeed.lease l"
+            " WHERE l.collection_id = (changefeed.collection_of($1::regclass)).id"
+            "   AND l.processor = $2 AND l.owner = $3",
+            k.table, k.processor, k.instance);
+        std::map<int, RangeLease> out;
+        for (const auto& row : r) {
+            RangeLease l;
+            l.range_id = row[0].as<int>();
+            l.epoch = row[1].as<std::int64_t>();
+            l.checkpoint = row[2].as<std::string>();
+            l.backfill_done = row[3].as<bool>();
+            if (!row[4].is_null()) l.backfill_after = row[4].as<std::string>();
+            l.backfill_rows = row[5].as<std::int64_t>();
+            out[l.range_id] = l;
+        }
+        return out;
+    });
+}
+
+void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
+                const std::string& position) {
+    translated([&] {
+        pqxx::work tx(c);
+        tx.exec_params("SELECT changefeed.lease_checkpoint($1::regclass, $2, $3, $4, $5, $6)", k.table,
+                       k.processor, range, k.instance, epoch, position);
+        tx.commit();
+    });
+}
+
+void checkpoint_backfill(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
+                         const std::optional<std::string>& after, std::int64_t rows, bool done) {
+    translated([&] {
+        pqxx::work tx(c);
+        tx.exec_params(
+            "SELECT changefeed.lease_backfill_checkpoint($1::regclass, $2, $3, $4, $5, $6::jsonb, $7, $8)",
+            k.table, k.processor, range, k.instance, epoch, after, rows, done);
+        tx.commit();
+    });
+}
+
+}  // namespace changefeed::detail

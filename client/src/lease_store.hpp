@@ -1,0 +1,47 @@
+// Internal: the lease functions of the extension (extension/sql/40_leases.sql).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+namespace changefeed::detail {
+
+// Who calls: the table, the processor name and this instance's name.
+struct LeaseKey {
+    std::string table;
+    std::string processor;
+    std::string instance;
+};
+
+// A range's stored state at the epoch we hold it with.
+struct RangeLease {
+    int range_id = 0;
+    std::int64_t epoch = 0;
+    std::string checkpoint;
+    bool backfill_done = true;
+    std::optional<std::string> backfill_after;  // jsonb text of the last key delivered
+    std::int64_t backfill_rows = 0;
+};
+
+// All functions throw changefeed::Error.
+void init_leases(pqxx::connection& c, const LeaseKey& k, bool from_beginning);
+// One balancing step; returns range -> epoch of every lease owned afterwards.
+std::map<int, std::int64_t> acquire_leases(pqxx::connection& c, const LeaseKey& k,
+                                           std::chrono::milliseconds duration);
+std::map<int, std::int64_t> renew_leases(pqxx::connection& c, const LeaseKey& k,
+                                         std::chrono::milliseconds duration);
+int release_leases(pqxx::connection& c, const LeaseKey& k);
+// The stored state of the leases this instance owns.
+std::map<int, RangeLease> load_leases(pqxx::connection& c, const LeaseKey& k);
+// Fenced checkpoints: Error(lease_lost) when the lease changed hands.
+void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
+                const std::string& position);
+void checkpoint_backfill(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
+                         const std::optional<std::string>& after, std::int64_t rows, bool done);
+
+}  // namespace changefeed::detail

@@ -1,0 +1,503 @@
+// The processor: three threads, each with its own connection.
+//   lease thread   acquires, balances and renews the leases; releases them on stop
+//   worker thread  reads the owned ranges, calls the handler, checkpoints
+//   listener       LISTENs and wakes the worker (the poll interval covers lost wake-ups)
+// A connection error in any of them is answered by reconnecting with backoff;
+// the worker then reloads its ranges from the stored checkpoints (resuming).
+#include <changefeed/processor.hpp>
+
+#include "db.hpp"
+#include "feed_reader.hpp"
+#include "lease_store.hpp"
+#include "listener.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace changefeed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string host_name() {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+    return buf;
+}
+
+// What the worker keeps per owned range.
+struct RangeState {
+    detail::RangeLease lease;
+    std::string persisted;  // the checkpoint as stored
+    Clock::time_point last_persist;
+    Clock::time_point retry_at;
+    std::int64_t estimated = -1;
+    bool lost = false;
+};
+
+}  // namespace
+
+struct Processor::Impl {
+    Collection collection;
+    std::string name;
+    Handler handler;
+    ProcessorOptions opt;
+    FeedMode mode;
+    std::string instance;
+    detail::LeaseKey key;
+
+    std::mutex start_mu;  // serializes start() and stop()
+    bool started = false;
+
+    mutable std::mutex mu;  // guards what follows, up to the threads
+    std::condition_variable cv;
+    std::map<int, std::int64_t> owned;  // range -> epoch, as the lease thread last saw
+    Clock::time_point leases_valid_until{};
+    bool acquired_once = false;
+    bool wake = false;
+    bool stopping = false;
+    bool worker_done = false;
+
+    std::atomic<State> state{State::stopped};
+    std::stop_source stop_source;
+    CollectionInfo info;
+    std::unique_ptr<detail::Listener> listener;
+    std::thread lease_thread, worker_thread;
+
+    Impl(Collection c, std::string n, Handler h, ProcessorOptions o, FeedMode m)
+        : collection(std::move(c)), name(std::move(n)), handler(std::move(h)), opt(std::move(o)), mode(m) {
+        if (name.empty()) throw Error(errc::processor_name_empty, "the processor name must not be empty");
+        if (name.size() > 200) throw Error(errc::processor_name_empty, "the processor name is too long");
+        if (mode == FeedMode::all_versions_and_deletes && opt.start_from_beginning)
+            throw Error(errc::start_from_beginning_not_supported,
+                        "start_from_beginning is refused on the all-versions feed: "
+                        "previous versions and deletes exist only inside the retention window");
+        if (!handler) throw Error(errc::invalid_option, "the handler must not be empty");
+        instance = opt.instance_name.empty() ? host_name() : opt.instance_name;
+        if (instance.size() > 200) throw Error(errc::instance_name_invalid, "the instance name is too long");
+        using std::chrono::milliseconds;
+        if (opt.lease_duration <= milliseconds(0) || opt.renew_interval <= milliseconds(0) ||
+            opt.acquire_interval <= milliseconds(0) || opt.poll_interval <= milliseconds(0) ||
+            opt.retry_delay < milliseconds(0) || opt.reconnect_min <= milliseconds(0) ||
+            opt.reconnect_max < opt.reconnect_min)
+            throw Error(errc::invalid_option, "intervals must be positive");
+        if (opt.renew_interval >= opt.lease_duration)
+            throw Error(errc::invalid_option, "renew_interval must be shorter than lease_duration");
+        if (opt.max_batch_size < 1 || opt.max_batch_size > 100000)
+            throw Error(errc::invalid_option, "max_batch_size must be between 1 and 100000");
+        key = {collection.table(), name, instance};
+    }
+
+    ~Impl() { stop(); }
+
+    void set_state(State s) {
+        State old = state.exchange(s);
+        if (old != s && opt.on_state_change) {
+            try { opt.on_state_change(s); } catch (...) {}
+        }
+    }
+
+    void report(std::optional<int> range, const Error& e, std::exception_ptr p) {
+        if (!opt.on_error) return;
+        try {
+            opt.on_error(ErrorInfo{range, e.code(), e.what(), p ? p : std::make_exception_ptr(e)});
+        } catch (...) {
+        }
+    }
+
+    void wake_up() {
+        {
+            std::lock_guard lock(mu);
+            wake = true;
+        }
+        cv.notify_all();
+    }
+
+    // Sleeps up to `d`, returning early when stopping.
+    void pause(std::chrono::milliseconds d) {
+        std::unique_lock lock(mu);
+        cv.wait_for(lock, d, [&] { return stopping; });
+    }
+
+    void start() {
+        std::lock_guard guard(start_mu);
+        if (started) throw Error(errc::already_started, "processor \"" + name + "\" is already started");
+        set_state(State::starting);
+        std::unique_ptr<pqxx::connection> conn;
+        try {
+            info = collection.describe();
+            conn = detail::connect(collection.conninfo());
+            detail::translated([&] {
+                pqxx::nontransaction tx(*conn);
+                tx.exec("SELECT changefeed.ensure_notifier()");
+            });
+            detail::init_leases(*conn, key, opt.start_from_beginning && mode == FeedMode::latest_version);
+        } catch (...) {
+            set_state(State::stopped);
+            throw detail::to_error(std::current_exception());
+        }
+        {
+            std::lock_guard lock(mu);
+            owned.clear();
+            acquired_once = false;
+            wake = true;
+            stopping = false;
+            worker_done = false;
+        }
+        stop_source = std::stop_source();
+        listener = std::make_unique<detail::Listener>(
+            collection.conninfo(), info.channel, [this] { wake_up(); }, opt.reconnect_min, opt.reconnect_max);
+        listener->start();
+        lease_thread = std::thread([this, c = std::move(conn)]() mutable { lease_loop(std::move(c)); });
+        worker_thread = std::thread([this] { worker_loop(); });
+        started = true;
+    }
+
+    void stop() {
+        std::lock_guard guard(start_mu);
+        if (!started) return;
+        {
+            std::lock_guard lock(mu);
+            stopping = true;
+        }
+        stop_source.request_stop();
+        cv.notify_all();
+        worker_thread.join();
+        // Only now release the leases: the worker's last checkpoint is stored.
+        {
+            std::lock_guard lock(mu);
+            worker_done = true;
+        }
+        cv.notify_all();
+        lease_thread.join();
+        listener->stop();
+        listener.reset();
+        started = false;
+        {
+            std::lock_guard lock(mu);
+            owned.clear();
+        }
+        if (state != State::history_lost) set_state(State::stopped);
+    }
+
+    // ---- lease thread ----------------------------------------------------
+
+    void lease_loop(std::unique_ptr<pqxx::connection> conn) {
+        auto next_acquire = Clock::now();
+        auto next_renew = Clock::now();
+        auto backoff = opt.reconnect_min;
+        for (;;) {
+            {
+                std::lock_guard lock(mu);
+                if (stopping) break;
+            }
+            try {
+                if (!conn) conn = detail::connect(collection.conninfo());
+                auto now = Clock::now();
+                if (now >= next_acquire) {
+                    auto got = detail::acquire_leases(*conn, key, opt.lease_duration);
+                    publish(std::move(got), std::nullopt);
+                    next_acquire = now + opt.acquire_interval;
+                }
+                now = Clock::now();
+                if (now >= next_renew) {
+                    auto got = detail::renew_leases(*conn, key, opt.lease_duration);
+                    // Valid from when the renewal was sent, not when it answered.
+                    publish(std::move(got), now + opt.lease_duration);
+                    next_renew = now + opt.renew_interval;
+                }
+                backoff = opt.reconnect_min;
+            } catch (...) {
+                Error e = detail::to_error(std::current_exception());
+                if (!detail::is_connection_error(e)) report(std::nullopt, e, std::current_exception());
+                conn.reset();
+                pause(backoff);
+                backoff = std::min(backoff * 2, opt.reconnect_max);
+                continue;
+            }
+            std::unique_lock lock(mu);
+            cv.wait_until(lock, std::min(next_acquire, next_renew), [&] { return stopping; });
+        }
+        // Keep the leases until the worker is done, then release them so that
+        // another instance takes over without waiting for the expiry.
+        {
+            std::unique_lock lock(mu);
+            while (!worker_done) {
+                lock.unlock();
+                try {
+                    if (!conn) conn = detail::connect(collection.conninfo());
+                    auto got = detail::renew_leases(*conn, key, opt.lease_duration);
+                    (void)got;
+                } catch (...) {
+                    conn.reset();
+                }
+                lock.lock();
+                cv.wait_for(lock, opt.renew_interval, [&] { return worker_done; });
+            }
+        }
+        for (int attempt = 0; attempt < 3; ++attempt) {
+            try {
+                if (!conn) conn = detail::connect(collection.conninfo());
+                detail::release_leases(*conn, key);
+                return;
+            } catch (...) {
+                conn.reset();  // the leases expire on their own if the server stays away
+            }
+        }
+    }
+
+    void publish(std::map<int, std::int64_t> got, std::optional<Clock::time_point> valid_until) {
+        {
+            std::lock_guard lock(mu);
+            if (got != owned) wake = true;
+            owned = std::move(got);
+            if (valid_until) leases_valid_until = *valid_until;
+            acquired_once = true;
+        }
+        cv.notify_all();
+    }
+
+    // ---- worker thread ---------------------------------------------------
+
+    void worker_loop() {
+        std::unique_ptr<pqxx::connection> conn;
+        std::map<int, RangeState> ranges;
+        auto backoff = opt.reconnect_min;
+        while (!stop_source.stop_requested()) {
+            try {
+                if (!conn) {
+                    conn = detail::connect(collection.conninfo());
+                    ranges.clear();  // reload every range from its stored checkpoint
+                }
+                std::map<int, std::int64_t> owned_now;
+                Clock::time_point valid_until;
+                bool ready;
+                {
+                    std::lock_guard lock(mu);
+                    owned_now = owned;
+                    valid_until = leases_valid_until;
+                    ready = acquired_once;
+                }
+                sync_ranges(*conn, ranges, owned_now);
+                if (ready) set_state(State::running);
+                backoff = opt.reconnect_min;
+
+                bool busy = false;
+                auto next_retry = Clock::time_point::max();
+                if (Clock::now() < valid_until) {
+                    for (auto& [range, st] : ranges) {
+                        if (stop_source.stop_requested()) break;
+                        if (Clock::now() < st.retry_at) {
+                            next_retry = std::min(next_retry, st.retry_at);
+                            continue;
+                        }
+                        busy |= step(*conn, range, st);
+                    }
+                }
+                drop_lost(ranges);
+                if (!busy) {
+                    std::unique_lock lock(mu);
+                    auto until = std::min(Clock::now() + opt.poll_interval, next_retry);
+                    cv.wait_until(lock, until, [&] { return wake || stopping; });
+                    wake = false;
+                }
+            } catch (...) {
+                Error e = detail::to_error(std::current_exception());
+                if (e.code() == make_error_code(errc::history_lost)) {
+                    set_state(State::history_lost);
+                    report(std::nullopt,
+                           Error(errc::history_lost,
+                                 std::string(e.what()) +
+                                     " -- runbook history-lost: the changes between the checkpoint and the"
+                                     " retained log are gone. Rebuild the projection (a new processor name"
+                                     " with start_from_beginning) or accept the gap explicitly; the processor"
+                                     " does not restart from now on its own.",
+                                 e.sqlstate()),
+                           std::current_exception());
+                    return;
+                }
+                if (detail::is_connection_error(e)) {
+                    set_state(State::resuming);
+                } else {
+                    report(std::nullopt, e, std::current_exception());
+                }
+                conn.reset();
+                pause(backoff);
+                backoff = std::min(backoff * 2, opt.reconnect_max);
+            }
+        }
+    }
+
+    // Follows the lease thread's view: forget ranges lost or re-acquired at a
+    // new epoch, load new ones from their stored state.
+    void sync_ranges(pqxx::connection& conn, std::map<int, RangeState>& ranges,
+                     const std::map<int, std::int64_t>& owned_now) {
+        for (auto it = ranges.begin(); it != ranges.end();) {
+            auto o = owned_now.find(it->first);
+            if (o == owned_now.end() || o->second != it->second.lease.epoch)
+                it = ranges.erase(it);
+            else
+                ++it;
+        }
+        bool missing = false;
+        for (const auto& [range, epoch] : owned_now)
+            if (!ranges.count(range)) missing = true;
+        if (!missing) return;
+        auto stored = detail::load_leases(conn, key);
+        for (const auto& [range, epoch] : owned_now) {
+            if (ranges.count(range)) continue;
+            auto s = stored.find(range);
+            if (s == stored.end() || s->second.epoch != epoch) continue;  // changed hands meanwhile
+            RangeState st;
+            st.lease = s->second;
+            st.persisted = st.lease.checkpoint;
+            st.last_persist = Clock::now();
+            ranges.emplace(range, std::move(st));
+        }
+    }
+
+    void drop_lost(std::map<int, RangeState>& ranges) {
+        std::lock_guard lock(mu);
+        for (auto it = ranges.begin(); it != ranges.end();) {
+            if (it->second.lost) {
+                auto o = owned.find(it->first);
+                if (o != owned.end() && o->second == it->second.lease.epoch) owned.erase(o);
+                it = ranges.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+
+    bool call_handler(const std::vector<Change>& batch, const Context& ctx, RangeState& st) {
+        try {
+            handler(batch, ctx, stop_source.get_token());
+            return true;
+        } catch (...) {
+            std::string what = "handler failed";
+            try {
+                throw;
+            } catch (const std::exception& e) {
+                what = std::string("handler failed: ") + e.what();
+            } catch (...) {
+            }
+            report(ctx.range_id, Error(errc::handler_failed, what), std::current_exception());
+            st.retry_at = Clock::now() + opt.retry_delay;
+            return false;
+        }
+    }
+
+    // Runs a fenced checkpoint; a lost lease marks the range for dropping.
+    template <class F>
+    bool fenced(int range, RangeState& st, F&& store) {
+        try {
+            store();
+            return true;
+        } catch (const Error& e) {
+            if (e.code() != make_error_code(errc::lease_lost)) throw;
+            report(range, e, std::current_exception());
+            st.lost = true;
+            return false;
+        }
+    }
+
+    // One read (or backfill page) of one range; true if there was work.
+    bool step(pqxx::connection& conn, int range, RangeState& st) {
+        Context ctx{range, name, instance, st.lease.epoch};
+        const int batch = opt.max_batch_size;
+        if (!st.lease.backfill_done) return backfill_step(conn, ctx, st);
+
+        auto rr = detail::read_range(conn, collection.table(), st.lease.checkpoint, batch, range, mode);
+        if (rr.changes.empty()) {
+            st.lease.checkpoint = rr.position;
+            // While idle, store the advancing position now and then, not on every poll.
+            if (rr.position != st.persisted && Clock::now() - st.last_persist >= opt.idle_checkpoint_interval) {
+                if (fenced(range, st, [&] { detail::checkpoint(conn, key, range, st.lease.epoch, rr.position); })) {
+                    st.persisted = rr.position;
+                    st.last_persist = Clock::now();
+                }
+            }
+            return false;
+        }
+        if (stop_source.stop_requested()) return false;
+        if (!call_handler(rr.changes, ctx, st)) return false;
+        if (fenced(range, st, [&] { detail::checkpoint(conn, key, range, st.lease.epoch, rr.position); })) {
+            st.lease.checkpoint = st.persisted = rr.position;
+            st.last_persist = Clock::now();
+        }
+        return true;
+    }
+
+    bool backfill_step(pqxx::connection& conn, const Context& ctx, RangeState& st) {
+        const int range = ctx.range_id;
+        if (st.estimated < 0)
+            st.estimated = detail::estimated_rows(conn, collection.table()) / std::max(1, info.ranges);
+        auto page = detail::backfill_page(conn, collection.table(), range, st.lease.backfill_after,
+                                          opt.max_batch_size);
+        const bool done = static_cast<int>(page.changes.size()) < opt.max_batch_size;
+        if (!page.changes.empty()) {
+            if (stop_source.stop_requested()) return false;
+            if (!call_handler(page.changes, ctx, st)) return false;
+        }
+        auto after = page.last_key ? page.last_key : st.lease.backfill_after;
+        auto rows = st.lease.backfill_rows + static_cast<std::int64_t>(page.changes.size());
+        if (!fenced(range, st, [&] {
+                detail::checkpoint_backfill(conn, key, range, st.lease.epoch, after, rows, done);
+            }))
+            return false;
+        st.lease.backfill_after = after;
+        st.lease.backfill_rows = rows;
+        st.lease.backfill_done = done;
+        if (opt.on_backfill_progress) {
+            try {
+                opt.on_backfill_progress(
+                    BackfillProgress{range, rows, std::max(st.estimated, rows), done});
+            } catch (...) {
+            }
+        }
+        return true;
+    }
+};
+
+Processor::Processor(Collection collection, std::string name, Handler handler, ProcessorOptions options,
+                     FeedMode mode)
+    : impl_(std::make_unique<Impl>(std::move(collection), std::move(name), std::move(handler),
+                                   std::move(options), mode)) {}
+
+Processor::~Processor() = default;
+Processor::Processor(Processor&&) noexcept = default;
+Processor& Processor::operator=(Processor&&) noexcept = default;
+
+void Processor::start() { impl_->start(); }
+void Processor::stop() {
+    if (impl_) impl_->stop();
+}
+State Processor::state() const { return impl_->state; }
+const std::string& Processor::name() const { return impl_->name; }
+const std::string& Processor::instance_name() const { return impl_->instance; }
+
+std::vector<int> Processor::owned_ranges() const {
+    std::lock_guard lock(impl_->mu);
+    std::vector<int> out;
+    for (const auto& [range, epoch] : impl_->owned) out.push_back(range);
+    return out;
+}
+
+Processor make_latest_version_processor(Collection collection, std::string name, Handler handler,
+                                        ProcessorOptions options) {
+    return Processor(std::move(collection), std::move(name), std::move(handler), std::move(options),
+                     FeedMode::latest_version);
+}
+
+Processor make_all_versions_processor(Collection collection, std::string name, Handler handler,
+                                      ProcessorOptions options) {
+    return Processor(std::move(collection), std::move(name), std::move(handler), std::move(options),
+                     FeedMode::all_versions_and_deletes);
+}
+
+}  // namespace changefeed

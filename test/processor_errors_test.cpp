@@ -1,0 +1,135 @@
+// Every error code the processor reports, and the SQL lease functions' input checks.
+#include "support/cluster.hpp"
+#include "support/recorder.hpp"
+
+using changefeed::errc;
+using cftest::cluster;
+
+CF_CLUSTER_ENVIRONMENT("errors", CF_TEST_PORT, true);
+
+namespace {
+
+changefeed::Handler noop() {
+    return [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {};
+}
+
+template <class F>
+std::error_code code_of(F&& f) {
+    try {
+        f();
+    } catch (const changefeed::Error& e) {
+        return e.code();
+    }
+    return {};
+}
+
+class Errors : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        cftest::create_table(cluster(), "err_enabled", 2);
+        cluster().exec("CREATE TABLE err_plain (id int PRIMARY KEY)");
+    }
+    changefeed::Collection enabled() { return {cluster().conninfo(), "err_enabled"}; }
+};
+
+TEST_F(Errors, EmptyProcessorName) {
+    EXPECT_EQ(code_of([&] { changefeed::Processor p(enabled(), "", noop()); }), errc::processor_name_empty);
+}
+
+TEST_F(Errors, StartFromBeginningOnAllVersions) {
+    changefeed::ProcessorOptions o;
+    o.start_from_beginning = true;
+    EXPECT_EQ(code_of([&] { changefeed::make_all_versions_processor(enabled(), "audit", noop(), o); }),
+              errc::start_from_beginning_not_supported);
+}
+
+TEST_F(Errors, AlreadyStarted) {
+    auto p = changefeed::make_latest_version_processor(enabled(), "twice", noop(), cftest::fast_options("i"));
+    p.start();
+    EXPECT_EQ(code_of([&] { p.start(); }), errc::already_started);
+    p.stop();
+    // A stopped processor may start again.
+    EXPECT_EQ(code_of([&] { p.start(); }), std::error_code());
+}
+
+TEST_F(Errors, CollectionNotFound) {
+    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "no_such_table"}, "p", noop());
+    auto code = code_of([&] { p.start(); });
+    EXPECT_EQ(code, errc::collection_not_found);
+    EXPECT_EQ(p.state(), changefeed::State::stopped);
+}
+
+TEST_F(Errors, CollectionNotEnabled) {
+    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_plain"}, "p", noop());
+    EXPECT_EQ(code_of([&] { p.start(); }), errc::collection_not_enabled);
+    EXPECT_EQ(code_of([&] { changefeed::Collection(cluster().conninfo(), "err_plain").describe(); }),
+              errc::collection_not_enabled);
+}
+
+TEST_F(Errors, ServerUnreachable) {
+    auto p = changefeed::make_latest_version_processor({"host=/nonexistent port=1", "t"}, "p", noop());
+    EXPECT_EQ(code_of([&] { p.start(); }), errc::connection_failed);
+}
+
+TEST_F(Errors, InvalidInstanceName) {
+    auto o = cftest::fast_options(std::string(300, 'x'));
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", noop(), o); }),
+              errc::instance_name_invalid);
+}
+
+TEST_F(Errors, InvalidOptions) {
+    auto o = cftest::fast_options("i");
+    o.renew_interval = o.lease_duration;
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", noop(), o); }),
+              errc::invalid_option);
+    o = cftest::fast_options("i");
+    o.max_batch_size = 0;
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", noop(), o); }),
+              errc::invalid_option);
+}
+
+TEST_F(Errors, ErrorsCarryTheirCategoryAndMessage) {
+    std::error_code ec = errc::lease_lost;
+    EXPECT_EQ(std::string(ec.category().name()), "changefeed");
+    EXPECT_FALSE(ec.message().empty());
+    changefeed::Error e(errc::history_lost, "gone", "CF006");
+    EXPECT_EQ(e.sqlstate(), "CF006");
+}
+
+TEST_F(Errors, DescribeReportsTheCollection) {
+    auto info = enabled().describe();
+    EXPECT_GT(info.id, 0);
+    EXPECT_EQ(info.ranges, 2);
+    EXPECT_EQ(info.channel, "changefeed_" + std::to_string(info.id));
+    ASSERT_EQ(info.key_columns.size(), 1u);
+    EXPECT_EQ(info.key_columns[0], "id");
+}
+
+// The SQL lease functions refuse bad input with their own SQLSTATEs.
+std::string sqlstate_of(const std::string& sql) {
+    try {
+        cluster().exec(sql);
+    } catch (const pqxx::sql_error& e) {
+        return e.sqlstate();
+    }
+    return "";
+}
+
+TEST_F(Errors, LeaseFunctionsValidateTheirInput) {
+    EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_init('err_enabled', '')"), "CF011");
+    EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_init('err_enabled', NULL)"), "CF011");
+    EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_init('err_plain', 'p')"), "CF002");
+    EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_init('missing', 'p')"), "42P01");
+    cluster().exec("SELECT changefeed.lease_init('err_enabled', 'sqlcheck')");
+    EXPECT_EQ(sqlstate_of("SELECT * FROM changefeed.lease_acquire('err_enabled', 'sqlcheck', '', '1 s')"), "CF011");
+    EXPECT_EQ(sqlstate_of("SELECT * FROM changefeed.lease_acquire('err_enabled', 'sqlcheck', 'i', '-1 s')"), "CF003");
+    EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_checkpoint('err_enabled', 'sqlcheck', 0, 'i', 1, 'garbage')"), "CF004");
+    EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_checkpoint('err_enabled', 'sqlcheck', 0, 'i', 1,"
+                          " changefeed.current_position())"), "CF010");
+    EXPECT_EQ(sqlstate_of("SELECT * FROM changefeed.backfill_page('err_enabled', 5, NULL)"), "CF003");
+    // Names are data, never SQL.
+    EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_init('err_enabled', 'x''); DROP TABLE err_plain; --')"), "");
+    EXPECT_EQ(cluster().exec("SELECT count(*) FROM err_plain")[0][0].as<int>(), 0);
+}
+
+}  // namespace

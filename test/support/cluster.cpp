@@ -1,0 +1,93 @@
+#include "support/cluster.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+namespace cftest {
+namespace {
+
+Cluster* current = nullptr;
+
+void run(const std::string& cmd) {
+    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
+}
+
+}  // namespace
+
+Cluster::Cluster(std::string name, int port, bool preload)
+    : dir_("/tmp/client-test-" + name), port_(port), preload_(preload) {}
+
+void Cluster::start() {
+    run(std::string("bash ") + CF_CLUSTER_SH + " start " + dir_ + " --port " + std::to_string(port_) +
+        " --fsync-off" + (preload_ ? "" : " --no-preload"));
+    running_ = true;
+    exec("CREATE EXTENSION IF NOT EXISTS changefeed");
+}
+
+void Cluster::stop(bool immediate) {
+    if (!running_) return;
+    run(std::string("bash ") + CF_CLUSTER_SH + " stop " + dir_ + (immediate ? " --immediate" : ""));
+    running_ = false;
+}
+
+void Cluster::restart(bool immediate) {
+    run(std::string("bash ") + CF_CLUSTER_SH + " restart " + dir_ + (immediate ? " --immediate" : ""));
+}
+
+std::string Cluster::conninfo() const {
+    return "host=" + dir_ + " port=" + std::to_string(port_) + " user=postgres dbname=postgres";
+}
+
+pqxx::result Cluster::exec(const std::string& sql) {
+    pqxx::connection c(conninfo());
+    pqxx::work tx(c);
+    auto r = tx.exec(sql);
+    tx.commit();
+    return r;
+}
+
+Cluster& cluster() {
+    if (!current) throw std::logic_error("no cluster environment registered");
+    return *current;
+}
+
+void ClusterEnvironment::SetUp() {
+    current = new Cluster(name_, port_, preload_);
+    current->start();
+}
+
+void ClusterEnvironment::TearDown() {
+    if (current) current->stop(true);
+}
+
+void create_table(Cluster& c, const std::string& name, int ranges) {
+    c.exec("CREATE TABLE " + name +
+           " (id int PRIMARY KEY, v text, deleted bool NOT NULL DEFAULT false, doc jsonb);"
+           "SELECT changefeed.enable('" + name + "', ranges => " + std::to_string(ranges) + ")");
+}
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (condition()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return condition();
+}
+
+changefeed::ProcessorOptions fast_options(const std::string& instance) {
+    using namespace std::chrono_literals;
+    changefeed::ProcessorOptions o;
+    o.instance_name = instance;
+    o.lease_duration = 2s;
+    o.renew_interval = 500ms;
+    o.acquire_interval = 300ms;
+    o.poll_interval = 200ms;
+    o.retry_delay = 100ms;
+    o.reconnect_min = 50ms;
+    o.reconnect_max = 500ms;
+    return o;
+}
+
+}  // namespace cftest

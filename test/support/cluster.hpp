@@ -1,0 +1,64 @@
+// Test harness: a throwaway PostgreSQL cluster per test binary, started with
+// test/cluster.sh, and small helpers shared by the suites.
+#pragma once
+
+#include <changefeed/changefeed.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <pqxx/pqxx>
+#include <string>
+
+namespace cftest {
+
+class Cluster {
+public:
+    Cluster(std::string name, int port, bool preload);
+    void start();
+    void stop(bool immediate = false);
+    void restart(bool immediate = false);
+    std::string conninfo() const;
+    // Runs SQL on a fresh connection, in one transaction.
+    pqxx::result exec(const std::string& sql);
+    int port() const { return port_; }
+
+private:
+    std::string dir_;
+    int port_;
+    bool preload_;
+    bool running_ = false;
+};
+
+// The cluster of the current test binary (see CF_CLUSTER_ENVIRONMENT).
+Cluster& cluster();
+
+class ClusterEnvironment : public ::testing::Environment {
+public:
+    ClusterEnvironment(std::string name, int port, bool preload) : name_(std::move(name)), port_(port), preload_(preload) {}
+    void SetUp() override;
+    void TearDown() override;
+
+private:
+    std::string name_;
+    int port_;
+    bool preload_;
+};
+
+// Registers the binary's cluster: CF_CLUSTER_ENVIRONMENT("lease", CF_TEST_PORT, true);
+#define CF_CLUSTER_ENVIRONMENT(name, port, preload)                       \
+    static ::testing::Environment* const cf_cluster_environment_ =        \
+        ::testing::AddGlobalTestEnvironment(new ::cftest::ClusterEnvironment(name, port, preload))
+
+// Creates `name` (id int primary key, v text, deleted bool, doc jsonb) and enables it.
+void create_table(Cluster& c, const std::string& name, int ranges = 16);
+
+// Polls `condition` until it holds or `timeout` passed; returns whether it held.
+bool eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// Short intervals so that the suites run quickly.
+changefeed::ProcessorOptions fast_options(const std::string& instance);
+
+}  // namespace cftest

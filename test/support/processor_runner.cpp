@@ -1,0 +1,54 @@
+// Runs one processor instance in its own process until it is killed, so that
+// tests can SIGKILL an instance.  Appends "doc_id" per handled change to OUT.
+//
+//   cf_processor_runner CONNINFO TABLE NAME INSTANCE OUT [--from-beginning] [--batch N] [--slow-ms N]
+#include <changefeed/changefeed.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+int main(int argc, char** argv) {
+    if (argc < 6) {
+        std::fprintf(stderr, "usage: cf_processor_runner CONNINFO TABLE NAME INSTANCE OUT [options]\n");
+        return 2;
+    }
+    using namespace std::chrono_literals;
+    changefeed::ProcessorOptions o;
+    o.instance_name = argv[4];
+    o.lease_duration = 2s;
+    o.renew_interval = 500ms;
+    o.acquire_interval = 300ms;
+    o.poll_interval = 200ms;
+    o.retry_delay = 100ms;
+    int slow_ms = 0;
+    for (int i = 6; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--from-beginning") o.start_from_beginning = true;
+        else if (a == "--batch" && i + 1 < argc) o.max_batch_size = std::atoi(argv[++i]);
+        else if (a == "--slow-ms" && i + 1 < argc) slow_ms = std::atoi(argv[++i]);
+    }
+    // Blocked before any thread starts, so that only sigwait() below gets them.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    FILE* out = std::fopen(argv[5], "a");
+    if (!out) return 2;
+    changefeed::Processor p(
+        changefeed::Collection(argv[1], argv[2]), argv[3],
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+            if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+            for (const auto& c : batch) std::fprintf(out, "%s\n", c.doc_id.c_str());
+            std::fflush(out);
+        },
+        o);
+    p.start();
+    int sig = 0;
+    sigwait(&set, &sig);
+    p.stop();
+    return 0;
+}

@@ -1,0 +1,59 @@
+#include "support/recorder.hpp"
+
+namespace cftest {
+
+changefeed::Handler Recorder::handler() {
+    return [this](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
+                  std::stop_token) { add(batch, ctx); };
+}
+
+void Recorder::add(const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
+    std::lock_guard lock(mu_);
+    ++batches_;
+    if (batch.empty()) empty_ = true;
+    for (const auto& c : batch) handled_.push_back({c, ctx});
+}
+
+std::vector<Handled> Recorder::all() const {
+    std::lock_guard lock(mu_);
+    return handled_;
+}
+
+std::size_t Recorder::size() const {
+    std::lock_guard lock(mu_);
+    return handled_.size();
+}
+
+std::size_t Recorder::batches() const {
+    std::lock_guard lock(mu_);
+    return batches_;
+}
+
+bool Recorder::empty_batch_seen() const {
+    std::lock_guard lock(mu_);
+    return empty_;
+}
+
+std::map<std::string, int> Recorder::counts() const {
+    std::lock_guard lock(mu_);
+    std::map<std::string, int> out;
+    for (const auto& h : handled_) ++out[h.change.doc_id];
+    return out;
+}
+
+bool Recorder::has(const std::string& doc_id) const {
+    std::lock_guard lock(mu_);
+    for (const auto& h : handled_)
+        if (h.change.doc_id == doc_id) return true;
+    return false;
+}
+
+std::vector<changefeed::Change> Recorder::of(const std::string& doc_id) const {
+    std::lock_guard lock(mu_);
+    std::vector<changefeed::Change> out;
+    for (const auto& h : handled_)
+        if (h.change.doc_id == doc_id) out.push_back(h.change);
+    return out;
+}
+
+}  // namespace cftest

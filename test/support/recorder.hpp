@@ -1,0 +1,42 @@
+// Records what handlers were given, thread-safely, for assertions.
+#pragma once
+
+#include <changefeed/changefeed.hpp>
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace cftest {
+
+struct Handled {
+    changefeed::Change change;
+    changefeed::Context context;
+};
+
+class Recorder {
+public:
+    // A handler that records every change it is given.
+    changefeed::Handler handler();
+    void add(const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx);
+
+    std::vector<Handled> all() const;
+    std::size_t size() const;
+    std::size_t batches() const;
+    bool empty_batch_seen() const;
+    // How often each doc id was handled.
+    std::map<std::string, int> counts() const;
+    bool has(const std::string& doc_id) const;
+    // The changes of a doc id, in handling order.
+    std::vector<changefeed::Change> of(const std::string& doc_id) const;
+
+private:
+    mutable std::mutex mu_;
+    std::vector<Handled> handled_;
+    std::size_t batches_ = 0;
+    bool empty_ = false;
+};
+
+}  // namespace cftest
