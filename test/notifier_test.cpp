@@ -1,0 +1,185 @@
+// The extension's wake-up: with the library preloaded a background worker
+// sends the notifications (coalescing commits); without preload the writer's
+// own transaction sends one per transaction.  Rolled-back writes send nothing.
+#include "support/cluster.hpp"
+
+#include <pqxx/pqxx>
+
+#include <memory>
+#include <thread>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+cftest::Cluster* preloaded = nullptr;
+cftest::Cluster* plain = nullptr;
+
+class TwoClusters : public ::testing::Environment {
+public:
+    void SetUp() override {
+        preloaded = new cftest::Cluster("notifier-preload", CF_TEST_PORT, true);
+        plain = new cftest::Cluster("notifier-plain", CF_TEST_PORT + 1, false);
+        preloaded->start();
+        plain->start();
+    }
+    void TearDown() override {
+        preloaded->stop(true);
+        plain->stop(true);
+    }
+};
+::testing::Environment* const env = ::testing::AddGlobalTestEnvironment(new TwoClusters);
+
+struct Received {
+    std::string channel;
+    int pid;
+};
+
+class Recorder final : public pqxx::notification_receiver {
+public:
+    Recorder(pqxx::connection& c, const std::string& channel, std::vector<Received>& out)
+        : pqxx::notification_receiver(c, channel), out_(out) {}
+    void operator()(const std::string&, int pid) override { out_.push_back({channel(), pid}); }
+
+private:
+    std::vector<Received>& out_;
+};
+
+// A LISTENing connection on the channels of some tables.
+class Listening {
+public:
+    Listening(cftest::Cluster& c, const std::vector<std::string>& tables) : conn_(c.conninfo()) {
+        for (const auto& t : tables) {
+            pqxx::nontransaction tx(conn_);
+            auto channel = tx.exec("SELECT channel FROM changefeed.collections WHERE table_name = '" + t +
+                                   "'::regclass")[0][0].as<std::string>();
+            channels_[t] = channel;
+            receivers_.push_back(std::make_unique<Recorder>(conn_, channel, got_));
+        }
+        conn_.get_notifs();
+    }
+
+    // Waits until `pred` holds over what arrived (or the timeout passed).
+    bool wait(const std::function<bool(const std::vector<Received>&)>& pred,
+              std::chrono::milliseconds timeout = 10s) {
+        auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (!pred(got_) && std::chrono::steady_clock::now() < deadline) conn_.await_notification(0, 50000);
+        return pred(got_);
+    }
+
+    // Collects whatever else arrives within `quiet`.
+    void drain(std::chrono::milliseconds quiet) {
+        auto deadline = std::chrono::steady_clock::now() + quiet;
+        while (std::chrono::steady_clock::now() < deadline) conn_.await_notification(0, 50000);
+    }
+
+    std::size_t count(const std::string& table) const {
+        std::size_t n = 0;
+        for (const auto& r : got_) n += r.channel == channels_.at(table);
+        return n;
+    }
+    const std::vector<Received>& got() const { return got_; }
+
+private:
+    pqxx::connection conn_;
+    std::map<std::string, std::string> channels_;
+    std::vector<std::unique_ptr<Recorder>> receivers_;
+    std::vector<Received> got_;
+};
+
+void make_table(cftest::Cluster& c, const std::string& name) { cftest::create_table(c, name, 4); }
+
+int notifier_pid(cftest::Cluster& c) {
+    int pid = 0;
+    cftest::eventually([&] {
+        auto r = c.exec("SELECT pid FROM pg_stat_activity WHERE backend_type = 'changefeed notifier'"
+                        " AND datname = current_database()");
+        if (r.empty()) return false;
+        pid = r[0][0].as<int>();
+        return true;
+    });
+    return pid;
+}
+
+TEST(Notifier, PreloadedTheWorkerSendsTheNotificationNotTheWriter) {
+    make_table(*preloaded, "n_worker");
+    Listening l(*preloaded, {"n_worker"});
+    pqxx::connection writer(preloaded->conninfo());
+    {
+        pqxx::work tx(writer);
+        tx.exec("INSERT INTO n_worker (id) VALUES (1)");
+        tx.commit();
+    }
+    ASSERT_TRUE(l.wait([](const auto& got) { return !got.empty(); }));
+    int worker = notifier_pid(*preloaded);
+    ASSERT_NE(worker, 0);
+    EXPECT_EQ(l.got()[0].pid, worker);
+    EXPECT_NE(l.got()[0].pid, writer.backendpid());
+}
+
+TEST(Notifier, PreloadedManyCommitsCoalesceIntoFewerNotifications) {
+    make_table(*preloaded, "n_coalesce");
+    Listening l(*preloaded, {"n_coalesce"});
+    // Commits from several sessions at once outpace one NOTIFY per commit.
+    const int writers = 8, per_writer = 100, commits = writers * per_writer;
+    std::vector<std::thread> threads;
+    for (int w = 0; w < writers; ++w)
+        threads.emplace_back([w] {
+            pqxx::connection writer(preloaded->conninfo());
+            for (int i = 0; i < per_writer; ++i) {
+                pqxx::work tx(writer);
+                tx.exec("INSERT INTO n_coalesce (id) VALUES (" + std::to_string(w * per_writer + i) + ")");
+                tx.commit();
+            }
+        });
+    for (auto& t : threads) t.join();
+    ASSERT_TRUE(l.wait([](const auto& got) { return !got.empty(); }));
+    l.drain(1s);
+    EXPECT_GE(l.count("n_coalesce"), 1u);
+    EXPECT_LT(l.count("n_coalesce"), static_cast<std::size_t>(commits));
+}
+
+TEST(Notifier, NotPreloadedTheWriterSendsOnePerTransaction) {
+    make_table(*plain, "n_plain");
+    Listening l(*plain, {"n_plain"});
+    pqxx::connection writer(plain->conninfo());
+    for (int t = 0; t < 3; ++t) {
+        pqxx::work tx(writer);
+        for (int i = 0; i < 50; ++i)
+            tx.exec("INSERT INTO n_plain (id) VALUES (" + std::to_string(t * 100 + i) + ")");
+        tx.exec("UPDATE n_plain SET v = 'x'");
+        tx.commit();
+    }
+    ASSERT_TRUE(l.wait([](const auto& got) { return got.size() >= 3; }));
+    l.drain(500ms);
+    ASSERT_EQ(l.count("n_plain"), 3u);
+    for (const auto& r : l.got()) EXPECT_EQ(r.pid, writer.backendpid());
+}
+
+// A rolled-back write on one table, then a committed one on another: the
+// second's notification arrives, the first's never does.
+void rollback_sends_nothing(cftest::Cluster& c, const std::string& suffix) {
+    make_table(c, "n_rolled_" + suffix);
+    make_table(c, "n_kept_" + suffix);
+    Listening l(c, {"n_rolled_" + suffix, "n_kept_" + suffix});
+    pqxx::connection writer(c.conninfo());
+    {
+        pqxx::work tx(writer);
+        tx.exec("INSERT INTO n_rolled_" + suffix + " (id) VALUES (1)");
+        tx.abort();
+    }
+    {
+        pqxx::work tx(writer);
+        tx.exec("INSERT INTO n_kept_" + suffix + " (id) VALUES (1)");
+        tx.commit();
+    }
+    ASSERT_TRUE(l.wait([&](const auto&) { return l.count("n_kept_" + suffix) >= 1; }));
+    l.drain(500ms);
+    EXPECT_EQ(l.count("n_rolled_" + suffix), 0u);
+}
+
+TEST(Notifier, PreloadedARolledBackTransactionSendsNothing) { rollback_sends_nothing(*preloaded, "pre"); }
+
+TEST(Notifier, NotPreloadedARolledBackTransactionSendsNothing) { rollback_sends_nothing(*plain, "plain"); }
+
+}  // namespace
