@@ -17,7 +17,7 @@ EXTVERSION = 0.1
 SQL_PARTS = $(sort $(wildcard extension/sql/*.sql))
 DATA_built = extension/changefeed--$(EXTVERSION).sql
 
-REGRESS = setup enable capture read positions notifier
+REGRESS = setup enable capture read positions retention notifier
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed
 ISOLATION = late_commit row_order concurrent_reader
 ISOLATION_OPTS = --inputdir=. --load-extension=changefeed

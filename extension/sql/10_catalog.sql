@@ -16,6 +16,15 @@ CREATE TABLE changefeed.collection (
     enabled_at      timestamptz NOT NULL DEFAULT now()
 );
 
+-- Per collection, the newest transaction whose changes retention dropped.
+-- A position that has not delivered everything up to it has lost history.
+CREATE TABLE changefeed.horizon (
+    collection_id   int PRIMARY KEY,
+    dropped_txid    xid8 NOT NULL,
+    dropped_before  timestamptz NOT NULL,   -- the dropped rows were written before this
+    dropped_at      timestamptz NOT NULL DEFAULT now()
+);
+
 -- The ordered change log shared by all collections.  Partitioned by time so
 -- that retention drops whole partitions instead of deleting rows.
 -- seq has no cache: a cached sequence would hand a later write of a row a
@@ -47,7 +56,7 @@ CREATE TABLE changefeed.log_default PARTITION OF changefeed.log DEFAULT;
 
 -- Creates the daily partitions from yesterday up to `days_ahead` days ahead.
 -- Returns how many partitions it created.
-CREATE FUNCTION changefeed.create_partitions(days_ahead int DEFAULT 7)
+CREATE FUNCTION changefeed.create_partitions(days_ahead int DEFAULT 7, as_of timestamptz DEFAULT now())
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
     d date;
@@ -59,10 +68,18 @@ BEGIN
             USING ERRCODE = 'CF003';
     END IF;
     -- Days are UTC days: capture routes rows by the UTC day of now().
-    FOR d IN SELECT generate_series((now() AT TIME ZONE 'UTC')::date - 1,
-                                    (now() AT TIME ZONE 'UTC')::date + days_ahead, '1 day')::date LOOP
+    FOR d IN SELECT generate_series((as_of AT TIME ZONE 'UTC')::date - 1,
+                                    (as_of AT TIME ZONE 'UTC')::date + days_ahead, '1 day')::date LOOP
         name := 'log_' || to_char(d, 'YYYYMMDD');
         IF to_regclass(format('changefeed.%I', name)) IS NULL THEN
+            -- Rows of that day already sit in the default partition (maintenance
+            -- did not run in time): leave them there; retention prunes them.
+            IF EXISTS (SELECT 1 FROM changefeed.log_default
+                        WHERE written_at >= d::timestamp AT TIME ZONE 'UTC'
+                          AND written_at < (d + 1)::timestamp AT TIME ZONE 'UTC') THEN
+                RAISE WARNING 'changefeed: rows of % are in the default partition; no partition created for that day', d;
+                CONTINUE;
+            END IF;
             EXECUTE format('CREATE TABLE changefeed.%I PARTITION OF changefeed.log FOR VALUES FROM (%L) TO (%L)',
                            name, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
             created := created + 1;
@@ -72,13 +89,6 @@ BEGIN
 END
 $$;
 
--- Keeps the log ready for writes.  Retention (dropping old partitions) comes
--- with the retention work; for now it only creates upcoming partitions.
-CREATE FUNCTION changefeed.maintain()
-RETURNS int LANGUAGE sql SET search_path = pg_catalog AS $$
-    SELECT changefeed.create_partitions(7)
-$$;
-
-SELECT changefeed.create_partitions(7);
+SELECT pg_catalog.pg_extension_config_dump('changefeed.horizon', '');
 
 SELECT pg_catalog.pg_extension_config_dump('changefeed.collection', '');

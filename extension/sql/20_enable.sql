@@ -5,6 +5,7 @@
 --   CF003 invalid option value              CF004 malformed position
 --   CF005 position from another cluster/database
 --   CF008 already enabled with other options
+--   CF006 history lost (retention dropped changes a position had not read)
 --   CF009 read inside a transaction that captured changes itself
 
 -- Row and TRUNCATE capture, implemented in C++ (extension/capture.cpp).
@@ -196,6 +197,9 @@ BEGIN
     VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column)
     RETURNING * INTO c;
     PERFORM changefeed.install_triggers(c);
+    -- Partitions are made here rather than in the install script, so that
+    -- retention may drop them (extension members cannot be dropped alone).
+    PERFORM changefeed.create_partitions(7);
     PERFORM changefeed.ensure_notifier();
     RETURN c.id;
 END

@@ -86,6 +86,7 @@ BEGIN
                   HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
     END IF;
     p := changefeed.position_decode(since);
+    PERFORM changefeed.check_history(c, p.lo);
     IF changefeed.captured_in_this_transaction() THEN
         RAISE EXCEPTION 'cannot read the change feed in a transaction that captured changes itself'
             USING ERRCODE = 'CF009',

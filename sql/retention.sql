@@ -1,0 +1,34 @@
+-- Retention drops whole partitions and records what was lost; a position that
+-- had not read it fails with CF006; TTL deletes are marked; maintain() runs all.
+\set SHOW_CONTEXT never
+CREATE TABLE sessions (id int PRIMARY KEY, who text, expires_at timestamptz);
+SELECT changefeed.enable('sessions', retention => '1 day', ttl_column => 'expires_at') IS NOT NULL;
+-- Partitions exist for yesterday through a week ahead (UTC days).
+SELECT count(*) AS partitions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE i.inhparent = 'changefeed.log'::regclass AND c.relname ~ '^log_[0-9]{8}$';
+SELECT start_cursor('stale');       -- never reads again: will lose history
+INSERT INTO sessions VALUES (1, 'ada', now() + interval '1 hour'), (2, 'bob', now() - interval '1 hour');
+SELECT start_cursor('current');     -- taken after the writes: loses nothing
+-- Nothing is old enough yet.
+SELECT * FROM changefeed.maintain();
+SELECT operation, doc_id, ttl_expired FROM next_changes('current', 'sessions');
+-- Acting as if ten days had passed: today's partition is older than every
+-- retention now, so it is dropped (and partitions are created ahead again).
+SELECT partitions_dropped > 0 AS dropped, ttl_deleted FROM changefeed.maintain(now() + interval '10 days');
+SELECT count(*) AS horizons FROM changefeed.horizon;
+SELECT count(*) AS rows_left FROM changefeed.log WHERE collection_id = (SELECT id FROM changefeed.collections WHERE table_name = 'sessions'::regclass) AND op <> 'd';
+-- The stale position lost history: a distinct error, never a silent restart.
+SELECT try($$SELECT * FROM next_changes('stale', 'sessions')$$);
+-- The current position had read everything that was dropped: it goes on.
+SELECT operation, doc_id, ttl_expired FROM next_changes('current', 'sessions');
+-- Positions taken now are fine too.
+SELECT count(*) FROM changefeed.read('sessions', changefeed.current_position());
+
+-- Retention can be changed; ranges cannot.
+SELECT changefeed.alter('sessions', retention => '30 days');
+SELECT retention FROM changefeed.collections WHERE table_name = 'sessions'::regclass;
+SELECT try($$SELECT changefeed.alter('sessions', retention => '0 days')$$);
+SELECT try($$SELECT changefeed.alter('sessions', ttl_column => 'who')$$);
+SELECT try($$SELECT changefeed.alter('pg_class')$$);
+-- With 30 days of retention, ten days later nothing more is dropped.
+SELECT partitions_dropped FROM changefeed.maintain(now() + interval '10 days');
