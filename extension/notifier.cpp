@@ -15,12 +15,14 @@ extern "C" {
 #include "commands/dbcommands.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "tcop/utility.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 PGDLLEXPORT void changefeed_notifier_main(Datum arg);
@@ -268,15 +270,55 @@ void worker_exit(int, Datum arg) {
 
 void notify_all_collections(void) {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed notifier: SPI_connect failed");
+    PushActiveSnapshot(GetTransactionSnapshot());
     int rc = SPI_execute("SELECT pg_catalog.pg_notify(changefeed.channel_of(id), NULL) FROM changefeed.collection",
-                         true, 0);
+                         false, 0);
+    PopActiveSnapshot();
     if (rc != SPI_OK_SELECT) elog(ERROR, "changefeed notifier: cannot list collections");
     SPI_finish();
 }
 
+// Runs changefeed.maintain() (partitions ahead, retention, TTL).  A failure is
+// logged and retried at the next interval; it must not stop the wake-ups.
+void run_maintenance(void) {
+    MemoryContext caller = CurrentMemoryContext;
+    PG_TRY();
+    {
+        SetCurrentStatementStartTimestamp();
+        StartTransactionCommand();
+        pgstat_report_activity(STATE_RUNNING, "changefeed maintain");
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+        // No error when the extension was dropped from this database meanwhile.
+        PushActiveSnapshot(GetTransactionSnapshot());
+        SPI_execute("SELECT changefeed.maintain() FROM pg_catalog.pg_extension WHERE extname = 'changefeed'",
+                    false, 0);
+        PopActiveSnapshot();
+        SPI_finish();
+        CommitTransactionCommand();
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(caller);
+        ErrorData *error = CopyErrorData();
+        FlushErrorState();
+        AbortCurrentTransaction();
+        ereport(WARNING, (errmsg("changefeed: maintenance failed: %s", error->message)));
+        FreeErrorData(error);
+    }
+    PG_END_TRY();
+    pgstat_report_activity(STATE_IDLE, NULL);
+}
+
 }  // namespace
 
+// changefeed.maintain_interval: seconds between the notifier's maintain() runs (0: never).
+int changefeed_maintain_interval = 300;
+
 void changefeed_notifier_init(void) {
+    DefineCustomIntVariable("changefeed.maintain_interval",
+                            "Seconds between maintain() runs of the background worker (0 disables).",
+                            NULL, &changefeed_maintain_interval, 300, 0, 7 * 24 * 3600, PGC_SIGHUP,
+                            GUC_UNIT_S, NULL, NULL, NULL);
     RegisterXactCallback(on_xact, NULL);
     RegisterSubXactCallback(on_subxact, NULL);
     if (!changefeed::preloaded) return;
@@ -322,12 +364,29 @@ void changefeed_notifier_main(Datum arg) {
     before_shmem_exit(worker_exit, PointerGetDatum(slot));
     pgstat_report_activity(STATE_IDLE, NULL);
 
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
     int32 ids[kPending];
+    TimestampTz last_maintenance = 0;  // run once at start
     for (;;) {
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, kIdleWaitMs,
+        long wait_ms = kIdleWaitMs;
+        if (changefeed_maintain_interval > 0) {
+            long interval_ms = changefeed_maintain_interval * 1000L;
+            if (TimestampDifferenceExceeds(last_maintenance, GetCurrentTimestamp(), (int)Min(interval_ms, INT_MAX))) {
+                run_maintenance();
+                last_maintenance = GetCurrentTimestamp();
+            }
+            long until = TimestampDifferenceMilliseconds(
+                GetCurrentTimestamp(), TimestampTzPlusMilliseconds(last_maintenance, interval_ms));
+            wait_ms = Min(wait_ms, Max(until, 1L));
+        }
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
+        if (ConfigReloadPending) {
+            ConfigReloadPending = false;
+            ProcessConfigFile(PGC_SIGHUP);
+        }
 
         SpinLockAcquire(&shared->mutex);
         bool exit_requested = slot->exit_requested;

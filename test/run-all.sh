@@ -25,9 +25,10 @@ cleanup() {
 trap cleanup EXIT
 
 failed=0
-run_sql_tests() {  # $1 cluster dir, $2 REGRESS list, $3 ISOLATION list
+run_sql_tests() {  # $1 cluster dir, then make variables
     eval "$(bash test/cluster.sh env "$1")"
-    if ! make -s installcheck REGRESS="$2" ISOLATION="$3"; then
+    shift
+    if ! make -s installcheck "$@"; then
         failed=1
         cat regression.diffs output_iso/regression.diffs 2>/dev/null | head -200 || true
     fi
@@ -35,14 +36,12 @@ run_sql_tests() {  # $1 cluster dir, $2 REGRESS list, $3 ISOLATION list
 
 echo "== SQL tests, library preloaded"
 bash test/cluster.sh start "$scratch/preload" --port 55490 --fsync-off
-run_sql_tests "$scratch/preload" "setup enable capture read positions notifier" \
-    "late_commit row_order concurrent_reader"
+run_sql_tests "$scratch/preload"
 bash test/cluster.sh stop "$scratch/preload"
 
 echo "== SQL tests, library not preloaded (NOTIFY fallback)"
 bash test/cluster.sh start "$scratch/plain" --port 55491 --fsync-off --no-preload
-run_sql_tests "$scratch/plain" "setup enable capture read positions" \
-    "late_commit row_order concurrent_reader"
+run_sql_tests "$scratch/plain" REGRESS_PRELOADED=
 bash test/cluster.sh stop "$scratch/plain"
 
 if [ -f CMakeLists.txt ]; then
