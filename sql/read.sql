@@ -75,3 +75,36 @@ BEGIN;
 INSERT INTO items VALUES (400, 'uncommitted');
 SELECT try($$SELECT * FROM changefeed.read('items', changefeed.current_position())$$);
 ROLLBACK;
+
+-- Filters run in the database, with typed variables (never spliced into the path).
+CREATE TABLE tickets (id int PRIMARY KEY, status text, priority int, title text);
+SELECT changefeed.enable('tickets') IS NOT NULL;
+SELECT start_cursor('open'); SELECT start_cursor('urgent'); SELECT start_cursor('quoted');
+SELECT start_cursor('one'); SELECT start_cursor('has_title');
+INSERT INTO tickets VALUES (1, 'open', 1, 'a'), (2, 'closed', 5, NULL), (3, 'open', 9, 'it''s "quoted"');
+UPDATE tickets SET status = 'closed' WHERE id = 1;
+DELETE FROM tickets WHERE id = 3;
+TRUNCATE tickets;
+-- Deletes are tested on the previous image; clears always pass.
+SELECT operation, doc_id, count(*) FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'open'),
+       filter => '$.status == $s', filter_vars => '{"s": "open"}') GROUP BY 1, 2 ORDER BY min(seq);
+SELECT operation, doc_id FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'urgent'),
+       filter => '$.priority >= $p', filter_vars => '{"p": 5}') WHERE operation <> 'clear';
+SELECT operation, doc_id FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'quoted'),
+       filter => '$.title == $t', filter_vars => jsonb_build_object('t', 'it''s "quoted"')) WHERE operation <> 'clear';
+SELECT operation, doc_id FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'has_title'),
+       filter => 'exists($.title ? (@ != null))') WHERE operation <> 'clear';
+-- One document's changes; clears pass.
+SELECT operation, doc_id FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'one'),
+       doc_ids => '{1}') ORDER BY seq LIMIT 3;
+-- The latest feed filters the latest version.
+SELECT start_cursor('latest_filtered');
+INSERT INTO tickets VALUES (4, 'open', 1, 'x'), (5, 'open', 1, 'y');
+UPDATE tickets SET status = 'closed' WHERE id = 4;
+SELECT operation, doc_id, current ->> 'status' AS status
+  FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'latest_filtered'),
+       mode => 'latest', filter => '$.status == "closed"');
+-- A filter that is not a predicate matches nothing; a malformed one is refused.
+SELECT count(*) FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'latest_filtered'),
+       filter => '$.status');
+SELECT try($$SELECT * FROM changefeed.read('tickets', changefeed.current_position(), filter => '$.status ==')$$);

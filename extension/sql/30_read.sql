@@ -32,18 +32,41 @@ $$;
 --                'latest': per window, the latest version of each changed
 --                document; documents whose latest change is a delete or a
 --                clear do not appear.
+--   filter       a jsonpath predicate over the document, with its variables in
+--                filter_vars (values are never spliced into the path), e.g.
+--                filter => '$.status == $s', filter_vars => '{"s": "open"}'.
+--                See filter_matches() for deletes and clears.
+--   doc_ids      only changes of these documents (clears pass).
 -- Rows come window by window (a window = what committed between two
 -- snapshots), in seq order inside a window.  Each row carries the position
 -- after it.  When a window is exhausted the read rolls over into the next one.
 -- After a read that returned nothing, the position to keep is the read's own
 -- snapshot: call read() and current_position() in one REPEATABLE READ
 -- transaction.
+-- Whether a change passes a read's filter: creates and replaces are tested on
+-- the document after the write, deletes on the one before it when the
+-- collection keeps previous images (passed through otherwise), clears always
+-- pass.  A filter that errors or is not a boolean counts as no match.
+CREATE FUNCTION changefeed.filter_matches(op "char", current jsonb, previous jsonb,
+                                          filter jsonpath, filter_vars jsonb) RETURNS bool
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN filter IS NULL OR op = 't' THEN true
+        WHEN op = 'd' THEN previous IS NULL
+                        OR coalesce(pg_catalog.jsonb_path_match(previous, filter, coalesce(filter_vars, '{}'), true), false)
+        ELSE coalesce(pg_catalog.jsonb_path_match(current, filter, coalesce(filter_vars, '{}'), true), false)
+    END
+$$;
+
 CREATE FUNCTION changefeed.read(
     tbl regclass,
     since text,
     max_changes int DEFAULT 1000,
     ranges int[] DEFAULT NULL,
-    mode text DEFAULT 'all')
+    mode text DEFAULT 'all',
+    filter jsonpath DEFAULT NULL,
+    filter_vars jsonb DEFAULT NULL,
+    doc_ids text[] DEFAULT NULL)
 RETURNS TABLE (
     seq bigint,
     txid xid8,
@@ -129,6 +152,7 @@ BEGIN
                AND NOT pg_visible_in_snapshot(l.txid, lo)
         ),
         picked AS (
+            SELECT f.* FROM (
             SELECT w.* FROM window_rows w
              WHERE mode = 'all' AND w.seq > after
             UNION ALL
@@ -141,6 +165,9 @@ BEGIN
              WHERE v.op <> 'd' AND v.seq > after
                AND NOT EXISTS (SELECT 1 FROM window_rows t
                                 WHERE t.op = 't' AND t.range_id = v.range_id AND t.seq > v.seq)
+            ) f
+             WHERE (doc_ids IS NULL OR f.op = 't' OR f.doc_id = ANY (doc_ids))
+               AND changefeed.filter_matches(f.op, f.current, f.previous, filter, filter_vars)
         ),
         page AS (
             SELECT pk.*, row_number() OVER (ORDER BY pk.seq) AS rn
