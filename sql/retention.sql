@@ -15,7 +15,8 @@ SELECT operation, doc_id, ttl_expired FROM next_changes('current', 'sessions');
 -- Acting as if ten days had passed: today's partition is older than every
 -- retention now, so it is dropped (and partitions are created ahead again).
 SELECT partitions_dropped > 0 AS dropped, ttl_deleted FROM changefeed.maintain(now() + interval '10 days');
-SELECT count(*) AS horizons FROM changefeed.horizon;
+SELECT count(*) AS horizons FROM changefeed.horizon
+ WHERE collection_id = (SELECT id FROM changefeed.collections WHERE table_name = 'sessions'::regclass);
 SELECT count(*) AS rows_left FROM changefeed.log WHERE collection_id = (SELECT id FROM changefeed.collections WHERE table_name = 'sessions'::regclass) AND op <> 'd';
 -- The stale position lost history: a distinct error, never a silent restart.
 SELECT try($$SELECT * FROM next_changes('stale', 'sessions')$$);
