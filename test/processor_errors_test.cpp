@@ -133,3 +133,47 @@ TEST_F(Errors, LeaseFunctionsValidateTheirInput) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(Errors, DisablingTheTableStopsARunningProcessor) {
+    cftest::create_table(cluster(), "err_disabled", 2);
+    std::mutex mu;
+    std::vector<std::error_code> codes;
+    auto o = cftest::fast_options("i");
+    o.on_error = [&](const changefeed::ErrorInfo& e) {
+        std::lock_guard lock(mu);
+        codes.push_back(e.code);
+    };
+    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_disabled"}, "p", noop(), o);
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    cluster().exec("SELECT changefeed.disable('err_disabled')");
+    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::stopped; }));
+    std::lock_guard lock(mu);
+    ASSERT_FALSE(codes.empty());
+    EXPECT_EQ(codes[0], errc::collection_not_enabled);
+}
+
+TEST_F(Errors, StopFromInsideTheHandlerDoesNotDeadlock) {
+    cftest::create_table(cluster(), "err_self_stop", 2);
+    changefeed::Processor* self = nullptr;
+    std::atomic<bool> called{false};
+    auto p = changefeed::make_latest_version_processor(
+        {cluster().conninfo(), "err_self_stop"}, "p",
+        [&](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token stop) {
+            self->stop();
+            EXPECT_TRUE(stop.stop_requested());
+            called = true;
+        },
+        cftest::fast_options("i"));
+    self = &p;
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    cluster().exec("INSERT INTO err_self_stop (id) VALUES (1)");
+    ASSERT_TRUE(cftest::eventually([&] { return called.load(); }));
+    p.stop();
+    EXPECT_EQ(p.state(), changefeed::State::stopped);
+}
+
+}  // namespace

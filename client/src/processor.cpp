@@ -159,6 +159,17 @@ struct Processor::Impl {
     }
 
     void stop() {
+        if (std::this_thread::get_id() == worker_thread.get_id()) {
+            // Called from the handler: joining ourselves would deadlock, so only
+            // ask; the destructor (or a later stop()) finishes the job.
+            {
+                std::lock_guard lock(mu);
+                stopping = true;
+            }
+            stop_source.request_stop();
+            cv.notify_all();
+            return;
+        }
         std::lock_guard guard(start_mu);
         if (!started) return;
         {
@@ -214,6 +225,19 @@ struct Processor::Impl {
                 backoff = opt.reconnect_min;
             } catch (...) {
                 Error e = detail::to_error(std::current_exception());
+                if (e.code() == make_error_code(errc::collection_not_found) ||
+                    e.code() == make_error_code(errc::collection_not_enabled)) {
+                    // Dropped or disabled while running: halt, as the worker does.
+                    report(std::nullopt, e, std::current_exception());
+                    {
+                        std::lock_guard lock(mu);
+                        stopping = true;
+                    }
+                    stop_source.request_stop();
+                    cv.notify_all();
+                    set_state(State::stopped);
+                    break;
+                }
                 if (!detail::is_connection_error(e)) report(std::nullopt, e, std::current_exception());
                 conn.reset();
                 pause(backoff);
@@ -319,6 +343,13 @@ struct Processor::Impl {
                                      " does not restart from now on its own.",
                                  e.sqlstate()),
                            std::current_exception());
+                    return;
+                }
+                if (e.code() == make_error_code(errc::collection_not_found) ||
+                    e.code() == make_error_code(errc::collection_not_enabled)) {
+                    // The table was dropped or disabled: nothing to resume (seed 003's invalidate).
+                    report(std::nullopt, e, std::current_exception());
+                    set_state(State::stopped);
                     return;
                 }
                 if (detail::is_connection_error(e)) {

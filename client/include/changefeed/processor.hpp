@@ -119,7 +119,11 @@ public:
     // collection_not_found, collection_not_enabled, connection_failed, ...
     void start();
     // Stops reading (waits for a running handler, whose stop token is
-    // signalled) and releases the leases.  Idempotent.
+    // signalled) and releases the leases.  Idempotent.  Called from inside the
+    // handler it only asks to stop; the leases are released by the next
+    // stop() from outside or by the destructor.
+    // A processor whose table is dropped or disabled stops on its own
+    // (on_error is told with collection_not_found / collection_not_enabled).
     void stop();
 
     State state() const;
