@@ -362,6 +362,17 @@ struct Processor::Impl {
                 backoff = std::min(backoff * 2, opt.reconnect_max);
             }
         }
+        // Store where idle ranges got to, so the next owner does not re-read
+        // empty windows.  Best effort: the stored checkpoints are valid anyway.
+        if (!conn) return;
+        for (auto& [range, st] : ranges) {
+            if (st.lost || st.lease.checkpoint == st.persisted) continue;
+            try {
+                detail::checkpoint(*conn, key, range, st.lease.epoch, st.lease.checkpoint);
+            } catch (...) {
+                return;
+            }
+        }
     }
 
     // Follows the lease thread's view: forget ranges lost or re-acquired at a
