@@ -177,3 +177,39 @@ TEST_F(Errors, StopFromInsideTheHandlerDoesNotDeadlock) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(Errors, HistoryLostHaltsWithARunbook) {
+    cftest::create_table(cluster(), "err_history", 2);
+    std::mutex mu;
+    std::vector<changefeed::ErrorInfo> errors;
+    auto o = cftest::fast_options("i");
+    o.on_error = [&](const changefeed::ErrorInfo& e) {
+        std::lock_guard lock(mu);
+        errors.push_back(e);
+    };
+    cftest::Recorder rec;
+    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_history"}, "p", rec.handler(), o);
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    p.stop();
+    // A write after the checkpoint, then retention "drops" it (as prune() records it).
+    auto txid = cluster().exec("INSERT INTO err_history (id) VALUES (1); SELECT pg_current_xact_id()::text");
+    cluster().exec("INSERT INTO changefeed.horizon (collection_id, dropped_txid, dropped_before)"
+                   " VALUES ((changefeed.collection_of('err_history')).id, '" + txid[0][0].as<std::string>() +
+                   "', now())");
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::history_lost; }));
+    EXPECT_EQ(rec.size(), 0u);  // never a silent restart from now
+    {
+        std::lock_guard lock(mu);
+        ASSERT_FALSE(errors.empty());
+        EXPECT_EQ(errors.back().code, errc::history_lost);
+        EXPECT_NE(errors.back().message.find("runbook"), std::string::npos);
+    }
+    p.stop();
+    EXPECT_EQ(p.state(), changefeed::State::history_lost);
+}
+
+}  // namespace

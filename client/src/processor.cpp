@@ -337,10 +337,10 @@ struct Processor::Impl {
                     report(std::nullopt,
                            Error(errc::history_lost,
                                  std::string(e.what()) +
-                                     " -- runbook history-lost: the changes between the checkpoint and the"
-                                     " retained log are gone. Rebuild the projection (a new processor name"
-                                     " with start_from_beginning) or accept the gap explicitly; the processor"
-                                     " does not restart from now on its own.",
+                                     " -- runbook docs/runbooks/history-lost.md: the changes between the"
+                                     " checkpoint and the retained log are gone. Rebuild the projection (a new"
+                                     " processor name with start_from_beginning) or accept the gap explicitly;"
+                                     " the processor does not restart from now on its own.",
                                  e.sqlstate()),
                            std::current_exception());
                     return;
