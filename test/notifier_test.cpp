@@ -120,7 +120,7 @@ TEST(Notifier, PreloadedTheWorkerSendsTheNotificationNotTheWriter) {
 TEST(Notifier, PreloadedManyCommitsCoalesceIntoFewerNotifications) {
     make_table(*preloaded, "n_coalesce");
     Listening l(*preloaded, {"n_coalesce"});
-    // Commits from several sessions at once outpace one NOTIFY per commit.
+    // Commits from several connections at once outpace one NOTIFY per commit.
     const int writers = 8, per_writer = 100, commits = writers * per_writer;
     std::vector<std::thread> threads;
     for (int w = 0; w < writers; ++w)
