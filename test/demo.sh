@@ -31,7 +31,7 @@ SQL
 
 echo "== starting the example processor (latest-version feed)"
 out=$dir/processor.out
-./build/client/examples/print_changes "$conninfo" users --name demo --count 5 --timeout 60 --poll 30 \
+./build/print_changes "$conninfo" users --name demo --count 5 --timeout 60 --poll 30 \
     >"$out" 2>"$dir/processor.err" &
 proc=$!
 # Wait until the processor holds its leases (it then reports itself running).

@@ -1,7 +1,10 @@
 // Example service: runs a latest-version processor on a table and prints each
 // change it handles, until it handled N changes or the timeout passed.
 //
-//   print_changes CONNINFO TABLE [--name NAME] [--count N] [--timeout SECONDS] [--from-beginning]
+//   print_changes CONNINFO TABLE [--name NAME] [--count N] [--timeout SECONDS] [--poll SECONDS]
+//                 [--from-beginning]
+//
+// Each change is printed with the wall-clock time the handler saw it.
 //
 // Exit status: 0 when N changes were handled (or the timeout passed without
 // --count), 1 when the timeout passed first, 2 for bad arguments or errors.
@@ -13,6 +16,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -24,8 +29,20 @@ void on_signal(int) { interrupted = true; }
 
 int usage() {
     std::cerr << "usage: print_changes CONNINFO TABLE [--name NAME] [--count N] [--timeout SECONDS]"
-                 " [--from-beginning]\n";
+                 " [--poll SECONDS] [--from-beginning]\n";
     return 2;
+}
+
+// HH:MM:SS.mmm, local time.
+std::string clock_time() {
+    auto now = std::chrono::system_clock::now();
+    std::time_t t = std::chrono::system_clock::to_time_t(now);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%H:%M:%S", std::localtime(&t));
+    char out[40];
+    std::snprintf(out, sizeof out, "%s.%03d", buf, int(ms));
+    return out;
 }
 
 }  // namespace
@@ -35,12 +52,14 @@ int main(int argc, char** argv) {
     std::string conninfo = argv[1], table = argv[2], name = "print-changes";
     long count = 0;
     double timeout = 30;
+    double poll = 1;  // fallback only: LISTEN wakes the processor
     changefeed::ProcessorOptions options;
     for (int i = 3; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--name" && i + 1 < argc) name = argv[++i];
         else if (a == "--count" && i + 1 < argc) count = std::stol(argv[++i]);
         else if (a == "--timeout" && i + 1 < argc) timeout = std::stod(argv[++i]);
+        else if (a == "--poll" && i + 1 < argc) poll = std::stod(argv[++i]);
         else if (a == "--from-beginning") options.start_from_beginning = true;
         else return usage();
     }
@@ -50,7 +69,7 @@ int main(int argc, char** argv) {
     std::mutex mu;
     std::condition_variable cv;
     long handled = 0;
-    options.poll_interval = std::chrono::seconds(1);
+    options.poll_interval = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(poll));
     options.on_error = [](const changefeed::ErrorInfo& e) {
         std::cerr << "error" << (e.range_id ? " on range " + std::to_string(*e.range_id) : "") << ": "
                   << e.message << "\n";
@@ -65,7 +84,7 @@ int main(int argc, char** argv) {
             [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
                 std::lock_guard lock(mu);
                 for (const auto& change : batch) {
-                    std::cout << "range " << ctx.range_id << " " << changefeed::to_string(change.operation)
+                    std::cout << clock_time() << "  range " << ctx.range_id << " " << changefeed::to_string(change.operation)
                               << " " << change.doc_id << " " << boost::json::serialize(change.current) << "\n";
                     ++handled;
                 }
