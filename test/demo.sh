@@ -13,8 +13,8 @@ echo "== building and installing the extension"
 make -s
 make -s install >/dev/null
 echo "== building the client and its example"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=OFF >/dev/null
-cmake --build build -j2 --target print_changes >/dev/null
+cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=OFF >/dev/null
+cmake --build build-demo -j2 --target print_changes >/dev/null
 
 dir=/tmp/changefeed-demo
 echo "== starting a throwaway cluster in $dir"
@@ -31,7 +31,7 @@ SQL
 
 echo "== starting the example processor (latest-version feed)"
 out=$dir/processor.out
-./build/print_changes "$conninfo" users --name demo --count 5 --timeout 60 --poll 30 \
+./build-demo/print_changes "$conninfo" users --name demo --count 5 --timeout 60 --poll 30 \
     >"$out" 2>"$dir/processor.err" &
 proc=$!
 # Wait until the processor holds its leases (it then reports itself running).

@@ -48,7 +48,7 @@ bash test/cluster.sh stop "$scratch/plain"
 
 if [ -f CMakeLists.txt ]; then
     echo "== client library and its tests"
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=ON >/dev/null
     cmake --build build -j2
     if ! ctest --test-dir build --output-on-failure; then failed=1; fi
 fi
