@@ -49,6 +49,7 @@ struct Slot {
     bool overflow;
     int npending;
     int32 pending[kPending];
+    int64 rows_since_tick;  // captured rows committed since the last tick
 };
 
 struct Shared {
@@ -70,6 +71,7 @@ struct Touched {
 Touched touched[kTouched];
 int ntouched = 0;
 bool touched_overflow = false;
+int64 xact_rows = 0;  // rows captured by this transaction (an upper bound)
 bool warned_no_worker = false;
 
 Slot *find_slot(Oid database) {
@@ -211,6 +213,7 @@ void publish_commit(void) {
                 slot->overflow = true;
         }
         if (touched_overflow) slot->overflow = true;
+        slot->rows_since_tick += xact_rows;
         latch = slot->latch;
     }
     SpinLockRelease(&shared->mutex);
@@ -220,6 +223,7 @@ void publish_commit(void) {
 void forget_touched(void) {
     ntouched = 0;
     touched_overflow = false;
+    xact_rows = 0;
 }
 
 void on_xact(XactEvent event, void *) {
@@ -278,20 +282,18 @@ void notify_all_collections(void) {
     SPI_finish();
 }
 
-// Runs changefeed.maintain() (partitions ahead, retention, TTL).  A failure is
-// logged and retried at the next interval; it must not stop the wake-ups.
-void run_maintenance(void) {
+// Runs one statement in its own transaction.  A failure is logged and the
+// worker goes on: it must not stop the wake-ups.
+void run_guarded(const char *activity, const char *sql) {
     MemoryContext caller = CurrentMemoryContext;
     PG_TRY();
     {
         SetCurrentStatementStartTimestamp();
         StartTransactionCommand();
-        pgstat_report_activity(STATE_RUNNING, "changefeed maintain");
+        pgstat_report_activity(STATE_RUNNING, activity);
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
-        // No error when the extension was dropped from this database meanwhile.
         PushActiveSnapshot(GetTransactionSnapshot());
-        SPI_execute("SELECT changefeed.maintain() FROM pg_catalog.pg_extension WHERE extname = 'changefeed'",
-                    false, 0);
+        SPI_execute(sql, false, 0);
         PopActiveSnapshot();
         SPI_finish();
         CommitTransactionCommand();
@@ -302,23 +304,48 @@ void run_maintenance(void) {
         ErrorData *error = CopyErrorData();
         FlushErrorState();
         AbortCurrentTransaction();
-        ereport(WARNING, (errmsg("changefeed: maintenance failed: %s", error->message)));
+        ereport(WARNING, (errmsg("changefeed: %s failed: %s", activity, error->message)));
         FreeErrorData(error);
     }
     PG_END_TRY();
     pgstat_report_activity(STATE_IDLE, NULL);
 }
 
+// The statements are no-ops when the extension was dropped from this database.
+void run_maintenance(void) {
+    run_guarded("changefeed maintain",
+                "SELECT changefeed.maintain() FROM pg_catalog.pg_extension WHERE extname = 'changefeed'");
+}
+
+void record_tick(void) {
+    run_guarded("changefeed tick",
+                "INSERT INTO changefeed.tick (snap_xmax, snap)"
+                " SELECT pg_catalog.pg_snapshot_xmax(s), s FROM pg_catalog.pg_current_snapshot() s,"
+                " pg_catalog.pg_extension e WHERE e.extname = 'changefeed'");
+}
+
 }  // namespace
 
 // changefeed.maintain_interval: seconds between the notifier's maintain() runs (0: never).
 int changefeed_maintain_interval = 300;
+// changefeed.tick_rows / tick_interval: a tick after this many captured rows,
+// or this many milliseconds after the first row since the last tick.
+int changefeed_tick_rows = 10000;
+int changefeed_tick_interval = 1000;
 
 void changefeed_notifier_init(void) {
     DefineCustomIntVariable("changefeed.maintain_interval",
                             "Seconds between maintain() runs of the background worker (0 disables).",
                             NULL, &changefeed_maintain_interval, 300, 0, 7 * 24 * 3600, PGC_SIGHUP,
                             GUC_UNIT_S, NULL, NULL, NULL);
+    DefineCustomIntVariable("changefeed.tick_rows",
+                            "Captured rows after which the background worker records a tick.",
+                            NULL, &changefeed_tick_rows, 10000, 100, 10000000, PGC_SIGHUP, 0, NULL,
+                            NULL, NULL);
+    DefineCustomIntVariable("changefeed.tick_interval",
+                            "Longest time between a captured commit and the next tick.", NULL,
+                            &changefeed_tick_interval, 1000, 10, 3600000, PGC_SIGHUP, GUC_UNIT_MS,
+                            NULL, NULL, NULL);
     RegisterXactCallback(on_xact, NULL);
     RegisterSubXactCallback(on_subxact, NULL);
     if (!changefeed::preloaded) return;
@@ -331,6 +358,7 @@ void changefeed_notifier_init(void) {
 }
 
 void changefeed_note_capture(int32 collection_id) {
+    xact_rows++;
     for (int i = 0; i < ntouched; i++)
         if (touched[i].collection_id == collection_id) return;
     if (ntouched == 0 && changefeed::preloaded) ensure_notifier();
@@ -367,8 +395,14 @@ void changefeed_notifier_main(Datum arg) {
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     int32 ids[kPending];
     TimestampTz last_maintenance = 0;  // run once at start
+    TimestampTz first_untracked = 0;   // when rows were first seen since the last tick
     for (;;) {
         long wait_ms = kIdleWaitMs;
+        if (first_untracked != 0) {
+            long until = TimestampDifferenceMilliseconds(
+                GetCurrentTimestamp(), TimestampTzPlusMilliseconds(first_untracked, changefeed_tick_interval));
+            wait_ms = Min(wait_ms, Max(until, 1L));
+        }
         if (changefeed_maintain_interval > 0) {
             long interval_ms = changefeed_maintain_interval * 1000L;
             if (TimestampDifferenceExceeds(last_maintenance, GetCurrentTimestamp(), (int)Min(interval_ms, INT_MAX))) {
@@ -395,8 +429,22 @@ void changefeed_notifier_main(Datum arg) {
         memcpy(ids, slot->pending, sizeof(int32) * n);
         slot->npending = 0;
         slot->overflow = false;
+        int64 untracked = slot->rows_since_tick;
         SpinLockRelease(&shared->mutex);
         if (exit_requested) proc_exit(0);
+
+        if (untracked > 0) {
+            TimestampTz now = GetCurrentTimestamp();
+            if (first_untracked == 0) first_untracked = now;
+            if (untracked >= changefeed_tick_rows ||
+                TimestampDifferenceExceeds(first_untracked, now, changefeed_tick_interval)) {
+                SpinLockAcquire(&shared->mutex);
+                slot->rows_since_tick -= untracked;
+                SpinLockRelease(&shared->mutex);
+                first_untracked = 0;
+                record_tick();
+            }
+        }
         if (n == 0 && !all) continue;
 
         SetCurrentStatementStartTimestamp();

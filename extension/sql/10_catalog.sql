@@ -25,6 +25,18 @@ CREATE TABLE changefeed.horizon (
     dropped_at      timestamptz NOT NULL DEFAULT now()
 );
 
+-- Ticks: snapshots the notifier records as changes commit (every
+-- changefeed.tick_rows changes or changefeed.tick_interval, whichever first).
+-- A reader far behind reads window by window between ticks instead of one
+-- window up to now, so a backlog is paged in bounded windows.
+CREATE TABLE changefeed.tick (
+    id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    snap_xmax xid8 NOT NULL,
+    snap    pg_snapshot NOT NULL,
+    at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX tick_xmax_idx ON changefeed.tick (snap_xmax);
+
 -- The ordered change log shared by all collections.  Partitioned by time so
 -- that retention drops whole partitions instead of deleting rows.
 -- seq has no cache: a cached sequence would hand a later write of a row a

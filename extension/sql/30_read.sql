@@ -40,6 +40,7 @@ $$;
 -- Rows come window by window (a window = what committed between two
 -- snapshots), in seq order inside a window.  Each row carries the position
 -- after it.  When a window is exhausted the read rolls over into the next one.
+-- A large backlog is read in windows bounded by the notifier's ticks.
 -- After a read that returned nothing, the position to keep is the read's own
 -- snapshot: call read() and current_position() in one REPEATABLE READ
 -- transaction.
@@ -92,7 +93,9 @@ DECLARE
     wanted int[];
     n int;
     windows int := 0;
-    fresh bool := false;
+    at_current bool;
+    current_snap pg_snapshot;
+    backlog int;
 BEGIN
     IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
         RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
@@ -129,16 +132,35 @@ BEGIN
     hi := p.hi;
     after := p.last_seq;
     LOOP
+        at_current := false;
         IF hi IS NULL THEN
-            -- Open the next window at this statement's snapshot.  Later
+            -- Open the next window, up to this statement's snapshot: later
             -- statements see at least as much, so every row visible in `hi`
             -- is visible to the scan below.
-            hi := pg_current_snapshot();
-            after := 0;
-            fresh := true;
-            IF pg_snapshot_xmax(hi) < pg_snapshot_xmax(lo) THEN
+            current_snap := pg_current_snapshot();
+            IF pg_snapshot_xmax(current_snap) < pg_snapshot_xmax(lo) THEN
                 RETURN;  -- the position is newer than our snapshot: nothing yet
             END IF;
+            -- A large backlog is read tick by tick (bounded windows), a small
+            -- one in a single window up to now.
+            SELECT count(*) INTO backlog FROM (
+                SELECT 1 FROM changefeed.log l
+                 WHERE l.collection_id = c.id AND l.range_id = ANY (wanted)
+                   AND l.txid >= pg_snapshot_xmin(lo) AND l.txid < pg_snapshot_xmax(current_snap)
+                   AND pg_visible_in_snapshot(l.txid, current_snap)
+                   AND NOT pg_visible_in_snapshot(l.txid, lo)
+                 LIMIT greatest(2 * max_changes, 10000) + 1) b;
+            IF backlog > greatest(2 * max_changes, 10000) THEN
+                -- A tick taken after `lo` (larger xmax) sees everything `lo` sees.
+                SELECT t.snap INTO hi FROM changefeed.tick t
+                 WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
+                 ORDER BY t.snap_xmax LIMIT 1;
+            END IF;
+            IF hi IS NULL THEN
+                hi := current_snap;
+                at_current := true;
+            END IF;
+            after := 0;
         END IF;
 
         RETURN QUERY
@@ -188,9 +210,11 @@ BEGIN
 
         remaining := remaining - n;
         windows := windows + 1;
-        -- Stop when the page is full, or a window opened by this call held
-        -- nothing (the next one would be opened at a snapshot hardly newer).
-        EXIT WHEN remaining = 0 OR (fresh AND n = 0) OR windows >= 3;
+        -- Stop when the page is full or a window up to now was read: an empty
+        -- result then means nothing is pending up to this statement's
+        -- snapshot (in REPEATABLE READ, current_position()).  Tick windows
+        -- roll on into the next window.
+        EXIT WHEN remaining = 0 OR at_current;
         lo := hi;
         hi := NULL;
     END LOOP;

@@ -282,6 +282,32 @@ BEGIN
 END
 $$;
 
+-- Restarts a range as a backfill after its history was lost (the client's
+-- `resync` option of the latest-version processor): the table's current rows
+-- are scanned again, then the log continues from the position taken here.
+-- Fenced like lease_checkpoint().  Returns that position.
+CREATE FUNCTION changefeed.lease_resync(tbl regclass, processor text, range_id int,
+                                        instance text, epoch bigint)
+RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+    pos text := changefeed.current_position();
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    UPDATE changefeed.lease l
+       SET checkpoint = pos, backfill_done = false, backfill_after = NULL, backfill_rows = 0,
+           backfill_position = pos, updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id
+       AND l.owner = instance AND l.epoch = epoch;
+    IF NOT FOUND THEN
+        PERFORM changefeed.lease_lost(tbl, processor, range_id, instance, epoch);
+    END IF;
+    RETURN pos;
+END
+$$;
+
 -- One keyset page of a range's current rows for a backfill: the rows whose
 -- primary key is greater than `after` (a jsonb object of the key columns;
 -- null = from the start), in key order.  doc_id and partition_key are

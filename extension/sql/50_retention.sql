@@ -97,6 +97,8 @@ BEGIN
                dropped_at = now();
         DELETE FROM changefeed.log_default WHERE written_at < cutoff;
     END IF;
+    -- Ticks older than every retention are of no use to any reader.
+    DELETE FROM changefeed.tick WHERE at < cutoff;
     RETURN dropped;
 END
 $$;
