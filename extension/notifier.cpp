@@ -330,7 +330,7 @@ void record_tick(void) {
 int changefeed_maintain_interval = 300;
 // changefeed.tick_rows / tick_interval: a tick after this many captured rows,
 // or this many milliseconds after the first row since the last tick.
-int changefeed_tick_rows = 10000;
+int changefeed_tick_rows = 1000;
 int changefeed_tick_interval = 1000;
 
 void changefeed_notifier_init(void) {
@@ -340,7 +340,7 @@ void changefeed_notifier_init(void) {
                             GUC_UNIT_S, NULL, NULL, NULL);
     DefineCustomIntVariable("changefeed.tick_rows",
                             "Captured rows after which the background worker records a tick.",
-                            NULL, &changefeed_tick_rows, 10000, 100, 10000000, PGC_SIGHUP, 0, NULL,
+                            NULL, &changefeed_tick_rows, 1000, 100, 10000000, PGC_SIGHUP, 0, NULL,
                             NULL, NULL);
     DefineCustomIntVariable("changefeed.tick_interval",
                             "Longest time between a captured commit and the next tick.", NULL,
@@ -389,6 +389,9 @@ void changefeed_notifier_main(Datum arg) {
     }
     SpinLockRelease(&shared->mutex);
     if (!mine) proc_exit(0);  // another notifier serves this database
+    // Its own commits (notifications, ticks) need not wait for the WAL flush:
+    // a tick or a wake-up lost in a crash costs a wider window or a poll.
+    SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
     before_shmem_exit(worker_exit, PointerGetDatum(slot));
     pgstat_report_activity(STATE_IDLE, NULL);
 

@@ -141,16 +141,16 @@ BEGIN
             IF pg_snapshot_xmax(current_snap) < pg_snapshot_xmax(lo) THEN
                 RETURN;  -- the position is newer than our snapshot: nothing yet
             END IF;
-            -- A large backlog is read tick by tick (bounded windows), a small
-            -- one in a single window up to now.
+            -- More than a page of backlog is read tick by tick (bounded windows), less
+            -- in a single window up to now.
             SELECT count(*) INTO backlog FROM (
                 SELECT 1 FROM changefeed.log l
                  WHERE l.collection_id = c.id AND l.range_id = ANY (wanted)
                    AND l.txid >= pg_snapshot_xmin(lo) AND l.txid < pg_snapshot_xmax(current_snap)
                    AND pg_visible_in_snapshot(l.txid, current_snap)
                    AND NOT pg_visible_in_snapshot(l.txid, lo)
-                 LIMIT greatest(2 * max_changes, 10000) + 1) b;
-            IF backlog > greatest(2 * max_changes, 10000) THEN
+                 LIMIT max_changes + 1) b;
+            IF backlog > max_changes THEN
                 -- A tick taken after `lo` (larger xmax) sees everything `lo` sees.
                 SELECT t.snap INTO hi FROM changefeed.tick t
                  WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
