@@ -1,0 +1,269 @@
+// Torture consumer: one process, killed and restarted by the torture script.
+//
+//   torture_consumer all INSTANCE      all-versions processors "torture-all" on public.docs and
+//                                      public.docs2; every delivery goes into torture.deliveries,
+//                                      committed before the handler returns (at least once)
+//   torture_consumer latest INSTANCE   latest-version processors "torture-latest" maintaining
+//                                      torture.projection
+//   torture_consumer broken SLOT       a deliberately wrong consumer that reads changefeed.log by
+//                                      "seq > last seen" instead of changefeed.read(); handles the
+//                                      ranges with range_id % 3 = SLOT (shows the checker catches it)
+//
+// Connects with the PG* environment.  Runs until SIGTERM/SIGINT, or --max-seconds.
+#include <changefeed/changefeed.hpp>
+#include <pqxx/pqxx>
+
+#include <boost/json.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* const kConninfo = "application_name=torture_consumer";
+const char* const kTables[2] = {"public.docs", "public.docs2"};
+
+// Numbers spliced into SQL below come only from here: parsed as integers, so never text.
+std::string num(std::int64_t v) { return std::to_string(v); }
+
+std::int64_t json_int(const boost::json::value& doc, const char* field) {
+    const auto& o = doc.as_object();
+    const auto& v = o.at(field);
+    if (v.is_int64()) return v.as_int64();
+    if (v.is_uint64()) return static_cast<std::int64_t>(v.as_uint64());
+    throw std::runtime_error(std::string("field ") + field + " is not an integer");
+}
+
+const char* op_code(changefeed::Operation op) {
+    switch (op) {
+        case changefeed::Operation::create: return "c";
+        case changefeed::Operation::replace: return "r";
+        case changefeed::Operation::remove: return "d";
+        case changefeed::Operation::clear: return "t";
+    }
+    return "?";
+}
+
+// A connection of the handler's own, reopened after a failure.
+class Sink {
+public:
+    template <class F>
+    void run(F&& f) {
+        try {
+            if (!conn_) conn_ = std::make_unique<pqxx::connection>(kConninfo);
+            pqxx::work tx(*conn_);
+            f(tx);
+            tx.commit();
+        } catch (...) {
+            conn_.reset();
+            throw;  // the processor hands us the batch again
+        }
+    }
+
+private:
+    std::unique_ptr<pqxx::connection> conn_;
+};
+
+// One row of torture.deliveries per delivered change.
+std::string delivery_values(int tbl, const std::string& inst, const changefeed::Change& c,
+                            const changefeed::Context& ctx, pqxx::work& tx) {
+    std::string id = "NULL", vid = "NULL", kver = "NULL", prev = "NULL";
+    if (c.operation != changefeed::Operation::clear) id = num(std::stoll(c.doc_id));
+    if (c.operation == changefeed::Operation::create || c.operation == changefeed::Operation::replace) {
+        vid = num(json_int(c.current, "vid"));
+        kver = num(json_int(c.current, "kver"));
+    } else if (c.operation == changefeed::Operation::remove) {
+        prev = num(json_int(c.previous, "vid"));
+        kver = num(json_int(c.previous, "kver") + 1);
+    }
+    return "(" + num(tbl) + "," + tx.quote(inst) + "," + num(ctx.range_id) + "," + num(c.seq) + ",'" +
+           op_code(c.operation) + "'," + id + "," + vid + "," + kver + "," + prev + "," + num(ctx.lease_epoch) + ")";
+}
+
+int run_processors(bool latest, const std::string& instance, sigset_t& set, int max_seconds) {
+    std::string run_id = instance + "#" + num(getpid());
+    changefeed::ProcessorOptions o;
+    o.instance_name = instance;
+    o.lease_duration = 3s;
+    o.renew_interval = 1s;
+    o.acquire_interval = 500ms;
+    o.poll_interval = 1s;
+    o.retry_delay = 200ms;
+    o.reconnect_min = 100ms;
+    o.reconnect_max = 2s;
+    o.idle_checkpoint_interval = 5s;
+    o.max_batch_size = 200;
+    std::mutex log_mu;
+    long errors = 0;
+    o.on_error = [&](const changefeed::ErrorInfo& e) {
+        std::lock_guard lock(log_mu);
+        // Connection drops are expected here; keep the log short.
+        if (++errors <= 200) std::fprintf(stderr, "[%s] on_error: %s\n", instance.c_str(), e.message.c_str());
+    };
+    std::vector<changefeed::Processor> procs;
+    Sink sinks[2];
+    for (int t = 0; t < 2; ++t) {
+        changefeed::Collection coll(kConninfo, kTables[t]);
+        Sink* sink = &sinks[t];
+        if (latest) {
+            procs.push_back(changefeed::make_latest_version_processor(
+                coll, "torture-latest",
+                [sink, t](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+                    // Last write wins, in delivery order: a key appears once per statement.
+                    std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> last;
+                    for (const auto& c : batch)
+                        last[std::stoll(c.doc_id)] = {json_int(c.current, "vid"), json_int(c.current, "kver")};
+                    sink->run([&](pqxx::work& tx) {
+                        std::string sql = "INSERT INTO torture.projection (tbl, id, vid, kver) VALUES ";
+                        bool first = true;
+                        for (const auto& [id, v] : last) {
+                            sql += (first ? "(" : ",(") + num(t) + "," + num(id) + "," + num(v.first) + "," +
+                                   num(v.second) + ")";
+                            first = false;
+                        }
+                        sql += " ON CONFLICT (tbl, id) DO UPDATE SET vid = excluded.vid, kver = excluded.kver";
+                        tx.exec(sql);
+                    });
+                },
+                o));
+        } else {
+            procs.push_back(changefeed::make_all_versions_processor(
+                coll, "torture-all",
+                [sink, t, run_id](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
+                                  std::stop_token) {
+                    sink->run([&](pqxx::work& tx) {
+                        std::string sql =
+                            "INSERT INTO torture.deliveries (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch)"
+                            " VALUES ";
+                        for (std::size_t i = 0; i < batch.size(); ++i) {
+                            if (i) sql += ",";
+                            sql += delivery_values(t, run_id, batch[i], ctx, tx);
+                        }
+                        tx.exec(sql);
+                    });
+                },
+                o));
+        }
+    }
+    // The server may be restarting when we are started: retry start() for a while.
+    for (auto& p : procs) {
+        for (int attempt = 0;; ++attempt) {
+            try {
+                p.start();
+                break;
+            } catch (const std::exception& e) {
+                if (attempt >= 100) throw;
+                std::this_thread::sleep_for(300ms);
+            }
+        }
+    }
+    timespec ts{max_seconds, 0};
+    sigtimedwait(&set, nullptr, &ts);
+    for (auto& p : procs) p.stop();
+    return 0;
+}
+
+// The classic home-made change log reader: remembers the highest seq it saw.
+// Sequence numbers are taken before commit, so a transaction that commits
+// after a later-numbered one is skipped for good.
+int run_broken(int slot, sigset_t& set, int max_seconds) {
+    std::string run_id = "broken-" + num(slot) + "#" + num(getpid());
+    std::unique_ptr<pqxx::connection> conn;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(max_seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+        timespec zero{0, 0};
+        if (sigtimedwait(&set, nullptr, &zero) > 0) break;
+        bool busy = false;
+        try {
+            if (!conn) conn = std::make_unique<pqxx::connection>(kConninfo);
+            for (int t = 0; t < 2; ++t) {
+                pqxx::work tx(*conn);
+                auto last = tx.exec_params(
+                    "INSERT INTO torture.broken_checkpoint (tbl, slot, last_seq) VALUES ($1, $2, 0)"
+                    " ON CONFLICT (tbl, slot) DO UPDATE SET last_seq = torture.broken_checkpoint.last_seq"
+                    " RETURNING last_seq", t, slot)[0][0].as<std::int64_t>();
+                auto rows = tx.exec_params(
+                    "SELECT l.seq, l.range_id, l.op, l.doc_id, l.current->>'vid', l.current->>'kver',"
+                    "       l.previous->>'vid', l.previous->>'kver'"
+                    "  FROM changefeed.log l JOIN changefeed.collections c ON c.id = l.collection_id"
+                    " WHERE c.table_name = $1::regclass AND l.seq > $2 AND l.range_id % 3 = $3"
+                    " ORDER BY l.seq LIMIT 500",
+                    kTables[t], last, slot);
+                if (rows.empty()) {
+                    tx.commit();
+                    continue;
+                }
+                busy = true;
+                std::string sql =
+                    "INSERT INTO torture.deliveries (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch)"
+                    " VALUES ";
+                for (std::size_t i = 0; i < rows.size(); ++i) {
+                    const auto& r = rows[i];
+                    std::string op = r[2].as<std::string>();
+                    std::string id = r[3].is_null() ? "NULL" : num(std::stoll(r[3].as<std::string>()));
+                    std::string vid = "NULL", kver = "NULL", prev = "NULL";
+                    if (op == "c" || op == "r") {
+                        vid = num(r[4].as<std::int64_t>());
+                        kver = num(r[5].as<std::int64_t>());
+                    } else if (op == "d") {
+                        prev = num(r[6].as<std::int64_t>());
+                        kver = num(r[7].as<std::int64_t>() + 1);
+                    }
+                    if (i) sql += ",";
+                    sql += "(" + num(t) + "," + tx.quote(run_id) + "," + num(r[1].as<int>()) + "," +
+                           num(r[0].as<std::int64_t>()) + "," + tx.quote(op) + "," + id + "," + vid + "," + kver +
+                           "," + prev + ",0)";
+                }
+                tx.exec(sql);
+                tx.exec_params("UPDATE torture.broken_checkpoint SET last_seq = $3 WHERE tbl = $1 AND slot = $2", t,
+                               slot, rows[rows.size() - 1][0].as<std::int64_t>());
+                tx.commit();
+            }
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "[%s] %s\n", run_id.c_str(), e.what());
+            conn.reset();
+            std::this_thread::sleep_for(300ms);
+        }
+        if (!busy) std::this_thread::sleep_for(200ms);
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 3) {
+        std::fprintf(stderr, "usage: torture_consumer all|latest|broken INSTANCE|SLOT [--max-seconds N]\n");
+        return 2;
+    }
+    std::string mode = argv[1];
+    int max_seconds = 7200;
+    for (int i = 3; i + 1 < argc; i += 2)
+        if (std::string(argv[i]) == "--max-seconds") max_seconds = std::atoi(argv[i + 1]);
+    // Blocked before any thread starts, so that only sigtimedwait() gets them.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    try {
+        if (mode == "all") return run_processors(false, argv[2], set, max_seconds);
+        if (mode == "latest") return run_processors(true, argv[2], set, max_seconds);
+        if (mode == "broken") return run_broken(std::atoi(argv[2]), set, max_seconds);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "torture_consumer: %s\n", e.what());
+        return 1;
+    }
+    std::fprintf(stderr, "torture_consumer: unknown mode %s\n", mode.c_str());
+    return 2;
+}

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Torture test of the change feed: concurrent writers, consumers killed with
+# SIGKILL and restarted, their connections terminated, a server crash (long
+# mode), then a checker that counts lost, phantom, misordered and duplicated
+# deliveries and compares the latest-version projection with the table.
+#
+#   bash test/torture/run.sh [--short | --long] [options]
+#
+#   --short            about a minute, >= 50k changes, 4 kills, no crash (default)
+#   --long             >= 1M changes, 24 kills, one server crash mid-run
+#   --changes N        stop the writers after about N committed changes
+#   --seconds N        ... or after N seconds, whichever comes first
+#   --rate N           cap on committed changes per second (writers need not saturate)
+#   --kills N          consumer SIGKILLs
+#   --crash | --no-crash
+#   --broken           replace the all-versions consumers by one that reads the log by
+#                      "seq > last seen" (to show that the checker catches it; must FAIL)
+#   --port N --dir DIR cluster port and directory (default 55530, a fresh /tmp dir)
+#   --build-dir DIR    CMake build directory (default build); --no-build skips building
+#   --keep             leave the cluster running for a look afterwards
+#
+# Prints one summary line; exits 1 on any loss, phantom, misorder or projection mismatch.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+
+mode=short changes= seconds= rate= kills= crash= broken=0 port=55530 dir= build_dir=build build=1 keep=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --short) mode=short ;;
+        --long) mode=long ;;
+        --changes) changes=$2; shift ;;
+        --seconds) seconds=$2; shift ;;
+        --rate) rate=$2; shift ;;
+        --kills) kills=$2; shift ;;
+        --crash) crash=1 ;;
+        --no-crash) crash=0 ;;
+        --broken) broken=1 ;;
+        --port) port=$2; shift ;;
+        --dir) dir=$2; shift ;;
+        --build-dir) build_dir=$2; shift ;;
+        --no-build) build=0 ;;
+        --keep) keep=1 ;;
+        *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+if [ "$mode" = short ]; then
+    : "${changes:=55000}" "${seconds:=120}" "${rate:=1000}" "${kills:=4}" "${crash:=0}"
+    catchup_timeout=240
+else
+    : "${changes:=1050000}" "${seconds:=2400}" "${rate:=2500}" "${kills:=24}" "${crash:=1}"
+    catchup_timeout=900
+fi
+[ -n "$dir" ] || dir=$(mktemp -d /tmp/changefeed-torture.XXXXXX)
+
+if [ "$build" = 1 ]; then
+    echo "== building the extension and the torture programs"
+    make -s >/dev/null
+    make -s install >/dev/null
+    [ -f "$build_dir/CMakeCache.txt" ] || cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$build_dir" -j2 --target torture_writer torture_consumer >/dev/null
+fi
+writer_bin=$(find "$build_dir" -name torture_writer -type f -perm -u+x | head -1)
+consumer_bin=$(find "$build_dir" -name torture_consumer -type f -perm -u+x | head -1)
+[ -n "$writer_bin" ] && [ -n "$consumer_bin" ] || { echo "run.sh: torture programs not built in $build_dir" >&2; exit 2; }
+
+echo "== cluster in $dir (port $port)"
+# The notifier runs maintain() now and then during the run, as in production.
+bash test/cluster.sh start "$dir" --port "$port" --conf "synchronous_commit = on" \
+    --conf "changefeed.maintain_interval = 30"
+eval "$(bash test/cluster.sh env "$dir")"
+work=$dir/work
+mkdir -p "$work"
+psql -qX -f test/torture/setup.sql >/dev/null
+
+sup_pids=()
+cleanup() {
+    touch "$work/stop"
+    for f in "$work"/*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true; done
+    for p in "${sup_pids[@]+"${sup_pids[@]}"}"; do wait "$p" 2>/dev/null || true; done
+    if [ "$keep" = 0 ]; then
+        bash test/cluster.sh stop "$dir" --immediate >/dev/null 2>&1 || true
+    fi
+}
+trap cleanup EXIT
+
+# Keeps one consumer slot running: restarted after every kill, a fresh
+# instance name each time (the dead one's leases must expire and be taken over).
+supervise() {  # slot-name consumer-mode [broken slot number]
+    local slot=$1 cmode=$2 n=0
+    while [ ! -f "$work/stop" ] && [ "$n" -lt 500 ]; do
+        n=$((n + 1))
+        local arg=$slot.$n
+        [ "$cmode" = broken ] && arg=$3
+        "$consumer_bin" "$cmode" "$arg" --max-seconds $((seconds + catchup_timeout + 600)) \
+            >>"$work/$slot.log" 2>&1 &
+        echo $! >"$work/$slot.pid"
+        wait $! || true
+        sleep 0.3
+    done
+}
+
+slots=()
+for i in 1 2 3; do
+    if [ "$broken" = 1 ]; then
+        supervise "broken-$i" broken $((i - 1)) 2>/dev/null & sup_pids+=($!); slots+=("broken-$i")
+    else
+        supervise "all-$i" all 2>/dev/null & sup_pids+=($!); slots+=("all-$i")
+    fi
+done
+supervise latest latest 2>/dev/null & sup_pids+=($!); slots+=(latest)
+sleep 3  # consumers take their first leases (their start position is the first start)
+
+echo "== writers: up to $changes changes or $seconds s, at most $rate changes/s; $kills kills, crash=$crash"
+start_ts=$(date +%s)
+"$writer_bin" --writers 8 --seconds "$seconds" --changes "$changes" --rate "$rate" \
+    --stats "$work/writer.stats" >"$work/writer.log" 2>&1 &
+writer_pid=$!
+
+# Faults, spaced over the expected writing time; kills not done by the time
+# the writers stop happen during the catch-up.
+expected=$(( changes / rate )); [ "$expected" -gt "$seconds" ] && expected=$seconds
+kill_every=$(( expected / (kills + 1) )); [ "$kill_every" -lt 2 ] && kill_every=2
+crash_at=$(( start_ts + expected / 2 ))
+next_kill=$(( start_ts + kill_every ))
+killed=0 terminated=0 crashed=0 loops=0
+while [ "$loops" -lt 100000 ]; do
+    loops=$((loops + 1))
+    writing=0; kill -0 "$writer_pid" 2>/dev/null && writing=1
+    [ "$writing" = 0 ] && [ "$killed" -ge "$kills" ] && [ "$crashed" -ge "$crash" ] && break
+    now=$(date +%s)
+    if [ "$killed" -lt "$kills" ] && { [ "$now" -ge "$next_kill" ] || [ "$writing" = 0 ]; }; then
+        slot=${slots[$((RANDOM % ${#slots[@]}))]}
+        if [ -f "$work/$slot.pid" ] && kill -KILL "$(cat "$work/$slot.pid")" 2>/dev/null; then
+            killed=$((killed + 1))
+            echo "   kill $killed: $slot at +$((now - start_ts))s"
+        fi
+        next_kill=$(( now + kill_every / 2 + RANDOM % (kill_every + 1) ))
+        [ "$writing" = 0 ] && sleep 3  # let the restarted consumer get going
+    fi
+    if [ "$crashed" -lt "$crash" ] && { [ "$now" -ge "$crash_at" ] || [ "$writing" = 0 ]; }; then
+        echo "   server crash (immediate stop, start) at +$((now - start_ts))s"
+        bash test/cluster.sh restart "$dir" --immediate
+        crashed=$((crashed + 1))
+    fi
+    if [ "$writing" = 1 ] && [ $((RANDOM % 3)) = 0 ]; then
+        n=$(psql -qXAt -c "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
+                           WHERE application_name = 'torture_consumer' ORDER BY random() LIMIT 2) s" 2>/dev/null || echo 0)
+        terminated=$((terminated + n))
+    fi
+    sleep 1
+done
+wait "$writer_pid" || { echo "run.sh: writer failed:"; cat "$work/writer.log"; exit 1; }
+write_s=$(( $(date +%s) - start_ts ))
+echo "   writers: $(cat "$work/writer.stats") in ${write_s}s"
+
+echo "== waiting for the consumers to catch up (at most ${catchup_timeout}s)"
+catchup_start=$(date +%s)
+last_count=-1 still=0
+while :; do
+    read -r count missing behind < <(psql -qXAt -F ' ' -f test/torture/progress.sql)
+    waited=$(( $(date +%s) - catchup_start ))
+    [ "$missing" = 0 ] && [ "$behind" = 0 ] && break
+    if [ "$count" = "$last_count" ]; then still=$((still + 5)); else still=0; fi
+    last_count=$count
+    # Deliveries stopped growing with changes still missing: they are lost.
+    if [ "$waited" -ge "$catchup_timeout" ] || [ "$still" -ge 60 ]; then
+        echo "   gave up after ${waited}s: $missing undelivered, projection $behind behind"
+        break
+    fi
+    sleep 5
+done
+catchup_s=$(( $(date +%s) - catchup_start ))
+
+echo "== checking"
+result=$(psql -qXAt -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" -f test/torture/check.sql | tail -1)
+ws=$(cat "$work/writer.stats")
+get() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
+status=PASS
+for k in lost phantom misordered stream_misordered wrong_range projection_mismatch; do
+    v=$(get "$k" "$result")
+    [ -n "$v" ] && [ "$v" = 0 ] || status=FAIL
+done
+consumer_kind=processor; [ "$broken" = 1 ] && consumer_kind=broken-seq
+echo "torture mode=$mode consumer=$consumer_kind changes=$(get changes "$ws") txns=$(get txns "$ws")" \
+     "rollbacks=$(get rollbacks "$ws") savepoint_rollbacks=$(get savepoint_rollbacks "$ws")" \
+     "held=$(get held "$ws") truncates=$(get truncates "$ws") $result kills=$killed terminated=$terminated" \
+     "crashes=$crashed write_s=$write_s catchup_s=$catchup_s result=$status"
+if [ "$status" != PASS ]; then
+    echo "details: tables torture.bad_lost, bad_phantom, bad_misordered, bad_stream (run with --keep);" \
+         "consumer logs in $work"
+    exit 1
+fi

@@ -1,0 +1,36 @@
+-- Torture test schema: two enabled tables, the truth of what committed, and
+-- what the consumers were delivered.
+\set ON_ERROR_STOP on
+CREATE EXTENSION changefeed;
+CREATE SCHEMA torture;
+CREATE SEQUENCE torture.vid_seq;     -- version ids: unique over both tables
+CREATE SEQUENCE torture.id_seq_0;    -- keys of docs, never reused
+CREATE SEQUENCE torture.id_seq_1;    -- keys of docs2
+
+-- vid: this version's id; kver: the key's version number (1, 2, ...), bumped
+-- under the row lock, so it is the key's commit order.
+CREATE TABLE public.docs  (id bigint PRIMARY KEY, vid bigint NOT NULL, kver int NOT NULL, body jsonb NOT NULL);
+CREATE TABLE public.docs2 (id bigint PRIMARY KEY, vid bigint NOT NULL, kver int NOT NULL, body jsonb NOT NULL);
+SELECT changefeed.enable('public.docs');
+SELECT changefeed.enable('public.docs2', ranges => 4);
+
+-- Written by the writers in the writing transaction.  op: i insert, u update,
+-- p patch, d delete (vid is then the delete's own id, prev_vid the removed one).
+-- No indexes: the writers pay for every one, the checker hashes.
+CREATE TABLE torture.truth (tbl smallint NOT NULL, id bigint NOT NULL, vid bigint NOT NULL, kver int NOT NULL,
+                            op "char" NOT NULL, prev_vid bigint);
+-- The clear rows a TRUNCATE of docs2 logged (one per range).
+CREATE TABLE torture.truth_clear (tbl smallint NOT NULL, seq bigint NOT NULL, range_id int NOT NULL);
+
+-- Written by the all-versions handlers before they return.  did orders the
+-- deliveries; inst names one consumer process (instance#pid); op is the log's
+-- (c create, r replace, d delete, t clear); for a delete kver is the removed
+-- version's + 1 and prev_vid the removed version.
+CREATE TABLE torture.deliveries (did bigserial, tbl smallint NOT NULL, inst text NOT NULL, range_id int NOT NULL,
+                                 seq bigint NOT NULL, op "char" NOT NULL, id bigint, vid bigint, kver int,
+                                 prev_vid bigint, epoch bigint NOT NULL);
+-- Maintained by the latest-version processor.
+CREATE TABLE torture.projection (tbl smallint, id bigint, vid bigint NOT NULL, kver int NOT NULL,
+                                 PRIMARY KEY (tbl, id));
+-- Where the deliberately broken consumer got to.
+CREATE TABLE torture.broken_checkpoint (tbl smallint, slot int, last_seq bigint NOT NULL, PRIMARY KEY (tbl, slot));
