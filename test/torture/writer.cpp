@@ -29,6 +29,8 @@ struct Options {
     int seconds = 60;
     long changes = 55000;
     int rate = 1000;  // committed changes per second over all writers (cap, not a goal)
+    int max_ops = 8;      // writes per transaction: 1 .. max_ops
+    long window = 10000;  // updates and deletes aim at the newest `window` ids of docs
     std::string stats;
 };
 
@@ -65,7 +67,7 @@ std::string body(std::mt19937_64& rng, int writer) {
 long pick_id(std::mt19937_64& rng, int t) {
     long hi = max_id[t].load();
     if (hi < 1) return 1;
-    long window = t == 0 ? 10000 : 1000;
+    long window = t == 0 ? opt.window : std::max(100L, opt.window / 10);
     long lo = std::max(1L, hi - window);
     return lo + static_cast<long>(rng() % static_cast<unsigned long>(hi - lo + 1));
 }
@@ -159,7 +161,7 @@ void writer_loop(int w, Clock::time_point deadline) {
             if (rng() % 2000 == 0) {
                 truncate_docs2(tx, tally);
             } else {
-                int ops = 1 + static_cast<int>(rng() % 8);
+                int ops = 1 + static_cast<int>(rng() % static_cast<unsigned>(opt.max_ops));
                 for (int i = 0; i < ops; ++i) one_write(tx, rng, w, tally);
                 if (rng() % 10 == 0) {
                     // Some writes roll back to a savepoint and must leave nothing.
@@ -233,12 +235,14 @@ int main(int argc, char** argv) {
         else if (a == "--changes") opt.changes = std::stol(next());
         else if (a == "--rate") opt.rate = std::stoi(next());
         else if (a == "--stats") opt.stats = next();
+        else if (a == "--max-ops") opt.max_ops = std::stoi(next());
+        else if (a == "--window") opt.window = std::stol(next());
         else {
             std::fprintf(stderr, "torture_writer: unknown option %s\n", a.c_str());
             return 2;
         }
     }
-    if (opt.writers < 1 || opt.writers > 64 || opt.seconds < 1 || opt.rate < 1) {
+    if (opt.writers < 1 || opt.writers > 64 || opt.seconds < 1 || opt.rate < 1 || opt.max_ops < 1 || opt.window < 1) {
         std::fprintf(stderr, "torture_writer: bad option value\n");
         return 2;
     }
