@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
-# Retention cost: dropping a day's partition of N captured changes with
-# changefeed.prune() vs DELETE of the same rows, measured side by side in one
-# run on one cluster.  Prints a markdown table (times include the commit).
-#   bash bench/prune.sh [sizes...]      default: 10000 100000 1000000
+# Part 4, retention: dropping a day's partition of N captured changes with
+# changefeed.prune() vs DELETE of the same rows, side by side on one cluster.
+# Times include the commit.
+#   bash bench/prune.sh ROUNDS SIZES...
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
+rounds=${1:-1}
+shift || true
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10000 100000 1000000)
 dir=/tmp/changefeed-bench-prune
-bash test/install-deps.sh
-make -s && make -s install >/dev/null
-bash test/cluster.sh start "$dir" --port 55471 --conf "changefeed.maintain_interval = 0" --conf "max_wal_size = 4GB"
-trap 'bash test/cluster.sh stop "$dir" >/dev/null 2>&1 || true' EXIT
-eval "$(bash test/cluster.sh env "$dir")"
+start_bench_cluster "$dir" 55464 yes
+trap 'stop_bench_cluster "$dir"' EXIT
+conn_env "$dir"
 
-# Captures n changes into today's partition; prints nothing.
-fill() {
+fill() {  # captures $1 changes into today's partition
     psql -qX >/dev/null 2>&1 <<SQL
 DROP EXTENSION IF EXISTS changefeed CASCADE;
 DROP TABLE IF EXISTS docs;
@@ -27,17 +26,16 @@ VACUUM ANALYZE changefeed.log;
 CHECKPOINT;
 SQL
 }
-# Milliseconds of one statement, commit included.
-timed() {
-    psql -qX -c '\timing on' -c "$1" | awk '/^Time:/ {print $2}'
-}
+timed() { psql -qX -c '\timing on' -c "$1" | awk '/^Time:/ {print $2}'; }
 
-echo "| rows | prune (DROP partition) ms | DELETE ms | DELETE / prune |"
-echo "|---:|---:|---:|---:|"
-for n in "${sizes[@]}"; do
-    fill "$n"
-    p=$(timed "SELECT changefeed.prune(now() + interval '10 days')")
-    fill "$n"
-    d=$(timed "DELETE FROM changefeed.log WHERE written_at < now() + interval '9 days'")
-    echo "| $n | $p | $d | $(awk -v a="$d" -v b="$p" 'BEGIN {printf "%.1fx", a/b}') |"
+for round in $(seq 1 "$rounds"); do
+    for n in "${sizes[@]}"; do
+        fill "$n"
+        p=$(timed "SELECT changefeed.prune(now() + interval '10 days')")
+        fill "$n"
+        d=$(timed "DELETE FROM changefeed.log WHERE written_at < now() + interval '9 days'")
+        record prune "changefeed.prune (DROP)" "$n rows" "$round" "$p" ms
+        record prune "DELETE" "$n rows" "$round" "$d" ms
+        echo "round $round  $n rows  prune $p ms  DELETE $d ms"
+    done
 done

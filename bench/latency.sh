@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Part 2, commit-to-handler latency at a fixed write rate: a changefeed
+# processor vs a PgQ consumer (pgqd at its defaults and at its fastest tick)
+# vs pg_recvlogical + wal2json.  Latency = handler time - commit timestamp.
+# Writers commit with synchronous_commit = on; the commit timestamp is taken
+# just before the commit's WAL flush, so every figure includes that flush.
+#   bash bench/latency.sh RATE SECONDS ROUNDS BIN_DIR
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+rate=${1:-1000} secs=${2:-20} rounds=${3:-3} bin=${4:?bench binaries}
+dir=/tmp/changefeed-bench-latency
+start_bench_cluster "$dir" 55462 yes
+conn_env "$dir"
+pgctl_conf() { echo "$1" >>"$dir/data/postgresql.conf"; }
+pgctl_conf "track_commit_timestamp = on"
+bash "$BENCH_ROOT/test/cluster.sh" restart "$dir"
+conninfo="host=$PGHOST port=$PGPORT user=postgres dbname=postgres"
+pgqd_pid=
+cleanup() {
+    [ -n "$pgqd_pid" ] && kill "$pgqd_pid" 2>/dev/null || true
+    pkill -f "pg_recvlogical.*bench_lat" 2>/dev/null || true
+    stop_bench_cluster "$dir"
+}
+trap cleanup EXIT
+
+psql -qX -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
+CREATE EXTENSION changefeed;
+CREATE EXTENSION pgq;
+SELECT pgq.create_queue('lat_q');
+SELECT pgq.register_consumer('lat_q', 'latency');
+CREATE TABLE lat_cf (id bigint PRIMARY KEY, doc jsonb);
+CREATE TABLE lat_pgq (id bigint PRIMARY KEY, doc jsonb);
+CREATE TABLE lat_w2j (id bigint PRIMARY KEY, doc jsonb);
+CREATE SEQUENCE lat_ids;
+SELECT changefeed.enable('lat_cf');
+CREATE TRIGGER capture AFTER INSERT ON lat_pgq FOR EACH ROW EXECUTE PROCEDURE pgq.jsontriga('lat_q');
+SELECT pg_create_logical_replication_slot('bench_lat', 'wal2json');
+SQL
+
+work=$BENCH_OUT/latency
+mkdir -p "$work"
+for t in lat_cf lat_pgq lat_w2j; do
+    echo "INSERT INTO $t VALUES (nextval('lat_ids'), jsonb_build_object('name', 'x', 'n', 1));" >"$work/$t.sql"
+done
+write() {  # table
+    "$PGBIN/pgbench" -n -c 4 -j 2 -R "$rate" -T "$secs" \
+        -f "$work/$1.sql" >/dev/null 2>&1
+}
+start_pgqd() {  # ticker period
+    cat >"$work/pgqd.ini" <<INI
+[pgqd]
+logfile = $work/pgqd.log
+pidfile = $work/pgqd.pid
+base_connstr = host=$PGHOST port=$PGPORT user=postgres
+initial_database = postgres
+database_list = postgres
+ticker_period = $1
+INI
+    pgqd "$work/pgqd.ini" >/dev/null 2>&1 &
+    pgqd_pid=$!
+}
+stop_pgqd() { kill "$pgqd_pid" 2>/dev/null || true; wait "$pgqd_pid" 2>/dev/null || true; pgqd_pid=; }
+measure() {  # variant, then the consumer command; the consumer runs a bit longer than the writes
+    local variant=$1
+    shift
+    "$@" >"$work/out" &
+    local consumer=$!
+    sleep 1
+    write "$table"
+    wait "$consumer"
+    read -r n p50 p95 p99 <"$work/out"
+    record latency "$variant" "p50" "$round" "$p50" ms
+    record latency "$variant" "p95" "$round" "$p95" ms
+    record latency "$variant" "p99" "$round" "$p99" ms
+    echo "round $round  $variant  n=$n  p50=$p50 p95=$p95 p99=$p99 ms"
+}
+
+for round in $(seq 1 "$rounds"); do
+    table=lat_cf
+    measure changefeed "$bin/feed_latency" changefeed "$conninfo" lat_cf "$((secs + 3))"
+
+    table=lat_pgq
+    psql -qX -c "SELECT pgq.set_queue_config('lat_q', 'ticker_max_lag', '3 seconds')" >/dev/null
+    start_pgqd 1
+    measure pgq-pgqd-default "$bin/feed_latency" pgq "$conninfo" lat_q lat_pgq "$((secs + 6))"
+    stop_pgqd
+    # The fastest PgQ can go: a tick whenever the ticker runs, the ticker as often as pgqd allows.
+    psql -qX -c "SELECT pgq.set_queue_config('lat_q', 'ticker_max_lag', '0')" >/dev/null
+    start_pgqd 0.001
+    measure pgq-pgqd-fastest "$bin/feed_latency" pgq "$conninfo" lat_q lat_pgq "$((secs + 3))"
+    stop_pgqd
+
+    table=lat_w2j
+    psql -qXAt -c "SELECT pg_replication_slot_advance('bench_lat', pg_current_wal_lsn())" >/dev/null
+    measure wal2json bash -c "timeout $((secs + 3)) '$PGBIN/pg_recvlogical' --slot bench_lat --start \
+        -o format-version=2 -o add-tables=public.lat_w2j -F 0 -s 1 -f - -d '$conninfo' 2>/dev/null \
+        | '$bin/feed_latency' wal2json '$conninfo' lat_w2j $((secs + 3))"
+done

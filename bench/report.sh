@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Turns $BENCH_OUT/raw.tsv into bench/RESULTS.md (medians and ratios of one
+# run) and bench/results.png (ratios to the baseline of each part).
+#   bash bench/report.sh RESULTS.md results.png
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+md=${1:-$BENCH_ROOT/bench/RESULTS.md} png=${2:-$BENCH_ROOT/bench/results.png}
+raw=$BENCH_OUT/raw.tsv
+
+# Medians per part/variant/case: part variant case median unit
+awk -F'\t' '{k=$1 FS $2 FS $3; v[k]=v[k] " " $5; u[k]=$6; order[k]=NR}
+    END {for (k in v) {n=split(v[k], a, " "); asort(a); m=a[int((n+1)/2)]; print order[k] FS k FS m FS u[k] FS n}}' "$raw" \
+    | sort -t$'\t' -k1,1n | cut -f2- >"$BENCH_OUT/medians.tsv"
+
+{
+    echo "# Benchmark results"
+    echo
+    echo "Produced by \`bash bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB,"
+    echo "PostgreSQL $(/usr/lib/postgresql/15/bin/postgres --version | awk '{print $3}'). Every figure is a median of the"
+    echo "rounds of this one run; every ratio compares variants measured side by side, interleaved in rounds."
+    echo
+    echo "## Write overhead (TPS, ratio to no capture on the same cluster)"
+    echo
+    echo "| case | variant | TPS | ratio |"
+    echo "|---|---|---:|---:|"
+    awk -F'\t' '$1 == "write" {
+        base = ($2 ~ /no-preload/) ? "none-no-preload" : "none"
+        m[$2 FS $3] = $4; rows[++n] = $2 FS $3; basek[n] = base FS $3 }
+        END {for (i = 1; i <= n; i++) {split(rows[i], r, FS); b = m[basek[i]];
+            if (r[1] ~ /^none/) continue;
+            printf "| %s | %s | %.0f | %.3fx |\n", r[2], r[1], m[rows[i]], (b > 0 ? m[rows[i]] / b : 0)}}' \
+        "$BENCH_OUT/medians.tsv" | sort
+    echo
+    echo "## Commit-to-handler latency (ms)"
+    echo
+    echo "| variant | p50 | p95 | p99 |"
+    echo "|---|---:|---:|---:|"
+    awk -F'\t' '$1 == "latency" {v[$2] = v[$2]; p[$2 FS $3] = $4; if (!($2 in seen)) {seen[$2]; o[++n] = $2}}
+        END {for (i = 1; i <= n; i++) printf "| %s | %s | %s | %s |\n", o[i], p[o[i] FS "p50"], p[o[i] FS "p95"], p[o[i] FS "p99"]}' \
+        "$BENCH_OUT/medians.tsv"
+    echo
+    echo "## Consumer throughput (changes/s, ratio to a raw COPY of the log rows)"
+    echo
+    echo "| variant | changes/s | ratio to raw COPY |"
+    echo "|---|---:|---:|"
+    awk -F'\t' '$1 == "throughput" {m[$2] = $4; o[++n] = $2}
+        END {b = m["raw COPY of the log"]; for (i = 1; i <= n; i++) printf "| %s | %.0f | %.2fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
+        "$BENCH_OUT/medians.tsv"
+    echo
+    echo "## Retention (ms, commit included)"
+    echo
+    echo "| rows | changefeed.prune (DROP) | DELETE | DELETE / prune |"
+    echo "|---:|---:|---:|---:|"
+    awk -F'\t' '$1 == "prune" {m[$2 FS $3] = $4; if (!($3 in s)) {s[$3]; o[++n] = $3}}
+        END {for (i = 1; i <= n; i++) {p = m["changefeed.prune (DROP)" FS o[i]]; d = m["DELETE" FS o[i]];
+            printf "| %s | %.1f | %.1f | %.1fx |\n", o[i], p, d, (p > 0 ? d / p : 0)}}' "$BENCH_OUT/medians.tsv"
+} >"$md"
+
+# Chart: write-overhead ratios per case and variant.
+awk -F'\t' '$1 == "write" {m[$2 FS $3] = $4; if (!($3 in c)) {c[$3]; cases[++nc] = $3}; if (!($2 in v)) {v[$2]; vars[++nv] = $2}}
+    END {printf "case"; for (j = 1; j <= nv; j++) if (vars[j] !~ /^none/) printf "\t\"%s\"", vars[j]; printf "\n";
+         for (i = 1; i <= nc; i++) {printf "\"%s\"", cases[i];
+            for (j = 1; j <= nv; j++) if (vars[j] !~ /^none/) {b = m[(vars[j] ~ /no-preload/ ? "none-no-preload" : "none") FS cases[i]];
+                printf "\t%.3f", (b > 0 ? m[vars[j] FS cases[i]] / b : 0)}; printf "\n"}}' \
+    "$BENCH_OUT/medians.tsv" >"$BENCH_OUT/write_ratios.dat"
+if command -v gnuplot >/dev/null && [ -s "$BENCH_OUT/write_ratios.dat" ]; then
+    ncol=$(head -1 "$BENCH_OUT/write_ratios.dat" | awk -F'\t' '{print NF}')
+    gnuplot <<GP
+set terminal pngcairo size 1000,560 font ",10"
+set output "$png"
+set title "Write throughput with capture, ratio to the same table without capture (higher is better)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set yrange [0:1.1]
+set ylabel "TPS ratio"
+set key outside right top
+set grid ytics
+set datafile separator "\t"
+plot for [i=2:$ncol] "$BENCH_OUT/write_ratios.dat" using i:xtic(1) title columnheader(i)
+GP
+fi
+echo "wrote $md${png:+ and $png}"

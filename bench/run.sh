@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# All benchmarks in one run: write overhead, commit-to-handler latency,
+# consumer throughput, retention.  Writes bench/RESULTS.md and bench/results.png.
+#   bash bench/run.sh            full sizes (about 40 minutes on 2 cores)
+#   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+mode=${1:-full}
+export BENCH_OUT=$root/bench/out
+rm -rf "$BENCH_OUT"
+mkdir -p "$BENCH_OUT"
+
+bash test/install-deps.sh
+# Peers, from Debian's packages.
+need=()
+for p in postgresql-15-pgq3 pgqd postgresql-15-wal2json gnuplot-nox; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+make -s && make -s install >/dev/null
+# The benchmark programs use the installed client package, as a service would.
+cmake -S . -B "$BENCH_OUT/client-build" -DCMAKE_BUILD_TYPE=Release -DCHANGEFEED_BUILD_TESTS=OFF \
+    -DCHANGEFEED_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$BENCH_OUT/client-build" -j2 >/dev/null
+cmake --install "$BENCH_OUT/client-build" --prefix "$BENCH_OUT/prefix" >/dev/null
+cmake -S bench -B "$BENCH_OUT/bin" -DCMAKE_PREFIX_PATH="$BENCH_OUT/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BENCH_OUT/bin" -j2 >/dev/null
+export LD_LIBRARY_PATH=$BENCH_OUT/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+if [ "$mode" = --smoke ]; then
+    SYNC_MODES=on bash bench/write_overhead.sh 2000 1 1 2
+    bash bench/latency.sh 200 2 1 "$BENCH_OUT/bin"
+    bash bench/throughput.sh 5000 1 "$BENCH_OUT/bin"
+    bash bench/prune.sh 1 2000
+    bash bench/report.sh "$BENCH_OUT/RESULTS.md" "$BENCH_OUT/results.png"
+    # The smoke run checks that every part produced figures.
+    for part in write latency throughput prune; do
+        grep -q "^$part	" "$BENCH_OUT/raw.tsv" || { echo "bench smoke: no $part figures" >&2; exit 1; }
+    done
+    echo "bench smoke: every part produced figures"
+else
+    bash bench/write_overhead.sh 100000 15 3 8
+    bash bench/latency.sh 1000 20 3 "$BENCH_OUT/bin"
+    bash bench/throughput.sh 1000000 1 "$BENCH_OUT/bin"
+    bash bench/prune.sh 1 10000 100000 1000000
+    bash bench/report.sh bench/RESULTS.md bench/results.png
+fi
