@@ -6,7 +6,7 @@
 #
 #   bash test/torture/run.sh [--short | --long] [options]
 #
-#   --short            about a minute, >= 50k changes, 4 kills, no crash (default)
+#   --short            one to two minutes, >= 50k changes, 4 kills, no crash (default)
 #   --long             >= 1M changes, 24 kills, one server crash mid-run
 #   --changes N        stop the writers after about N committed changes
 #   --seconds N        ... or after N seconds, whichever comes first
@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ "$mode" = short ]; then
-    : "${changes:=55000}" "${seconds:=120}" "${rate:=1000}" "${kills:=4}" "${crash:=0}"
+    : "${changes:=52000}" "${seconds:=150}" "${rate:=1000}" "${kills:=4}" "${crash:=0}"
     catchup_timeout=240
 else
     : "${changes:=1050000}" "${seconds:=2400}" "${rate:=3000}" "${kills:=24}" "${crash:=1}"
@@ -118,32 +118,32 @@ sleep 3  # consumers take their first leases (their start position is the first 
 echo "== writers: up to $changes changes or $seconds s, at most $rate changes/s; $kills kills, crash=$crash"
 start_ts=$(date +%s)
 "$writer_bin" "${writer_opts[@]+"${writer_opts[@]}"}" --writers 8 --seconds "$seconds" --changes "$changes" --rate "$rate" \
-    --stats "$work/writer.stats" >"$work/writer.log" 2>&1 &
+    --stats "$work/writer.stats" --progress "$work/writer.progress" >"$work/writer.log" 2>&1 &
 writer_pid=$!
 
-# Faults, spaced over the expected writing time; kills not done by the time
-# the writers stop happen during the catch-up.
-expected=$(( changes / rate )); [ "$expected" -gt "$seconds" ] && expected=$seconds
-kill_every=$(( expected / (kills + 1) )); [ "$kill_every" -lt 2 ] && kill_every=2
-crash_at=$(( start_ts + expected / 2 ))
-next_kill=$(( start_ts + kill_every ))
+# Faults, spread over the run by the writers' progress (committed changes);
+# kills not done by the time the writers stop happen during the catch-up.
+progress() { cat "$work/writer.progress" 2>/dev/null || echo 0; }
+spacing=$(( changes / (kills + 1) ))
+next_kill=$(( spacing / 2 + RANDOM % (spacing + 1) ))
+crash_after=$(( changes / 2 - changes / 10 + RANDOM % (changes / 5 + 1) ))
 killed=0 terminated=0 crashed=0 loops=0
 while [ "$loops" -lt 100000 ]; do
     loops=$((loops + 1))
     writing=0; kill -0 "$writer_pid" 2>/dev/null && writing=1
     [ "$writing" = 0 ] && [ "$killed" -ge "$kills" ] && [ "$crashed" -ge "$crash" ] && break
-    now=$(date +%s)
-    if [ "$killed" -lt "$kills" ] && { [ "$now" -ge "$next_kill" ] || [ "$writing" = 0 ]; }; then
+    now=$(date +%s) done_changes=$(progress)
+    if [ "$killed" -lt "$kills" ] && { [ "$done_changes" -ge "$next_kill" ] || [ "$writing" = 0 ]; }; then
         slot=${slots[$((RANDOM % ${#slots[@]}))]}
         if [ -f "$work/$slot.pid" ] && kill -KILL "$(cat "$work/$slot.pid")" 2>/dev/null; then
             killed=$((killed + 1))
-            echo "   kill $killed: $slot at +$((now - start_ts))s"
+            echo "   kill $killed: $slot at +$((now - start_ts))s, $done_changes changes"
         fi
-        next_kill=$(( now + kill_every / 2 + RANDOM % (kill_every + 1) ))
+        next_kill=$(( done_changes + spacing / 2 + RANDOM % (spacing + 1) ))
         [ "$writing" = 0 ] && sleep 3  # let the restarted consumer get going
     fi
-    if [ "$crashed" -lt "$crash" ] && { [ "$now" -ge "$crash_at" ] || [ "$writing" = 0 ]; }; then
-        echo "   server crash (immediate stop, start) at +$((now - start_ts))s"
+    if [ "$crashed" -lt "$crash" ] && { [ "$done_changes" -ge "$crash_after" ] || [ "$writing" = 0 ]; }; then
+        echo "   server crash (immediate stop, start) at +$((now - start_ts))s, $done_changes changes"
         bash test/cluster.sh restart "$dir" --immediate
         crashed=$((crashed + 1))
     fi

@@ -32,6 +32,7 @@ struct Options {
     int max_ops = 8;      // writes per transaction: 1 .. max_ops
     long window = 10000;  // updates and deletes aim at the newest `window` ids of docs
     std::string stats;
+    std::string progress;  // file rewritten every second with the committed changes so far
 };
 
 struct Counters {
@@ -235,6 +236,7 @@ int main(int argc, char** argv) {
         else if (a == "--changes") opt.changes = std::stol(next());
         else if (a == "--rate") opt.rate = std::stoi(next());
         else if (a == "--stats") opt.stats = next();
+        else if (a == "--progress") opt.progress = next();
         else if (a == "--max-ops") opt.max_ops = std::stoi(next());
         else if (a == "--window") opt.window = std::stol(next());
         else {
@@ -255,7 +257,22 @@ int main(int argc, char** argv) {
     auto deadline = Clock::now() + std::chrono::seconds(opt.seconds);
     std::vector<std::thread> threads;
     for (int w = 0; w < opt.writers; ++w) threads.emplace_back(writer_loop, w, deadline);
+    // Progress for the fault schedule of the torture script.
+    std::atomic<bool> joined{false};
+    std::thread reporter([&] {
+        while (!joined && !opt.progress.empty()) {
+            std::string tmp = opt.progress + ".tmp";
+            if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+                std::fprintf(f, "%ld\n", cnt.changes.load());
+                std::fclose(f);
+                std::rename(tmp.c_str(), opt.progress.c_str());
+            }
+            for (int i = 0; i < 10 && !joined; ++i) std::this_thread::sleep_for(100ms);
+        }
+    });
     for (auto& t : threads) t.join();
+    joined = true;
+    reporter.join();
     char line[512];
     std::snprintf(line, sizeof line,
                   "txns=%ld changes=%ld inserts=%ld updates=%ld patches=%ld deletes=%ld truncates=%ld "
