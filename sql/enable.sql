@@ -54,3 +54,9 @@ SELECT changefeed.disable('no_key');
 SELECT count(*) FROM pg_trigger WHERE tgrelid = 'opts'::regclass AND tgname LIKE 'changefeed%';
 -- Reading a table that is not enabled.
 SELECT try($$SELECT * FROM changefeed.read('opts', changefeed.current_position())$$);
+-- Dropping an enabled table forgets its collection.
+CREATE TABLE short_lived (id int PRIMARY KEY);
+SELECT changefeed.enable('short_lived') IS NOT NULL;
+DROP TABLE short_lived;
+SELECT count(*) FROM changefeed.collections WHERE table_name::text = 'short_lived';
+SELECT count(*) FROM changefeed.collection c WHERE NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = c.relid);

@@ -229,3 +229,17 @@ SELECT c.id,
        changefeed.channel_of(c.id) AS channel,
        c.enabled_at
   FROM changefeed.collection c;
+
+-- Dropping an enabled table forgets its collection (and its leases); its log
+-- rows stay until retention drops them.
+CREATE FUNCTION changefeed.forget_dropped() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    DELETE FROM changefeed.collection c
+     USING pg_event_trigger_dropped_objects() d
+     WHERE d.classid = 'pg_class'::regclass AND d.objid = c.relid AND d.objsubid = 0;
+END
+$$;
+CREATE EVENT TRIGGER changefeed_forget_dropped ON sql_drop
+    WHEN TAG IN ('DROP TABLE', 'DROP SCHEMA', 'DROP OWNED')
+    EXECUTE FUNCTION changefeed.forget_dropped();
