@@ -14,6 +14,8 @@ errc code_of_sqlstate(const std::string& state, const std::string& message) {
     if (state == "CF006") return errc::history_lost;
     if (state == "CF009") return errc::read_in_writing_transaction;
     if (state == "CF010") return errc::lease_lost;
+    // CF012: lag of a processor that never ran -- a name the server does not know.
+    if (state == "CF012") return errc::invalid_option;
     if (state == "CF011")
         return message.find("processor") != std::string::npos ? errc::processor_name_empty
                                                                : errc::instance_name_invalid;

@@ -30,7 +30,7 @@ ReadResult read_range(pqxx::connection& c, const std::string& table, const std::
         pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
         auto r = tx.exec_params(
             "SELECT seq, range_id, operation, doc_id, partition_key, current::text, previous::text,"
-            "       ttl_expired, written_at::text, tenant, \"position\""
+            "       ttl_expired, written_at::text, tenant, \"position\", txid::text"
             "  FROM changefeed.read($1::regclass, $2, $3, ARRAY[$4::int], $5)",
             table, since, max, range, mode == FeedMode::latest_version ? "latest" : "all");
         ReadResult out;
@@ -50,6 +50,7 @@ ReadResult read_range(pqxx::connection& c, const std::string& table, const std::
                 ch.ttl_expired = row[7].as<bool>();
                 ch.written_at = row[8].as<std::string>();
                 if (!row[9].is_null()) ch.tenant = row[9].as<std::string>();
+                ch.txid = std::stoull(row[11].c_str());
                 out.changes.push_back(std::move(ch));
             }
             out.position = r[r.size() - 1][10].as<std::string>();

@@ -107,4 +107,14 @@ void checkpoint_backfill(pqxx::connection& c, const LeaseKey& k, int range, std:
     });
 }
 
+std::string resync(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch) {
+    return translated([&] {
+        pqxx::work tx(c);
+        auto r = tx.exec_params("SELECT changefeed.lease_resync($1::regclass, $2, $3, $4, $5)", k.table,
+                                k.processor, range, k.instance, epoch);
+        tx.commit();
+        return r[0][0].as<std::string>();
+    });
+}
+
 }  // namespace changefeed::detail

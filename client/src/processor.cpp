@@ -10,6 +10,7 @@
 #include "feed_reader.hpp"
 #include "lease_store.hpp"
 #include "listener.hpp"
+#include "runbook.hpp"
 
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace changefeed {
@@ -68,6 +70,10 @@ struct Processor::Impl {
     CollectionInfo info;
     std::unique_ptr<detail::Listener> listener;
     std::thread lease_thread, worker_thread;
+    // Worker thread only: ranges halted by history lost (kept across
+    // reconnects, cleared by start()), and when maintain() runs next.
+    std::set<int> halted;
+    Clock::time_point next_maintain{};
 
     Impl(Collection c, std::string n, Handler h, ProcessorOptions o, FeedMode m)
         : collection(std::move(c)), name(std::move(n)), handler(std::move(h)), opt(std::move(o)), mode(m) {
@@ -78,13 +84,16 @@ struct Processor::Impl {
                         "start_from_beginning is refused on the all-versions feed: "
                         "previous versions and deletes exist only inside the retention window");
         if (!handler) throw Error(errc::invalid_option, "the handler must not be empty");
+        if (opt.resync && mode == FeedMode::all_versions_and_deletes)
+            throw Error(errc::invalid_option,
+                        "resync is refused on the all-versions feed: the lost versions cannot be re-read");
         instance = opt.instance_name.empty() ? host_name() : opt.instance_name;
         if (instance.size() > 200) throw Error(errc::instance_name_invalid, "the instance name is too long");
         using std::chrono::milliseconds;
         if (opt.lease_duration <= milliseconds(0) || opt.renew_interval <= milliseconds(0) ||
             opt.acquire_interval <= milliseconds(0) || opt.poll_interval <= milliseconds(0) ||
             opt.retry_delay < milliseconds(0) || opt.reconnect_min <= milliseconds(0) ||
-            opt.reconnect_max < opt.reconnect_min)
+            opt.reconnect_max < opt.reconnect_min || opt.maintain_interval < milliseconds(0))
             throw Error(errc::invalid_option, "intervals must be positive");
         if (opt.renew_interval >= opt.lease_duration)
             throw Error(errc::invalid_option, "renew_interval must be shorter than lease_duration");
@@ -149,6 +158,8 @@ struct Processor::Impl {
             stopping = false;
             worker_done = false;
         }
+        halted.clear();
+        next_maintain = Clock::now();
         stop_source = std::stop_source();
         listener = std::make_unique<detail::Listener>(
             collection.conninfo(), info.channel, [this] { wake_up(); }, opt.reconnect_min, opt.reconnect_max);
@@ -308,7 +319,8 @@ struct Processor::Impl {
                     ready = acquired_once;
                 }
                 sync_ranges(*conn, ranges, owned_now);
-                if (ready) set_state(State::running);
+                if (ready && halted.empty()) set_state(State::running);
+                maybe_maintain(*conn);
                 backoff = opt.reconnect_min;
 
                 bool busy = false;
@@ -316,6 +328,7 @@ struct Processor::Impl {
                 if (Clock::now() < valid_until) {
                     for (auto& [range, st] : ranges) {
                         if (stop_source.stop_requested()) break;
+                        if (halted.count(range)) continue;
                         if (Clock::now() < st.retry_at) {
                             next_retry = std::min(next_retry, st.retry_at);
                             continue;
@@ -332,19 +345,6 @@ struct Processor::Impl {
                 }
             } catch (...) {
                 Error e = detail::to_error(std::current_exception());
-                if (e.code() == make_error_code(errc::history_lost)) {
-                    set_state(State::history_lost);
-                    report(std::nullopt,
-                           Error(errc::history_lost,
-                                 std::string(e.what()) +
-                                     " -- runbook docs/runbooks/history-lost.md: the changes between the"
-                                     " checkpoint and the retained log are gone. Rebuild the projection (a new"
-                                     " processor name with start_from_beginning) or accept the gap explicitly;"
-                                     " the processor does not restart from now on its own.",
-                                 e.sqlstate()),
-                           std::current_exception());
-                    return;
-                }
                 if (e.code() == make_error_code(errc::collection_not_found) ||
                     e.code() == make_error_code(errc::collection_not_enabled)) {
                     // The table was dropped or disabled: nothing to resume (seed 003's invalidate).
@@ -403,6 +403,54 @@ struct Processor::Impl {
         }
     }
 
+    // changefeed.maintain() now and then; its failures never stop reading.
+    void maybe_maintain(pqxx::connection& conn) {
+        if (opt.maintain_interval <= std::chrono::milliseconds(0) || Clock::now() < next_maintain) return;
+        next_maintain = Clock::now() + opt.maintain_interval;
+        try {
+            detail::translated([&] {
+                pqxx::nontransaction tx(conn);
+                tx.exec("SELECT changefeed.maintain()");
+            });
+        } catch (const Error& e) {
+            if (detail::is_connection_error(e)) throw;
+            report(std::nullopt, e, std::current_exception());
+        }
+    }
+
+    // CF006 on a range: resync it from the table when asked to, else halt it.
+    // Never a restart from "now".  Returns whether there was work.
+    bool history_lost(pqxx::connection& conn, const Context& ctx, RangeState& st, const Error& e) {
+        const int range = ctx.range_id;
+        if (opt.resync && mode == FeedMode::latest_version) {
+            std::string pos;
+            if (!fenced(range, st, [&] { pos = detail::resync(conn, key, range, st.lease.epoch); })) return false;
+            st.lease.checkpoint = st.persisted = pos;
+            st.lease.backfill_done = false;
+            st.lease.backfill_after.reset();
+            st.lease.backfill_rows = 0;
+            st.estimated = -1;
+            st.last_persist = Clock::now();
+            report(range,
+                   Error(errc::history_lost,
+                         "history lost on range " + std::to_string(range) + " of processor \"" + name +
+                             "\"; resync: re-reading the range's current rows from " + collection.table() +
+                             ", then continuing from the log. Server: " + e.what(),
+                         e.sqlstate()),
+                   std::make_exception_ptr(e));
+            return true;
+        }
+        halted.insert(range);
+        set_state(State::history_lost);
+        report(range,
+               Error(errc::history_lost,
+                     detail::history_lost_runbook(collection.table(), name, range,
+                                                  mode == FeedMode::latest_version, e.what()),
+                     e.sqlstate()),
+               std::make_exception_ptr(e));
+        return false;
+    }
+
     void drop_lost(std::map<int, RangeState>& ranges) {
         std::lock_guard lock(mu);
         for (auto it = ranges.begin(); it != ranges.end();) {
@@ -454,7 +502,13 @@ struct Processor::Impl {
         const int batch = opt.max_batch_size;
         if (!st.lease.backfill_done) return backfill_step(conn, ctx, st);
 
-        auto rr = detail::read_range(conn, collection.table(), st.lease.checkpoint, batch, range, mode);
+        detail::ReadResult rr;
+        try {
+            rr = detail::read_range(conn, collection.table(), st.lease.checkpoint, batch, range, mode);
+        } catch (const Error& e) {
+            if (e.code() != make_error_code(errc::history_lost)) throw;
+            return history_lost(conn, ctx, st, e);
+        }
         if (rr.changes.empty()) {
             st.lease.checkpoint = rr.position;
             // While idle, store the advancing position now and then, not on every poll.

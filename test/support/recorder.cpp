@@ -56,4 +56,24 @@ std::vector<changefeed::Change> Recorder::of(const std::string& doc_id) const {
     return out;
 }
 
+std::function<void(const changefeed::ErrorInfo&)> ErrorLog::sink() {
+    return [this](const changefeed::ErrorInfo& e) {
+        std::lock_guard lock(mu_);
+        seen_.push_back(e);
+    };
+}
+
+std::vector<changefeed::ErrorInfo> ErrorLog::all() const {
+    std::lock_guard lock(mu_);
+    return seen_;
+}
+
+std::vector<std::string> ErrorLog::messages(changefeed::errc code) const {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& e : seen_)
+        if (e.code == code) out.push_back(e.message);
+    return out;
+}
+
 }  // namespace cftest

@@ -3,6 +3,7 @@
 
 #include <changefeed/changefeed.hpp>
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -37,6 +38,19 @@ private:
     std::vector<Handled> handled_;
     std::size_t batches_ = 0;
     bool empty_ = false;
+};
+
+// Records what on_error is told.
+class ErrorLog {
+public:
+    std::function<void(const changefeed::ErrorInfo&)> sink();
+    std::vector<changefeed::ErrorInfo> all() const;
+    // The messages of the errors with this code.
+    std::vector<std::string> messages(changefeed::errc code) const;
+
+private:
+    mutable std::mutex mu_;
+    std::vector<changefeed::ErrorInfo> seen_;
 };
 
 }  // namespace cftest

@@ -17,6 +17,11 @@ enum class Operation {
 
 const char* to_string(Operation op) noexcept;
 
+// On the all-versions feed `current` and `previous` are JSON null exactly when
+// the version does not exist or was not kept: a create has no previous, a
+// delete no current, and a replace or delete carries a previous only when the
+// collection keeps previous images.  A document is never null itself (it is a
+// row), so null always means "absent" -- never an empty stand-in document.
 struct Change {
     Operation operation = Operation::create;
     std::string doc_id;          // primary key as text, a JSON array of texts for a composite key
@@ -28,7 +33,13 @@ struct Change {
     std::optional<std::string> tenant;
     std::string written_at;      // server time of the write (ISO text); empty for backfill rows
     std::int64_t seq = 0;        // log sequence number; 0 for rows of a backfill
+    // The writing transaction (xid8).  Changes of one transaction share it and
+    // commit together: it names the change's commit window.  0 for backfill rows.
+    std::uint64_t txid = 0;
     bool from_backfill = false;  // read from the table by start_from_beginning, not from the log
+
+    bool has_current() const noexcept { return !current.is_null(); }
+    bool has_previous() const noexcept { return !previous.is_null(); }
 
     // Typed access to the current document, e.g. change.as<User>().
     template <class T>

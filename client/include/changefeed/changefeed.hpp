@@ -4,4 +4,5 @@
 #include <changefeed/change.hpp>
 #include <changefeed/collection.hpp>
 #include <changefeed/error.hpp>
+#include <changefeed/lag.hpp>
 #include <changefeed/processor.hpp>

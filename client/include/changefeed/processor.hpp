@@ -53,7 +53,11 @@ struct Context {
 };
 
 // A failure reported to on_error.  The processor keeps running after it,
-// except for history_lost, which halts it.
+// except for history_lost: the range concerned halts (its lease is kept, no
+// further changes of it are delivered) and the processor's state becomes
+// history_lost; the message is the runbook (docs/runbooks/history-lost.md).
+// Other ranges go on.  With the `resync` option the range is re-read from the
+// table instead, and the processor stays running.
 struct ErrorInfo {
     std::optional<int> range_id;  // the range concerned, if any
     std::error_code code;         // an errc value
@@ -95,6 +99,17 @@ struct ProcessorOptions {
     std::chrono::milliseconds idle_checkpoint_interval{std::chrono::seconds(30)};
     // Most changes per handler call.
     int max_batch_size = 100;
+    // Latest-version feed only, off by default: when a range's history is lost
+    // (retention dropped changes after its checkpoint), re-read the range's
+    // current rows from the table as a backfill, then continue from the log.
+    // on_error is told (history_lost) and the processor keeps running.
+    // Without it the range halts and the processor goes to history_lost.
+    bool resync = false;
+    // How often the processor runs changefeed.maintain() (partitions ahead,
+    // retention, TTL): at start, then at this interval.  Zero: never (use the
+    // preloaded worker or cron).  maintain() runs one at a time cluster-wide;
+    // a busy one is skipped.
+    std::chrono::milliseconds maintain_interval{std::chrono::minutes(5)};
 
     std::function<void(const ErrorInfo&)> on_error;
     std::function<void(State)> on_state_change;
