@@ -35,6 +35,17 @@ BEGIN
 END
 $$;
 
+-- Moves a collection's horizon forward to cover transaction `upto`.
+CREATE FUNCTION changefeed.raise_horizon(collection_id int, upto xid8, written_before timestamptz)
+RETURNS void LANGUAGE sql SET search_path = pg_catalog AS $$
+    INSERT INTO changefeed.horizon AS h (collection_id, dropped_txid, dropped_before)
+    VALUES (collection_id, upto, written_before)
+    ON CONFLICT (collection_id) DO UPDATE
+       SET dropped_txid = greatest(h.dropped_txid, excluded.dropped_txid),
+           dropped_before = greatest(h.dropped_before, excluded.dropped_before),
+           dropped_at = now()
+$$;
+
 -- Records what dropping the partition `part` loses, per collection.
 CREATE FUNCTION changefeed.record_horizon(part regclass, written_before timestamptz) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
@@ -51,12 +62,7 @@ BEGIN
             IF m IS NOT NULL AND (newest IS NULL OR m > newest) THEN newest := m; END IF;
         END LOOP;
         IF newest IS NOT NULL THEN
-            INSERT INTO changefeed.horizon AS h (collection_id, dropped_txid, dropped_before)
-            VALUES (c.id, newest, written_before)
-            ON CONFLICT (collection_id) DO UPDATE
-               SET dropped_txid = greatest(h.dropped_txid, excluded.dropped_txid),
-                   dropped_before = greatest(h.dropped_before, excluded.dropped_before),
-                   dropped_at = now();
+            PERFORM changefeed.raise_horizon(c.id, newest, written_before);
         END IF;
     END LOOP;
 END
@@ -72,7 +78,6 @@ DECLARE
     part record;
     upper_bound timestamptz;
     dropped int := 0;
-    m xid8;
 BEGIN
     FOR part IN
         SELECT c.oid::regclass AS rel, c.relname
@@ -88,13 +93,8 @@ BEGIN
     END LOOP;
     -- Old rows in the default partition (only there when maintenance fell behind).
     IF EXISTS (SELECT 1 FROM changefeed.log_default WHERE written_at < cutoff) THEN
-        INSERT INTO changefeed.horizon AS h (collection_id, dropped_txid, dropped_before)
-        SELECT collection_id, max(txid), cutoff FROM changefeed.log_default
-         WHERE written_at < cutoff GROUP BY collection_id
-        ON CONFLICT (collection_id) DO UPDATE
-           SET dropped_txid = greatest(h.dropped_txid, excluded.dropped_txid),
-               dropped_before = greatest(h.dropped_before, excluded.dropped_before),
-               dropped_at = now();
+        PERFORM changefeed.raise_horizon(collection_id, max(txid), cutoff)
+           FROM changefeed.log_default WHERE written_at < cutoff GROUP BY collection_id;
         DELETE FROM changefeed.log_default WHERE written_at < cutoff;
     END IF;
     -- Ticks older than every retention are of no use to any reader.
