@@ -15,6 +15,7 @@
 #   --crash | --no-crash
 #   --broken           replace the all-versions consumers by one that reads the log by
 #                      "seq > last seen" (to show that the checker catches it; must FAIL)
+#   --no-preload       a cluster without the library preloaded (writers send NOTIFY)
 #   --port N --dir DIR cluster port and directory (default 55530, a fresh /tmp dir)
 #   --build-dir DIR    CMake build directory (default build); --no-build skips building
 #   --keep             leave the cluster running for a look afterwards
@@ -25,7 +26,7 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 
 writer_opts=()
-mode=short changes= seconds= rate= kills= crash= broken=0 port=55530 dir= build_dir=build build=1 keep=0
+mode=short changes= seconds= rate= kills= crash= broken=0 preload=() port=55530 dir= build_dir=build build=1 keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --short) mode=short ;;
@@ -37,6 +38,7 @@ while [ $# -gt 0 ]; do
         --crash) crash=1 ;;
         --no-crash) crash=0 ;;
         --broken) broken=1 ;;
+        --no-preload) preload=(--no-preload) ;;
         --port) port=$2; shift ;;
         --dir) dir=$2; shift ;;
         --build-dir) build_dir=$2; shift ;;
@@ -70,7 +72,7 @@ consumer_bin=$(find "$build_dir" -name torture_consumer -type f -perm -u+x | hea
 
 echo "== cluster in $dir (port $port)"
 # The notifier runs maintain() now and then during the run, as in production.
-bash test/cluster.sh start "$dir" --port "$port" --conf "synchronous_commit = on" \
+bash test/cluster.sh start "$dir" --port "$port" "${preload[@]+"${preload[@]}"}" --conf "synchronous_commit = on" \
     --conf "changefeed.maintain_interval = 30"
 eval "$(bash test/cluster.sh env "$dir")"
 work=$dir/work
@@ -113,7 +115,17 @@ for i in 1 2 3; do
     fi
 done
 supervise latest latest 2>/dev/null & sup_pids+=($!); slots+=(latest)
-sleep 3  # consumers take their first leases (their start position is the first start)
+# A processor starts from the position of its first start: the writers wait
+# until both processors' leases exist (the broken consumer reads from seq 0).
+if [ "$broken" = 0 ]; then
+    for i in $(seq 120); do
+        n=$(psql -qXAt -c "SELECT count(DISTINCT (processor, table_name)) FROM changefeed.leases
+                           WHERE processor IN ('torture-all', 'torture-latest')")
+        [ "$n" = 4 ] && break
+        [ "$i" = 120 ] && { echo "run.sh: the consumers did not start; see $work/*.log" >&2; exit 1; }
+        sleep 0.5
+    done
+fi
 
 echo "== writers: up to $changes changes or $seconds s, at most $rate changes/s; $kills kills, crash=$crash"
 start_ts=$(date +%s)
