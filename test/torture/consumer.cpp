@@ -9,6 +9,7 @@
 //                                      "seq > last seen" instead of changefeed.read(); handles the
 //                                      ranges with range_id % 3 = SLOT (shows the checker catches it)
 //
+// Options: --batch N (most changes per handler call, default 200), --max-seconds N.
 // Connects with the PG* environment.  Runs until SIGTERM/SIGINT, or --max-seconds.
 #include <changefeed/changefeed.hpp>
 #include <pqxx/pqxx>
@@ -90,7 +91,7 @@ std::string delivery_values(int tbl, const std::string& inst, const changefeed::
            op_code(c.operation) + "'," + id + "," + vid + "," + kver + "," + prev + "," + num(ctx.lease_epoch) + ")";
 }
 
-int run_processors(bool latest, const std::string& instance, sigset_t& set, int max_seconds) {
+int run_processors(bool latest, const std::string& instance, sigset_t& set, int max_seconds, int batch) {
     std::string run_id = instance + "#" + num(getpid());
     changefeed::ProcessorOptions o;
     o.instance_name = instance;
@@ -102,7 +103,7 @@ int run_processors(bool latest, const std::string& instance, sigset_t& set, int 
     o.reconnect_min = 100ms;
     o.reconnect_max = 2s;
     o.idle_checkpoint_interval = 5s;
-    o.max_batch_size = 200;
+    o.max_batch_size = batch;
     std::mutex log_mu;
     long errors = 0;
     o.on_error = [&](const changefeed::ErrorInfo& e) {
@@ -243,13 +244,15 @@ int run_broken(int slot, sigset_t& set, int max_seconds) {
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: torture_consumer all|latest|broken INSTANCE|SLOT [--max-seconds N]\n");
+        std::fprintf(stderr, "usage: torture_consumer all|latest|broken INSTANCE|SLOT [--batch N] [--max-seconds N]\n");
         return 2;
     }
     std::string mode = argv[1];
-    int max_seconds = 7200;
-    for (int i = 3; i + 1 < argc; i += 2)
+    int max_seconds = 7200, batch = 200;
+    for (int i = 3; i + 1 < argc; i += 2) {
         if (std::string(argv[i]) == "--max-seconds") max_seconds = std::atoi(argv[i + 1]);
+        else if (std::string(argv[i]) == "--batch") batch = std::atoi(argv[i + 1]);
+    }
     // Blocked before any thread starts, so that only sigtimedwait() gets them.
     sigset_t set;
     sigemptyset(&set);
@@ -257,8 +260,8 @@ int main(int argc, char** argv) {
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     try {
-        if (mode == "all") return run_processors(false, argv[2], set, max_seconds);
-        if (mode == "latest") return run_processors(true, argv[2], set, max_seconds);
+        if (mode == "all") return run_processors(false, argv[2], set, max_seconds, batch);
+        if (mode == "latest") return run_processors(true, argv[2], set, max_seconds, batch);
         if (mode == "broken") return run_broken(std::atoi(argv[2]), set, max_seconds);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "torture_consumer: %s\n", e.what());

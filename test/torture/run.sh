@@ -26,7 +26,7 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 
 writer_opts=()
-mode=short changes= seconds= rate= kills= crash= broken=0 preload=() port=55530 dir= build_dir=build build=1 keep=0
+mode=short changes= seconds= rate= kills= crash= broken=0 preload=1 port=55530 dir= build_dir=build build=1 keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --short) mode=short ;;
@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
         --crash) crash=1 ;;
         --no-crash) crash=0 ;;
         --broken) broken=1 ;;
-        --no-preload) preload=(--no-preload) ;;
+        --no-preload) preload=0 ;;
         --port) port=$2; shift ;;
         --dir) dir=$2; shift ;;
         --build-dir) build_dir=$2; shift ;;
@@ -71,9 +71,10 @@ consumer_bin=$(find "$build_dir" -name torture_consumer -type f -perm -u+x | hea
 [ -n "$writer_bin" ] && [ -n "$consumer_bin" ] || { echo "run.sh: torture programs not built in $build_dir" >&2; exit 2; }
 
 echo "== cluster in $dir (port $port)"
-# The notifier runs maintain() now and then during the run, as in production.
-bash test/cluster.sh start "$dir" --port "$port" "${preload[@]+"${preload[@]}"}" --conf "synchronous_commit = on" \
-    --conf "changefeed.maintain_interval = 30"
+# When preloaded, the notifier runs maintain() now and then during the run, as in production.
+conf=(--conf "synchronous_commit = on")
+if [ "$preload" = 1 ]; then conf+=(--conf "changefeed.maintain_interval = 30"); else conf+=(--no-preload); fi
+bash test/cluster.sh start "$dir" --port "$port" "${conf[@]}"
 eval "$(bash test/cluster.sh env "$dir")"
 work=$dir/work
 mkdir -p "$work"
@@ -98,7 +99,9 @@ supervise() {  # slot-name consumer-mode [broken slot number]
         n=$((n + 1))
         local arg=$slot.$n
         [ "$cmode" = broken ] && arg=$3
-        "$consumer_bin" "$cmode" "$arg" --max-seconds $((seconds + catchup_timeout + 600)) \
+        # Each incarnation pages differently: small pages read the log in tick-bounded windows.
+        local batches=(10 50 200 1000)
+        "$consumer_bin" "$cmode" "$arg" --batch "${batches[$((RANDOM % 4))]}" --max-seconds $((seconds + catchup_timeout + 600)) \
             >>"$work/$slot.log" 2>&1 &
         echo $! >"$work/$slot.pid"
         wait $! || true
