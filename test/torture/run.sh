@@ -57,7 +57,9 @@ else
     writer_opts=(--max-ops 12 --window 50000)
     catchup_timeout=900
 fi
-[ -n "$dir" ] || dir=$(mktemp -d /tmp/changefeed-torture.XXXXXX)
+own_dir=0
+[ -n "$dir" ] || { dir=$(mktemp -d /tmp/changefeed-torture.XXXXXX); own_dir=1; }
+status=
 
 if [ "$build" = 1 ]; then
     echo "== building the extension and the torture programs"
@@ -87,6 +89,8 @@ cleanup() {
     for p in "${sup_pids[@]+"${sup_pids[@]}"}"; do wait "$p" 2>/dev/null || true; done
     if [ "$keep" = 0 ]; then
         bash test/cluster.sh stop "$dir" --immediate >/dev/null 2>&1 || true
+        # A passing run leaves nothing behind; a failing one keeps its data and logs.
+        [ "$own_dir" = 1 ] && [ "$status" = PASS ] && rm -rf "$dir"
     fi
 }
 trap cleanup EXIT
