@@ -24,37 +24,69 @@ Operation operation_of(const std::string& s) {
 
 }  // namespace
 
+namespace {
+
+const char* const read_columns =
+    "SELECT seq, range_id, operation, doc_id, partition_key, current::text, previous::text,"
+    "       ttl_expired, written_at::text, tenant, \"position\", txid::text";
+
+// Rows of changefeed.read(), then the position to resume from (after nothing:
+// current_position() in the read's own snapshot).
+template <class Tx>
+ReadResult collect(Tx& tx, const pqxx::result& r) {
+    ReadResult out;
+    if (r.empty()) {
+        out.position = tx.exec("SELECT changefeed.current_position()")[0][0].template as<std::string>();
+        return out;
+    }
+    out.changes.reserve(r.size());
+    for (const auto& row : r) {
+        Change ch;
+        ch.seq = row[0].as<std::int64_t>();
+        ch.range_id = row[1].as<int>();
+        ch.operation = operation_of(row[2].as<std::string>());
+        ch.doc_id = row[3].is_null() ? std::string() : row[3].as<std::string>();
+        ch.partition_key = row[4].is_null() ? std::string() : row[4].as<std::string>();
+        ch.current = json_of(row[5]);
+        ch.previous = json_of(row[6]);
+        ch.ttl_expired = row[7].as<bool>();
+        ch.written_at = row[8].as<std::string>();
+        if (!row[9].is_null()) ch.tenant = row[9].as<std::string>();
+        ch.txid = std::stoull(row[11].c_str());
+        out.changes.push_back(std::move(ch));
+    }
+    out.position = r[r.size() - 1][10].as<std::string>();
+    return out;
+}
+
+using ReadTx = pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only>;
+
+}  // namespace
+
 ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max,
                       int range, FeedMode mode) {
     return translated([&] {
-        pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
+        ReadTx tx(c);
+        auto r = tx.exec_params(std::string(read_columns) +
+                                    "  FROM changefeed.read($1::regclass, $2, $3, ARRAY[$4::int], $5)",
+                                table, since, max, range, mode == FeedMode::latest_version ? "latest" : "all");
+        auto out = collect(tx, r);
+        tx.commit();
+        return out;
+    });
+}
+
+ReadResult read_filtered(pqxx::connection& c, const std::string& table, const std::string& since, int max,
+                         const ReadFilter& filter) {
+    return translated([&] {
+        ReadTx tx(c);
         auto r = tx.exec_params(
-            "SELECT seq, range_id, operation, doc_id, partition_key, current::text, previous::text,"
-            "       ttl_expired, written_at::text, tenant, \"position\", txid::text"
-            "  FROM changefeed.read($1::regclass, $2, $3, ARRAY[$4::int], $5)",
-            table, since, max, range, mode == FeedMode::latest_version ? "latest" : "all");
-        ReadResult out;
-        if (r.empty()) {
-            out.position = tx.exec("SELECT changefeed.current_position()")[0][0].as<std::string>();
-        } else {
-            out.changes.reserve(r.size());
-            for (const auto& row : r) {
-                Change ch;
-                ch.seq = row[0].as<std::int64_t>();
-                ch.range_id = row[1].as<int>();
-                ch.operation = operation_of(row[2].as<std::string>());
-                ch.doc_id = row[3].is_null() ? std::string() : row[3].as<std::string>();
-                ch.partition_key = row[4].is_null() ? std::string() : row[4].as<std::string>();
-                ch.current = json_of(row[5]);
-                ch.previous = json_of(row[6]);
-                ch.ttl_expired = row[7].as<bool>();
-                ch.written_at = row[8].as<std::string>();
-                if (!row[9].is_null()) ch.tenant = row[9].as<std::string>();
-                ch.txid = std::stoull(row[11].c_str());
-                out.changes.push_back(std::move(ch));
-            }
-            out.position = r[r.size() - 1][10].as<std::string>();
-        }
+            std::string(read_columns) +
+                "  FROM changefeed.read($1::regclass, $2, $3, NULL, 'all', $4::jsonpath, $5::jsonb,"
+                "                       CASE WHEN $6::text IS NULL THEN NULL ELSE ARRAY[$6::text] END)",
+            table, since, max, filter.jsonpath ? filter.jsonpath->c_str() : nullptr,
+            filter.vars ? filter.vars->c_str() : nullptr, filter.doc_id ? filter.doc_id->c_str() : nullptr);
+        auto out = collect(tx, r);
         tx.commit();
         return out;
     });

@@ -20,6 +20,16 @@ struct ReadResult {
 ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max,
                       int range, FeedMode mode);
 
+// What a subscription reads: every version of all ranges, filtered in the
+// database by a jsonpath (with its variables as jsonb text) and/or one document id.
+struct ReadFilter {
+    std::optional<std::string> jsonpath;
+    std::optional<std::string> vars;
+    std::optional<std::string> doc_id;
+};
+ReadResult read_filtered(pqxx::connection& c, const std::string& table, const std::string& since, int max,
+                         const ReadFilter& filter);
+
 struct BackfillPage {
     std::vector<Change> changes;
     std::optional<std::string> last_key;  // jsonb text of the last row's primary key

@@ -4,5 +4,7 @@
 #include <changefeed/change.hpp>
 #include <changefeed/collection.hpp>
 #include <changefeed/error.hpp>
+#include <changefeed/filter.hpp>
 #include <changefeed/lag.hpp>
 #include <changefeed/processor.hpp>
+#include <changefeed/subscription.hpp>

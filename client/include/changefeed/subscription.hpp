@@ -1,0 +1,171 @@
+// Subscriptions: hot, unleased, uncheckpointed change streams for reacting
+// in-process -- the light sibling of a Processor.
+//
+//   auto sub = changefeed::subscribe(users, [](const changefeed::DocumentChange& c, std::stop_token) {
+//       std::cout << changefeed::to_string(c.type) << ' ' << c.id << '\n';
+//   });                                  // runs until sub is cancelled or destroyed
+//
+//   auto open = changefeed::subscribe(orders, {.filter = changefeed::field("status") == "open"});
+//   for (const auto& c : open.changes(stop_token)) ...   // or open.next(stop_token)
+//
+// What a subscription delivers:
+// - Hot: only changes committed after subscribe() returned; nothing is
+//   replayed, nothing is stored.  A process that restarts misses what was
+//   written meanwhile -- use a Processor when that matters.
+// - Read from the change log and woken by the notifier's LISTEN channel, so
+//   writes of every connection and process are seen; a transaction's changes
+//   arrive together, in write order, after it committed; rolled-back writes
+//   never arrive.  Survives reconnects without loss (the position is kept).
+// - Filters run in the database (changefeed.read's jsonpath filter).  Inserted
+//   and Updated changes are tested against the new document; a Removed change
+//   against the previous image when the collection keeps previous images, and
+//   passed through when it does not (there is nothing to test); Cleared
+//   always passes.
+// - Subscriptions of one connection string share two connections (one
+//   LISTENing, one reading), however many there are.
+#pragma once
+
+#include <changefeed/collection.hpp>
+#include <changefeed/filter.hpp>
+#include <changefeed/processor.hpp>
+
+#include <boost/json/value.hpp>
+#include <boost/json/value_to.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <system_error>
+
+namespace changefeed {
+
+enum class ChangeType {
+    inserted,  // INSERT
+    updated,   // UPDATE, whatever it touched: `document` is the whole row
+    removed,   // DELETE: `document` is null, `previous` holds the row if kept
+    cleared,   // TRUNCATE: every document is gone; `id` is empty
+};
+
+const char* to_string(ChangeType t) noexcept;
+
+struct DocumentChange {
+    ChangeType type = ChangeType::inserted;
+    std::string id;               // the document id (primary key text); empty for cleared
+    boost::json::value document;  // the whole row after the write; null for removed and cleared
+    boost::json::value previous;  // the row before (updated, removed) when the collection keeps it
+    std::string partition_key;
+    int range_id = 0;
+    std::int64_t seq = 0;         // log order
+    std::uint64_t txid = 0;       // the writing transaction: its changes share it
+    bool ttl_expired = false;     // removed by the TTL sweeper
+
+    template <class T>
+    T as() const { return boost::json::value_to<T>(document); }
+};
+
+struct SubscriptionOptions {
+    // Only changes whose document matches (see the header comment for removed/cleared).
+    std::optional<Predicate> filter;
+    // Only this document's changes (cleared passes too).  Set by watch().
+    std::optional<std::string> document_id;
+    // Fallback read interval when no notification arrives.
+    std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
+    // Most changes waiting for a slow consumer; reading pauses above it (nothing is dropped).
+    std::size_t max_buffered = 10000;
+    // Failures: connection losses (retried), a callback that threw (handler_failed; the
+    // change is not delivered again), and what ends the subscription (collection dropped
+    // or disabled, history lost).
+    std::function<void(const ErrorInfo&)> on_error;
+};
+
+using ChangeCallback = std::function<void(const DocumentChange& change, std::stop_token stop)>;
+
+namespace detail {
+struct SubscriptionState;
+}
+
+class Subscription {
+public:
+    Subscription() = default;
+    ~Subscription();  // cancels
+    Subscription(Subscription&&) noexcept;
+    Subscription& operator=(Subscription&&) noexcept;
+    Subscription(const Subscription&) = delete;
+    Subscription& operator=(const Subscription&) = delete;
+
+    // Stops delivering and releases the subscription's share of resources
+    // (waits for a running callback unless called from inside it).  Idempotent.
+    void cancel();
+    // Not cancelled and not ended by an error.
+    bool active() const;
+    // Why the subscription ended on its own (collection_not_enabled, history_lost, ...); empty otherwise.
+    std::error_code error() const;
+
+    // Pull mode (subscriptions made without a callback): the next change,
+    // waiting for one; nullopt once `stop` is requested, the subscription is
+    // cancelled or it ended.
+    std::optional<DocumentChange> next(std::stop_token stop = {});
+    // The next change if one is waiting.
+    std::optional<DocumentChange> try_next();
+
+    // `for (const auto& c : sub.changes(stop))`: next() as a range.
+    class Range;
+    Range changes(std::stop_token stop = {});
+
+private:
+    friend Subscription subscribe(const Collection&, SubscriptionOptions);
+    friend Subscription subscribe(const Collection&, ChangeCallback, SubscriptionOptions);
+    explicit Subscription(std::shared_ptr<detail::SubscriptionState> s) : state_(std::move(s)) {}
+    std::shared_ptr<detail::SubscriptionState> state_;
+};
+
+class Subscription::Range {
+public:
+    class iterator {
+    public:
+        using value_type = DocumentChange;
+        using difference_type = std::ptrdiff_t;
+        iterator() = default;
+        const DocumentChange& operator*() const { return *current_; }
+        const DocumentChange* operator->() const { return &*current_; }
+        iterator& operator++() {
+            current_ = sub_->next(stop_);
+            return *this;
+        }
+        void operator++(int) { ++*this; }
+        bool operator==(std::default_sentinel_t) const { return !current_; }
+
+    private:
+        friend class Range;
+        iterator(Subscription* s, std::stop_token st) : sub_(s), stop_(std::move(st)) { current_ = sub_->next(stop_); }
+        Subscription* sub_ = nullptr;
+        std::stop_token stop_;
+        std::optional<DocumentChange> current_;
+    };
+    iterator begin() { return iterator(sub_, stop_); }
+    std::default_sentinel_t end() { return {}; }
+
+private:
+    friend class Subscription;
+    Range(Subscription* s, std::stop_token st) : sub_(s), stop_(std::move(st)) {}
+    Subscription* sub_;
+    std::stop_token stop_;
+};
+
+inline Subscription::Range Subscription::changes(std::stop_token stop) { return Range(this, std::move(stop)); }
+
+// A pull subscription.  Throws Error: collection_not_found, collection_not_enabled,
+// invalid_option (a filter the server refuses), connection_failed.
+Subscription subscribe(const Collection& collection, SubscriptionOptions options = {});
+// A callback subscription: `callback` runs on the subscription's own thread, one change at a time.
+Subscription subscribe(const Collection& collection, ChangeCallback callback, SubscriptionOptions options = {});
+// One document's changes (and clears).
+Subscription watch(const Collection& collection, std::string id, SubscriptionOptions options = {});
+Subscription watch(const Collection& collection, std::string id, ChangeCallback callback,
+                   SubscriptionOptions options = {});
+
+}  // namespace changefeed

@@ -1,0 +1,324 @@
+// Subscriptions: hot, filtered in the database, per document, whole
+// transactions after commit, other processes' writes, many at once.
+#include "support/cluster.hpp"
+
+#include <boost/json/serialize.hpp>
+
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+using namespace std::chrono_literals;
+using changefeed::ChangeType;
+using changefeed::DocumentChange;
+using changefeed::field;
+using cftest::cluster;
+
+CF_CLUSTER_ENVIRONMENT("subscription", CF_TEST_PORT, true);
+
+namespace {
+
+changefeed::Collection coll(const std::string& table) { return {cluster().conninfo(), table}; }
+
+changefeed::SubscriptionOptions fast(std::optional<changefeed::Predicate> filter = std::nullopt) {
+    changefeed::SubscriptionOptions o;
+    o.filter = std::move(filter);
+    o.poll_interval = 200ms;
+    return o;
+}
+
+// Collects what a callback subscription delivers.
+struct Sink {
+    std::mutex mu;
+    std::vector<DocumentChange> got;
+    changefeed::ChangeCallback callback() {
+        return [this](const DocumentChange& c, std::stop_token) {
+            std::lock_guard lock(mu);
+            got.push_back(c);
+        };
+    }
+    std::vector<DocumentChange> all() {
+        std::lock_guard lock(mu);
+        return got;
+    }
+    std::vector<std::string> ids() {
+        std::vector<std::string> out;
+        for (const auto& c : all()) out.push_back(c.id);
+        return out;
+    }
+    bool has(const std::string& id) {
+        for (const auto& c : all())
+            if (c.id == id) return true;
+        return false;
+    }
+};
+
+TEST(Subscription, IsHotAndCarriesEveryChangeType) {
+    cftest::create_table(cluster(), "sub_types", 4);
+    cluster().exec("INSERT INTO sub_types (id, v) VALUES (1, 'before')");
+    Sink sink;
+    auto sub = changefeed::subscribe(coll("sub_types"), sink.callback(), fast());
+    cluster().exec("INSERT INTO sub_types (id, v) VALUES (2, 'a')");
+    cluster().exec("UPDATE sub_types SET v = 'b' WHERE id = 2");  // one column: the whole row arrives
+    cluster().exec("DELETE FROM sub_types WHERE id = 2");
+    cluster().exec("INSERT INTO sub_types (id, v) VALUES (3, 'c')");
+    cluster().exec("TRUNCATE sub_types");
+    cluster().exec("INSERT INTO sub_types (id, v) VALUES (4, 'after')");
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("4"); }));
+    auto got = sink.all();
+    ASSERT_EQ(got.size(), 6u);  // nothing from before the subscription; one Cleared per TRUNCATE
+    EXPECT_EQ(got[0].type, ChangeType::inserted);
+    EXPECT_EQ(got[0].id, "2");
+    EXPECT_EQ(got[0].document.at("v").as_string(), "a");
+    EXPECT_EQ(got[1].type, ChangeType::updated);
+    EXPECT_EQ(got[1].document.at("v").as_string(), "b");
+    EXPECT_TRUE(got[1].document.as_object().contains("deleted"));  // untouched columns too
+    EXPECT_EQ(got[1].previous.at("v").as_string(), "a");
+    EXPECT_EQ(got[2].type, ChangeType::removed);
+    EXPECT_TRUE(got[2].document.is_null());
+    EXPECT_EQ(got[2].previous.at("v").as_string(), "b");
+    EXPECT_EQ(got[3].type, ChangeType::inserted);
+    EXPECT_EQ(got[4].type, ChangeType::cleared);
+    EXPECT_TRUE(got[4].id.empty());
+    EXPECT_TRUE(got[4].document.is_null());
+    EXPECT_EQ(got[5].id, "4");
+    EXPECT_TRUE(sub.active());
+}
+
+TEST(Subscription, WatchesOneDocumentAndPassesClears) {
+    cftest::create_table(cluster(), "sub_watch", 4);
+    changefeed::SubscriptionOptions o = fast();
+    auto sub = changefeed::watch(coll("sub_watch"), "7", o);
+    cluster().exec("INSERT INTO sub_watch (id, v) SELECT g, 'x' FROM generate_series(1, 10) g");
+    cluster().exec("UPDATE sub_watch SET v = 'y' WHERE id IN (6, 7, 8)");
+    cluster().exec("TRUNCATE sub_watch");
+    std::vector<DocumentChange> got;
+    for (int i = 0; i < 3; ++i) {
+        auto c = sub.next();
+        ASSERT_TRUE(c);
+        got.push_back(*c);
+    }
+    EXPECT_EQ(got[0].type, ChangeType::inserted);
+    EXPECT_EQ(got[0].id, "7");
+    EXPECT_EQ(got[1].type, ChangeType::updated);
+    EXPECT_EQ(got[1].id, "7");
+    EXPECT_EQ(got[2].type, ChangeType::cleared);
+    EXPECT_FALSE(sub.try_next());
+}
+
+// Every filter shares the sentinel clause, so that the sentinel's arrival
+// proves everything written before it was read.
+TEST(Subscription, EachFilterOperatorIsAppliedInTheDatabase) {
+    cluster().exec("CREATE TABLE sub_filter (id int PRIMARY KEY, doc jsonb);"
+                   "SELECT changefeed.enable('sub_filter', ranges => 4)");
+    const std::string tricky = "O'Brien \"q\" $v0 \\ ') || true || (' --";
+    auto sentinel = field("doc", "sentinel").exists();
+    struct Case {
+        const char* name;
+        changefeed::Predicate filter;
+        std::vector<std::string> expected;
+    };
+    std::vector<Case> cases = {
+        {"eq", field("doc", "status") == "open", {"1", "3"}},
+        {"ne", field("doc", "status") != "open", {"2", "4"}},
+        {"lt", field("doc", "n") < 3, {"1", "2"}},
+        {"le", field("doc", "n") <= 3, {"1", "2", "3"}},
+        {"gt", field("doc", "n") > 3, {"4", "5"}},
+        {"ge", field("doc", "n") >= 3, {"3", "4", "5"}},
+        {"in", field("doc", "status").in({"closed", "pending"}), {"2", "4"}},
+        {"exists", field("doc", "vip").exists(), {"3", "5"}},
+        {"tricky", field("doc", "name") == tricky, {"5"}},
+        {"bool", field("doc", "vip") == true, {"3"}},
+        {"and-or-not", (field("doc", "status") == "open" && !(field("doc", "n") == 1)) || field("doc", "n") == 4,
+         {"3", "4"}},
+    };
+    std::vector<std::unique_ptr<Sink>> sinks;
+    std::vector<changefeed::Subscription> subs;
+    for (auto& c : cases) {
+        sinks.push_back(std::make_unique<Sink>());
+        subs.push_back(changefeed::subscribe(coll("sub_filter"), sinks.back()->callback(), fast(c.filter || sentinel)));
+    }
+    pqxx::connection conn(cluster().conninfo());
+    auto write = [&](int id, const boost::json::value& doc) {
+        pqxx::work tx(conn);
+        tx.exec_params("INSERT INTO sub_filter VALUES ($1, $2::jsonb)", id, boost::json::serialize(doc));
+        tx.commit();
+    };
+    write(1, {{"status", "open"}, {"n", 1}});
+    write(2, {{"status", "closed"}, {"n", 2}, {"name", "O'Brien"}});
+    write(3, {{"status", "open"}, {"n", 3}, {"vip", true}});
+    write(4, {{"status", "pending"}, {"n", 4}});
+    write(5, {{"n", 5}, {"vip", false}, {"name", tricky}});
+    write(99, {{"sentinel", 1}});
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        ASSERT_TRUE(cftest::eventually([&] { return sinks[i]->has("99"); })) << cases[i].name;
+        auto ids = sinks[i]->ids();
+        ids.pop_back();
+        EXPECT_EQ(ids, cases[i].expected) << cases[i].name;
+    }
+    // The value travels as a variable, never inside the path.
+    auto compiled = changefeed::compile(field("doc", "name") == tricky);
+    EXPECT_EQ(compiled.jsonpath.find("Brien"), std::string::npos);
+    EXPECT_EQ(compiled.vars.at("v0").as_string(), tricky);
+}
+
+TEST(Subscription, FilterRefusesNonScalarValues) {
+    EXPECT_THROW(field("a") == boost::json::value(boost::json::array{1, 2}), changefeed::Error);
+    EXPECT_THROW(field(), changefeed::Error);
+}
+
+TEST(Subscription, RemovedIsTestedOnThePreviousImageWhenKept) {
+    cluster().exec("CREATE TABLE sub_rm_kept (id int PRIMARY KEY, status text);"
+                   "SELECT changefeed.enable('sub_rm_kept', ranges => 2);"
+                   "CREATE TABLE sub_rm_plain (id int PRIMARY KEY, status text);"
+                   "SELECT changefeed.enable('sub_rm_plain', ranges => 2, keep_previous => false)");
+    for (const std::string t : {"sub_rm_kept", "sub_rm_plain"})
+        cluster().exec("INSERT INTO " + t + " VALUES (1, 'open'), (2, 'closed'), (99, 'marker')");
+    auto filter = field("status") == "open" || field("status") == "marker";
+    Sink kept, plain;
+    auto a = changefeed::subscribe(coll("sub_rm_kept"), kept.callback(), fast(filter));
+    auto b = changefeed::subscribe(coll("sub_rm_plain"), plain.callback(), fast(filter));
+    for (const std::string t : {"sub_rm_kept", "sub_rm_plain"}) {
+        cluster().exec("DELETE FROM " + t + " WHERE id = 1");
+        cluster().exec("DELETE FROM " + t + " WHERE id = 2");
+        cluster().exec("UPDATE " + t + " SET status = 'marker' WHERE id = 99");
+    }
+    ASSERT_TRUE(cftest::eventually([&] { return kept.has("99") && plain.has("99"); }));
+    EXPECT_EQ(kept.ids(), (std::vector<std::string>{"1", "99"}));  // the closed one filtered out
+    EXPECT_EQ(plain.ids(), (std::vector<std::string>{"1", "2", "99"}));  // nothing to test: passed
+    for (const auto& c : plain.all())
+        if (c.type == ChangeType::removed) EXPECT_TRUE(c.previous.is_null());
+}
+
+TEST(Subscription, RolledBackWritesNeverArrive) {
+    cftest::create_table(cluster(), "sub_rollback", 2);
+    Sink sink;
+    auto sub = changefeed::subscribe(coll("sub_rollback"), sink.callback(), fast());
+    {
+        pqxx::connection c(cluster().conninfo());
+        pqxx::work tx(c);
+        tx.exec("INSERT INTO sub_rollback (id) VALUES (1)");
+        tx.exec("SAVEPOINT s; INSERT INTO sub_rollback (id) VALUES (2); ROLLBACK TO SAVEPOINT s");
+        tx.abort();
+    }
+    {
+        pqxx::connection c(cluster().conninfo());
+        pqxx::work tx(c);
+        tx.exec("INSERT INTO sub_rollback (id) VALUES (3)");
+        tx.exec("SAVEPOINT s; INSERT INTO sub_rollback (id) VALUES (4); ROLLBACK TO SAVEPOINT s");
+        tx.commit();
+    }
+    cluster().exec("INSERT INTO sub_rollback (id) VALUES (5)");
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("5"); }));
+    EXPECT_EQ(sink.ids(), (std::vector<std::string>{"3", "5"}));
+}
+
+TEST(Subscription, ATransactionArrivesWholeAfterCommit) {
+    cftest::create_table(cluster(), "sub_tx", 4);
+    Sink sink;
+    auto sub = changefeed::subscribe(coll("sub_tx"), sink.callback(), fast());
+    pqxx::connection writer(cluster().conninfo());
+    pqxx::work tx(writer);
+    for (int id = 11; id <= 15; ++id) tx.exec("INSERT INTO sub_tx (id) VALUES (" + std::to_string(id) + ")");
+    // A later commit is delivered while the five are still uncommitted.
+    cluster().exec("INSERT INTO sub_tx (id) VALUES (1)");
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("1"); }));
+    EXPECT_EQ(sink.all().size(), 1u);
+    tx.commit();
+    ASSERT_TRUE(cftest::eventually([&] { return sink.all().size() == 6; }));
+    auto got = sink.all();
+    for (int i = 0; i < 5; ++i) {
+        EXPECT_EQ(got[1 + i].id, std::to_string(11 + i));
+        EXPECT_EQ(got[1 + i].txid, got[1].txid);
+    }
+}
+
+TEST(Subscription, SeesWritesOfAnotherProcess) {
+    cftest::create_table(cluster(), "sub_other", 2);
+    Sink sink;
+    auto sub = changefeed::subscribe(coll("sub_other"), sink.callback(), fast());
+    const std::string cmd = "psql -X -q \"" + cluster().conninfo() +
+                            "\" -c \"INSERT INTO sub_other (id, v) VALUES (42, 'from psql')\" >/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("42"); }));
+    EXPECT_EQ(sink.all()[0].document.at("v").as_string(), "from psql");
+}
+
+TEST(Subscription, PullIterationEndsWithTheStopToken) {
+    cftest::create_table(cluster(), "sub_pull", 2);
+    auto sub = changefeed::subscribe(coll("sub_pull"), fast());
+    std::stop_source stop;
+    std::vector<std::string> seen;
+    std::thread consumer([&] {
+        for (const auto& c : sub.changes(stop.get_token())) {
+            seen.push_back(c.id);
+            if (seen.size() == 3) stop.request_stop();
+        }
+    });
+    cluster().exec("INSERT INTO sub_pull (id) SELECT g FROM generate_series(1, 5) g");
+    consumer.join();  // returns because the token stopped it
+    EXPECT_EQ(seen, (std::vector<std::string>{"1", "2", "3"}));
+    EXPECT_TRUE(sub.next(std::stop_token()).has_value());  // the rest is still there
+}
+
+TEST(Subscription, EndsWhenTheTableIsDisabled) {
+    cftest::create_table(cluster(), "sub_disabled", 2);
+    std::atomic<int> errors{0};
+    auto o = fast();
+    o.on_error = [&](const changefeed::ErrorInfo& e) {
+        if (e.code == changefeed::errc::collection_not_enabled) ++errors;
+    };
+    auto sub = changefeed::subscribe(coll("sub_disabled"), o);
+    cluster().exec("SELECT changefeed.disable('sub_disabled')");
+    EXPECT_FALSE(sub.next().has_value());  // returns once the subscription ended
+    EXPECT_FALSE(sub.active());
+    EXPECT_EQ(sub.error(), changefeed::errc::collection_not_enabled);
+    EXPECT_EQ(errors.load(), 1);
+    try {
+        changefeed::subscribe(coll("sub_disabled"));
+        FAIL();
+    } catch (const changefeed::Error& e) {
+        EXPECT_EQ(e.code(), changefeed::errc::collection_not_enabled);
+    }
+}
+
+int client_connections() {
+    return cluster()
+        .exec("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")[0][0]
+        .as<int>();
+}
+
+TEST(Subscription, AHundredSubscribersCancelIndependently) {
+    cftest::create_table(cluster(), "sub_many", 4);
+    const int before = client_connections();
+    constexpr int n = 100;
+    std::vector<std::unique_ptr<Sink>> sinks;
+    std::vector<changefeed::Subscription> subs;
+    for (int i = 0; i < n; ++i) {
+        sinks.push_back(std::make_unique<Sink>());
+        subs.push_back(changefeed::subscribe(coll("sub_many"), sinks.back()->callback(), fast()));
+    }
+    // Shared connections: far fewer than one per subscriber.
+    EXPECT_LE(client_connections(), before + 4);
+    cluster().exec("INSERT INTO sub_many (id) VALUES (1)");
+    ASSERT_TRUE(cftest::eventually([&] {
+        for (auto& s : sinks)
+            if (!s->has("1")) return false;
+        return true;
+    }));
+    for (int i = 0; i < n; i += 2) subs[i].cancel();
+    cluster().exec("INSERT INTO sub_many (id) VALUES (2)");
+    ASSERT_TRUE(cftest::eventually([&] {
+        for (int i = 1; i < n; i += 2)
+            if (!sinks[i]->has("2")) return false;
+        return true;
+    }));
+    for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(sinks[i]->has("2"), i % 2 == 1) << i;
+        EXPECT_EQ(subs[i].active(), i % 2 == 1) << i;
+    }
+    subs.clear();  // destroying the rest releases the shared connections
+    EXPECT_TRUE(cftest::eventually([&] { return client_connections() <= before; }));
+}
+
+}  // namespace
