@@ -65,11 +65,19 @@ using ReadTx = pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::r
 
 ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max,
                       int range, FeedMode mode) {
+    return read_ranges(c, table, since, max, {range}, mode);
+}
+
+ReadResult read_ranges(pqxx::connection& c, const std::string& table, const std::string& since, int max,
+                       const std::vector<int>& ranges, FeedMode mode) {
+    std::string list = "{";
+    for (size_t i = 0; i < ranges.size(); ++i) list += (i ? "," : "") + std::to_string(ranges[i]);
+    list += "}";
     return translated([&] {
         ReadTx tx(c);
         auto r = tx.exec_params(std::string(read_columns) +
-                                    "  FROM changefeed.read($1::regclass, $2, $3, ARRAY[$4::int], $5)",
-                                table, since, max, range, mode == FeedMode::latest_version ? "latest" : "all");
+                                    "  FROM changefeed.read($1::regclass, $2, $3, $4::int[], $5)",
+                                table, since, max, list, mode == FeedMode::latest_version ? "latest" : "all");
         auto out = collect(tx, r);
         tx.commit();
         return out;

@@ -20,6 +20,12 @@ struct ReadResult {
 ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max,
                       int range, FeedMode mode);
 
+// Several ranges that share one position, in one read: the result's position
+// is valid for every one of them (rows come in seq order across the ranges,
+// so a range without rows up to the last one returned has none before it).
+ReadResult read_ranges(pqxx::connection& c, const std::string& table, const std::string& since, int max,
+                       const std::vector<int>& ranges, FeedMode mode);
+
 // What a subscription reads: every version of all ranges, filtered in the
 // database by a jsonpath (with its variables as jsonb text) and/or one document id.
 struct ReadFilter {
