@@ -10,6 +10,7 @@
 #include "feed_reader.hpp"
 #include "lease_store.hpp"
 #include "listener.hpp"
+#include "processor_impl.hpp"
 #include "runbook.hpp"
 
 #include <unistd.h>
@@ -44,7 +45,7 @@ struct RangeState {
 
 }  // namespace
 
-struct Processor::Impl {
+struct PgProcessor final : Processor::Impl {
     Collection collection;
     std::string name;
     Handler handler;
@@ -75,7 +76,7 @@ struct Processor::Impl {
     std::set<int> halted;
     Clock::time_point next_maintain{};
 
-    Impl(Collection c, std::string n, Handler h, ProcessorOptions o, FeedMode m)
+    PgProcessor(Collection c, std::string n, Handler h, ProcessorOptions o, FeedMode m)
         : collection(std::move(c)), name(std::move(n)), handler(std::move(h)), opt(std::move(o)), mode(m) {
         if (name.empty()) throw Error(errc::processor_name_empty, "the processor name must not be empty");
         if (name.size() > 200) throw Error(errc::processor_name_empty, "the processor name is too long");
@@ -102,7 +103,7 @@ struct Processor::Impl {
         key = {collection.table(), name, instance};
     }
 
-    ~Impl() { stop(); }
+    ~PgProcessor() override { stop(); }
 
     void set_state(State s) {
         State old = state.exchange(s);
@@ -133,7 +134,7 @@ struct Processor::Impl {
         cv.wait_for(lock, d, [&] { return stopping; });
     }
 
-    void start() {
+    void start() override {
         std::lock_guard guard(start_mu);
         if (started) throw Error(errc::already_started, "processor \"" + name + "\" is already started");
         set_state(State::starting);
@@ -169,7 +170,7 @@ struct Processor::Impl {
         started = true;
     }
 
-    void stop() {
+    void stop() override {
         if (std::this_thread::get_id() == worker_thread.get_id()) {
             // Called from the handler: joining ourselves would deadlock, so only
             // ask; the destructor (or a later stop()) finishes the job.
@@ -498,7 +499,7 @@ struct Processor::Impl {
 
     // One read (or backfill page) of one range; true if there was work.
     bool step(pqxx::connection& conn, int range, RangeState& st) {
-        Context ctx{range, name, instance, st.lease.epoch};
+        Context ctx{range, name, instance, st.lease.epoch, std::to_string(range)};
         const int batch = opt.max_batch_size;
         if (!st.lease.backfill_done) return backfill_step(conn, ctx, st);
 
@@ -558,13 +559,24 @@ struct Processor::Impl {
         }
         return true;
     }
+
+    State current_state() const override { return state; }
+    const std::string& processor_name() const override { return name; }
+    const std::string& instance_name() const override { return instance; }
+    std::vector<int> owned_ranges() const override {
+        std::lock_guard lock(mu);
+        std::vector<int> out;
+        for (const auto& [range, epoch] : owned) out.push_back(range);
+        return out;
+    }
 };
 
 Processor::Processor(Collection collection, std::string name, Handler handler, ProcessorOptions options,
                      FeedMode mode)
-    : impl_(std::make_unique<Impl>(std::move(collection), std::move(name), std::move(handler),
-                                   std::move(options), mode)) {}
+    : impl_(std::make_unique<PgProcessor>(std::move(collection), std::move(name), std::move(handler),
+                                          std::move(options), mode)) {}
 
+Processor::Processor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Processor::~Processor() = default;
 Processor::Processor(Processor&&) noexcept = default;
 Processor& Processor::operator=(Processor&&) noexcept = default;
@@ -573,16 +585,10 @@ void Processor::start() { impl_->start(); }
 void Processor::stop() {
     if (impl_) impl_->stop();
 }
-State Processor::state() const { return impl_->state; }
-const std::string& Processor::name() const { return impl_->name; }
-const std::string& Processor::instance_name() const { return impl_->instance; }
-
-std::vector<int> Processor::owned_ranges() const {
-    std::lock_guard lock(impl_->mu);
-    std::vector<int> out;
-    for (const auto& [range, epoch] : impl_->owned) out.push_back(range);
-    return out;
-}
+State Processor::state() const { return impl_->current_state(); }
+const std::string& Processor::name() const { return impl_->processor_name(); }
+const std::string& Processor::instance_name() const { return impl_->instance_name(); }
+std::vector<int> Processor::owned_ranges() const { return impl_->owned_ranges(); }
 
 Processor make_latest_version_processor(Collection collection, std::string name, Handler handler,
                                         ProcessorOptions options) {

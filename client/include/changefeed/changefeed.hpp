@@ -5,6 +5,7 @@
 #include <changefeed/collection.hpp>
 #include <changefeed/error.hpp>
 #include <changefeed/filter.hpp>
+#include <changefeed/in_memory.hpp>
 #include <changefeed/lag.hpp>
 #include <changefeed/processor.hpp>
 #include <changefeed/subscription.hpp>

@@ -28,6 +28,8 @@
 
 namespace changefeed {
 
+class InMemoryCollection;
+
 enum class FeedMode {
     latest_version,            // the current version of each changed document; no deletes
     all_versions_and_deletes,  // every write, deletes and clears included
@@ -49,7 +51,11 @@ struct Context {
     int range_id = 0;          // the range the batch comes from: the scope of the ordering
     std::string processor;     // the processor name
     std::string instance;      // this instance's name
-    std::int64_t lease_epoch = 0;
+    std::int64_t lease_epoch = 0;  // always 1 on the in-memory provider (no leases)
+    // The range as text: the range id on PostgreSQL; on the in-memory provider
+    // the partition key value (components joined by '/'), whose range_id is
+    // a number given in order of first appearance.
+    std::string range;
 };
 
 // A failure reported to on_error.  The processor keeps running after it,
@@ -147,8 +153,11 @@ public:
     // The ranges this instance holds leases on right now.
     std::vector<int> owned_ranges() const;
 
+    struct Impl;  // internal
+
 private:
-    struct Impl;
+    friend class InMemoryCollection;
+    explicit Processor(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
 
