@@ -2,7 +2,8 @@
 # Runs every test of changefeed on throwaway local clusters:
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
-#   3. the client's GoogleTest suites (they start their own clusters).
+#   3. the client's GoogleTest suites (they start their own clusters),
+#   4. the torture test in its short mode, and the benchmark harness on tiny sizes.
 # Usage (as root on Debian 12): bash test/run-all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +52,17 @@ if [ -f CMakeLists.txt ]; then
     cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=ON >/dev/null
     cmake --build build -j2
     if ! ctest --test-dir build --output-on-failure; then failed=1; fi
+
+    echo "== torture test (short): concurrent writers, killed consumers, a checker"
+    if ! bash test/torture/run.sh --short --build-dir build --no-build; then failed=1; fi
+
+    echo "== benchmark harness, tiny sizes"
+    if ! bash bench/run.sh --smoke >"$scratch/bench-smoke.log" 2>&1; then
+        failed=1
+        tail -40 "$scratch/bench-smoke.log"
+    else
+        tail -1 "$scratch/bench-smoke.log"
+    fi
 fi
 
 if [ "$failed" -ne 0 ]; then
