@@ -69,7 +69,10 @@ struct MemoryStore {
     std::string range_of(const boost::json::object& doc) const {
         const auto& fields = options.partition_key.empty() ? options.key : options.partition_key;
         std::string out;
-        for (std::size_t i = 0; i < fields.size(); ++i) out += (i ? "/" : "") + text_of(doc, fields[i]);
+        for (std::size_t i = 0; i < fields.size(); ++i) {
+            if (i) out += '/';
+            out += text_of(doc, fields[i]);
+        }
         return out;
     }
 
