@@ -8,8 +8,10 @@ md=${1:-$BENCH_ROOT/bench/RESULTS.md} png=${2:-$BENCH_ROOT/bench/results.png}
 raw=$BENCH_OUT/raw.tsv
 
 # Medians per part/variant/case: part variant case median unit
-awk -F'\t' '{k=$1 FS $2 FS $3; v[k]=v[k] " " $5; u[k]=$6; order[k]=NR}
-    END {for (k in v) {n=split(v[k], a, " "); asort(a); m=a[int((n+1)/2)]; print order[k] FS k FS m FS u[k] FS n}}' "$raw" \
+# (values sorted by sort(1) first: mawk has no asort)
+awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 -k6,6g \
+    | awk -F'\t' '{k=$2 FS $3 FS $4; n[k]++; a[k, n[k]]=$6; u[k]=$7; if (!(k in first) || $1 < first[k]) first[k]=$1}
+        END {for (k in n) print first[k] FS k FS a[k, int((n[k]+1)/2)] FS u[k] FS n[k]}' \
     | sort -t$'\t' -k1,1n | cut -f2- >"$BENCH_OUT/medians.tsv"
 
 {
