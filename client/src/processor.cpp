@@ -327,14 +327,25 @@ struct PgProcessor final : Processor::Impl {
                 bool busy = false;
                 auto next_retry = Clock::time_point::max();
                 if (Clock::now() < valid_until) {
+                    // Ranges at one position are read together: after a catch-up
+                    // they all share the last read's position, so a wake-up costs
+                    // one read, not one per range.
+                    std::map<std::string, std::vector<int>> groups;
                     for (auto& [range, st] : ranges) {
-                        if (stop_source.stop_requested()) break;
                         if (halted.count(range)) continue;
                         if (Clock::now() < st.retry_at) {
                             next_retry = std::min(next_retry, st.retry_at);
                             continue;
                         }
-                        busy |= step(*conn, range, st);
+                        if (!st.lease.backfill_done)
+                            groups["\n" + std::to_string(range)].push_back(range);  // alone
+                        else
+                            groups[st.lease.checkpoint].push_back(range);
+                    }
+                    for (auto& [position, group] : groups) {
+                        if (stop_source.stop_requested()) break;
+                        busy |= group.size() == 1 ? step(*conn, group[0], ranges.at(group[0]))
+                                                  : group_step(*conn, position, group, ranges);
                     }
                 }
                 drop_lost(ranges);
@@ -511,23 +522,66 @@ struct PgProcessor final : Processor::Impl {
             return history_lost(conn, ctx, st, e);
         }
         if (rr.changes.empty()) {
-            st.lease.checkpoint = rr.position;
-            // While idle, store the advancing position now and then, not on every poll.
-            if (rr.position != st.persisted && Clock::now() - st.last_persist >= opt.idle_checkpoint_interval) {
-                if (fenced(range, st, [&] { detail::checkpoint(conn, key, range, st.lease.epoch, rr.position); })) {
-                    st.persisted = rr.position;
-                    st.last_persist = Clock::now();
-                }
-            }
+            advance_idle(conn, range, st, rr.position);
             return false;
         }
         if (stop_source.stop_requested()) return false;
-        if (!call_handler(rr.changes, ctx, st)) return false;
-        if (fenced(range, st, [&] { detail::checkpoint(conn, key, range, st.lease.epoch, rr.position); })) {
-            st.lease.checkpoint = st.persisted = rr.position;
+        return deliver(conn, ctx, st, rr.changes, rr.position);
+    }
+
+    // Ranges sharing `since`, in one read.  The read's position is valid for
+    // each of them: rows come in seq order across the ranges, so a range with
+    // no rows up to the last one returned had none before it.
+    bool group_step(pqxx::connection& conn, const std::string& since, const std::vector<int>& group,
+                    std::map<int, RangeState>& ranges) {
+        detail::ReadResult rr;
+        try {
+            rr = detail::read_ranges(conn, collection.table(), since, opt.max_batch_size, group, mode);
+        } catch (const Error& e) {
+            if (e.code() != make_error_code(errc::history_lost)) throw;
+            bool any = false;  // history loss is handled range by range
+            for (int range : group) any |= step(conn, range, ranges.at(range));
+            return any;
+        }
+        std::map<int, std::vector<Change>> by_range;
+        for (auto& c : rr.changes) by_range[c.range_id].push_back(std::move(c));
+        bool busy = false;
+        for (int range : group) {
+            RangeState& st = ranges.at(range);
+            auto it = by_range.find(range);
+            if (it == by_range.end()) {
+                advance_idle(conn, range, st, rr.position);
+                continue;
+            }
+            if (stop_source.stop_requested()) break;
+            Context ctx{range, name, instance, st.lease.epoch, std::to_string(range)};
+            busy |= deliver(conn, ctx, st, it->second, rr.position);
+        }
+        return busy;
+    }
+
+    // Hands a batch to the handler; checkpoints `position` after it returned.
+    bool deliver(pqxx::connection& conn, const Context& ctx, RangeState& st, const std::vector<Change>& batch,
+                 const std::string& position) {
+        if (!call_handler(batch, ctx, st)) return false;
+        const int range = ctx.range_id;
+        if (fenced(range, st, [&] { detail::checkpoint(conn, key, range, st.lease.epoch, position); })) {
+            st.lease.checkpoint = st.persisted = position;
             st.last_persist = Clock::now();
         }
         return true;
+    }
+
+    // Nothing to deliver: move on, and store the advancing position now and
+    // then rather than on every poll.
+    void advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position) {
+        st.lease.checkpoint = position;
+        if (position != st.persisted && Clock::now() - st.last_persist >= opt.idle_checkpoint_interval) {
+            if (fenced(range, st, [&] { detail::checkpoint(conn, key, range, st.lease.epoch, position); })) {
+                st.persisted = position;
+                st.last_persist = Clock::now();
+            }
+        }
     }
 
     bool backfill_step(pqxx::connection& conn, const Context& ctx, RangeState& st) {
