@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All benchmarks in one run: write overhead, commit-to-handler latency,
 # consumer throughput, retention.  Writes bench/RESULTS.md and bench/results.png.
-#   bash bench/run.sh            full sizes (about 40 minutes on 2 cores)
+#   bash bench/run.sh            full sizes (about 25 minutes on 2 cores)
 #   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,8 +43,8 @@ if [ "$mode" = --smoke ]; then
     done
     echo "bench smoke: every part produced figures"
 else
-    bash bench/write_overhead.sh 100000 15 3 8
-    bash bench/latency.sh 1000 20 3 "$BENCH_OUT/bin"
+    bash bench/write_overhead.sh 100000 8 3 8
+    bash bench/latency.sh 1000 15 3 "$BENCH_OUT/bin"
     bash bench/throughput.sh 1000000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 10000 100000 1000000
     bash bench/report.sh bench/RESULTS.md bench/results.png
