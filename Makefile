@@ -5,6 +5,7 @@
 MODULE_big = changefeed
 OBJS = \
 	extension/module.o \
+	extension/caller.o \
 	extension/capture.o \
 	extension/position.o \
 	extension/position_codec.o \

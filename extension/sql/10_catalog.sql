@@ -1,11 +1,17 @@
 -- changefeed: catalog (collections, the change log, its partitions).
 \echo Use "CREATE EXTENSION changefeed" to load this file. \quit
 
+-- The schema belongs to the extension, so pg_dump leaves it to CREATE EXTENSION.
+CREATE SCHEMA changefeed;
+
 -- One row per enabled table.  Options are fixed at enable() time: changing the
 -- number of ranges would move documents between ranges under running consumers.
+-- The table is a regclass, so a dump names it and a restore finds it again;
+-- ids survive a restore with their sequence (the capture triggers carry them).
+CREATE SEQUENCE changefeed.collection_id_seq AS int;
 CREATE TABLE changefeed.collection (
-    id              int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    relid           oid NOT NULL UNIQUE,
+    id              int NOT NULL DEFAULT nextval('changefeed.collection_id_seq') PRIMARY KEY,
+    relid           regclass NOT NULL UNIQUE,
     key_columns     text[] NOT NULL,
     partition_key   text[] NOT NULL,
     ranges          int NOT NULL DEFAULT 16,
@@ -104,3 +110,4 @@ $$;
 SELECT pg_catalog.pg_extension_config_dump('changefeed.horizon', '');
 
 SELECT pg_catalog.pg_extension_config_dump('changefeed.collection', '');
+SELECT pg_catalog.pg_extension_config_dump('changefeed.collection_id_seq', '');

@@ -36,7 +36,8 @@ CREATE FUNCTION changefeed.captured_in_this_transaction() RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_captured_in_xact' LANGUAGE C;
 
 CREATE FUNCTION changefeed.channel_of(collection_id int) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT AS $$ SELECT 'changefeed_' || collection_id $$;
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT 'changefeed_' || collection_id::text $$;
 
 -- Looks up an enabled table, failing with CF002 when it is not enabled.
 CREATE FUNCTION changefeed.collection_of(tbl regclass) RETURNS changefeed.collection
@@ -139,6 +140,7 @@ BEGIN
             USING ERRCODE = 'wrong_object_type',
                   DETAIL = 'Only ordinary and partitioned tables can be enabled.';
     END IF;
+    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'enable the change feed of');
     SELECT array_agg(a.attname::text ORDER BY k.ord) INTO keys
       FROM pg_index i
       CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
@@ -211,12 +213,14 @@ LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
 BEGIN
+    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'disable the change feed of');
     PERFORM changefeed.drop_triggers(tbl);
     DELETE FROM changefeed.collection WHERE id = c.id;
 END
 $$;
 
-CREATE VIEW changefeed.collections AS
+-- Lists the collections whose tables the querying role may SELECT.
+CREATE VIEW changefeed.collections WITH (security_barrier) AS
 SELECT c.id,
        c.relid::regclass AS table_name,
        c.key_columns,
@@ -228,7 +232,8 @@ SELECT c.id,
        c.ttl_column,
        changefeed.channel_of(c.id) AS channel,
        c.enabled_at
-  FROM changefeed.collection c;
+  FROM changefeed.collection c
+ WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 
 -- Dropping an enabled table forgets its collection (and its leases); its log
 -- rows stay until retention drops them.
@@ -237,7 +242,8 @@ LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
     DELETE FROM changefeed.collection c
      USING pg_event_trigger_dropped_objects() d
-     WHERE d.classid = 'pg_class'::regclass AND d.objid = c.relid AND d.objsubid = 0;
+     WHERE d.classid = 'pg_class'::regclass AND d.objid = c.relid::oid AND d.objsubid = 0
+       AND NOT d.is_temporary;
 END
 $$;
 CREATE EVENT TRIGGER changefeed_forget_dropped ON sql_drop

@@ -15,12 +15,12 @@ RETURNS record AS 'MODULE_PATHNAME', 'changefeed_position_decode' LANGUAGE C STA
 -- statement's snapshot.  Inside a REPEATABLE READ transaction it is the
 -- transaction's snapshot, the same one read() uses there.
 CREATE FUNCTION changefeed.current_position() RETURNS text
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
     SELECT changefeed.position_encode(pg_catalog.pg_current_snapshot(), NULL, 0)
 $$;
 
 CREATE FUNCTION changefeed.operation_name(op "char") RETURNS text
-LANGUAGE sql IMMUTABLE STRICT AS $$
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
                    WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END
 $$;
@@ -37,6 +37,10 @@ $$;
 --                filter => '$.status == $s', filter_vars => '{"s": "open"}'.
 --                See filter_matches() for deletes and clears.
 --   doc_ids      only changes of these documents (clears pass).
+--   tenant       only changes of this tenant (collections with a tenant column;
+--                clears pass).  A role bound to a tenant (bind_tenant) reads
+--                only its tenant's changes, whatever it asks.
+-- The caller needs SELECT on the table (42501 otherwise).
 -- Rows come window by window (a window = what committed between two
 -- snapshots), in seq order inside a window.  Each row carries the position
 -- after it.  When a window is exhausted the read rolls over into the next one.
@@ -50,7 +54,7 @@ $$;
 -- pass.  A filter that errors or is not a boolean counts as no match.
 CREATE FUNCTION changefeed.filter_matches(op "char", current jsonb, previous jsonb,
                                           filter jsonpath, filter_vars jsonb) RETURNS bool
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE
         WHEN filter IS NULL OR op = 't' THEN true
         WHEN op = 'd' THEN previous IS NULL
@@ -67,7 +71,8 @@ CREATE FUNCTION changefeed.read(
     mode text DEFAULT 'all',
     filter jsonpath DEFAULT NULL,
     filter_vars jsonb DEFAULT NULL,
-    doc_ids text[] DEFAULT NULL)
+    doc_ids text[] DEFAULT NULL,
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
 RETURNS TABLE (
     seq bigint,
     txid xid8,
@@ -96,6 +101,7 @@ DECLARE
     at_current bool;
     current_snap pg_snapshot;
     backlog int;
+    tenants text[];
 BEGIN
     IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
         RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
@@ -106,6 +112,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     c := changefeed.collection_of(tbl);
+    tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
     IF since IS NULL THEN
         RAISE EXCEPTION 'position must not be null'
             USING ERRCODE = 'CF004',
@@ -189,6 +196,7 @@ BEGIN
                                 WHERE t.op = 't' AND t.range_id = v.range_id AND t.seq > v.seq)
             ) f
              WHERE (doc_ids IS NULL OR f.op = 't' OR f.doc_id = ANY (doc_ids))
+               AND (tenants IS NULL OR f.op = 't' OR f.tenant = ANY (tenants))
                AND changefeed.filter_matches(f.op, f.current, f.previous, filter, filter_vars)
         ),
         page AS (

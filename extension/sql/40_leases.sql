@@ -31,14 +31,19 @@ CREATE TABLE changefeed.lease (
 
 SELECT pg_catalog.pg_extension_config_dump('changefeed.lease', '');
 
-CREATE VIEW changefeed.leases AS
-SELECT l.collection_id, c.relid::regclass AS table_name, l.processor, l.range_id, l.owner,
+-- The leases of the processors the querying role owns (all of them for admins).
+CREATE VIEW changefeed.leases WITH (security_barrier) AS
+SELECT l.collection_id, c.relid AS table_name, l.processor, l.range_id, l.owner,
        l.epoch, l.expires_at, l.expires_at > now() AS live, l.checkpoint,
-       l.backfill_done, l.backfill_rows, l.updated_at
-  FROM changefeed.lease l JOIN changefeed.collection c ON c.id = l.collection_id;
+       l.backfill_done, l.backfill_rows, l.updated_at, p.owner_role
+  FROM changefeed.lease l
+  JOIN changefeed.collection c ON c.id = l.collection_id
+  LEFT JOIN changefeed.processor p ON p.collection_id = l.collection_id AND p.name = l.processor
+ WHERE changefeed.is_admin(current_user::regrole::oid)
+    OR (p.owner_role IS NOT NULL AND pg_catalog.pg_has_role(p.owner_role, 'USAGE'));
 
 CREATE FUNCTION changefeed.check_name(name text, what text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog AS $$
 BEGIN
     IF name IS NULL OR btrim(name) = '' THEN
         RAISE EXCEPTION '% name must not be empty', what USING ERRCODE = 'CF011';
@@ -51,7 +56,7 @@ END
 $$;
 
 CREATE FUNCTION changefeed.check_duration(d interval) RETURNS interval
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog AS $$
 BEGIN
     IF d IS NULL OR d <= interval '0' THEN
         RAISE EXCEPTION 'lease duration must be a positive interval, not %', coalesce(d::text, 'null')
@@ -72,6 +77,9 @@ DECLARE
     pos text := changefeed.current_position();
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
+    -- A processor reads the table's feed, and belongs to the role that first starts it.
+    PERFORM changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, NULL);
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller(), true);
     IF from_beginning IS NULL THEN
         RAISE EXCEPTION 'from_beginning must not be null' USING ERRCODE = 'CF003';
     END IF;
@@ -95,6 +103,7 @@ DECLARE
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     PERFORM changefeed.check_duration(duration);
     UPDATE changefeed.lease l
        SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
@@ -122,6 +131,7 @@ DECLARE
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     PERFORM changefeed.check_duration(duration);
     -- Serialize balancing steps of one processor: each sees the others' result.
     PERFORM 1 FROM changefeed.lease l
@@ -191,6 +201,7 @@ DECLARE
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     PERFORM changefeed.check_duration(duration);
     RETURN QUERY
     UPDATE changefeed.lease l
@@ -212,6 +223,7 @@ DECLARE
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     UPDATE changefeed.lease l
        SET owner = NULL, expires_at = NULL, updated_at = now()
      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
@@ -242,6 +254,7 @@ DECLARE
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     IF "position" IS NULL THEN
         RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004';
     END IF;
@@ -268,6 +281,7 @@ DECLARE
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     IF done IS NULL OR rows_done IS NULL OR rows_done < 0 THEN
         RAISE EXCEPTION 'done and rows_done must be given' USING ERRCODE = 'CF003';
     END IF;
@@ -296,6 +310,7 @@ DECLARE
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     UPDATE changefeed.lease l
        SET checkpoint = pos, backfill_done = false, backfill_after = NULL, backfill_rows = 0,
            backfill_position = pos, updated_at = now()
@@ -325,6 +340,8 @@ DECLARE
     rowtype text;
     col text;
     i int := 0;
+    bound text[];
+    tenant_cond text := 'true';
 BEGIN
     IF range_id IS NULL OR range_id < 0 OR range_id >= c.ranges THEN
         RAISE EXCEPTION 'range id must be between 0 and %', c.ranges - 1 USING ERRCODE = 'CF003';
@@ -335,6 +352,17 @@ BEGIN
     END IF;
     IF after IS NOT NULL AND jsonb_typeof(after) <> 'object' THEN
         RAISE EXCEPTION 'after must be a jsonb object of the key columns' USING ERRCODE = 'CF003';
+    END IF;
+    -- This runs as the caller (SELECT on the table, its row-level security):
+    -- a role bound to tenants scans only theirs.
+    bound := changefeed.bound_tenants();
+    IF cardinality(bound) > 0 THEN
+        IF c.tenant_column IS NULL THEN
+            RAISE EXCEPTION 'permission denied to read %', tbl
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = 'The role is bound to a tenant and the table has no tenant column.';
+        END IF;
+        tenant_cond := format('t.%I::text = ANY ($5)', c.tenant_column);
     END IF;
     rowtype := format('%s', tbl);
     FOREACH col IN ARRAY c.key_columns LOOP
@@ -356,9 +384,10 @@ BEGIN
         'SELECT %s, %s, jsonb_build_object(%s), to_jsonb(t) FROM %s t'
         ' WHERE changefeed.range_of(%s, $1) = $2'
         '   AND ($3 IS NULL OR (%s) > (SELECT %s FROM jsonb_populate_record(NULL::%s, $3) t))'
+        '   AND %s'
         ' ORDER BY %s LIMIT $4',
-        doc, part, key_obj, rowtype, part, keys, keys, rowtype, keys)
-    USING c.ranges, range_id, after, max_rows;
+        doc, part, key_obj, rowtype, part, keys, keys, rowtype, tenant_cond, keys)
+    USING c.ranges, range_id, after, max_rows, bound;
 END
 $$;
 
@@ -373,5 +402,72 @@ BEGIN
         EXECUTE format('SELECT count(*) FROM %s', tbl) INTO n;
     END IF;
     RETURN n;
+END
+$$;
+
+-- The leases `instance` owns, with their checkpoints (what a restarted range
+-- worker resumes from).
+CREATE FUNCTION changefeed.lease_owned(tbl regclass, processor text, instance text)
+RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
+               backfill_after jsonb, backfill_rows bigint, backfill_position text)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
+    RETURN QUERY
+    SELECT l.range_id, l.epoch, l.checkpoint, l.backfill_done, l.backfill_after, l.backfill_rows,
+           l.backfill_position
+      FROM changefeed.lease l
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+     ORDER BY l.range_id;
+END
+$$;
+
+-- Moves a processor's checkpoints (all ranges, or `range_ids`) to `position`
+-- (default: now), for its owner or an admin.  Every moved lease is freed with
+-- a new epoch, so running instances are fenced and re-acquire from there.
+-- Skipping changes this way is deliberate; the function says how many leases moved.
+CREATE FUNCTION changefeed.reset_checkpoint(tbl regclass, processor text, "position" text DEFAULT NULL,
+                                            range_ids int[] DEFAULT NULL)
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+    pos text := coalesce("position", changefeed.current_position());
+    n int;
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
+    PERFORM changefeed.position_decode(pos);
+    UPDATE changefeed.lease l
+       SET checkpoint = pos, owner = NULL, expires_at = NULL, epoch = l.epoch + 1,
+           backfill_done = true, backfill_after = NULL, backfill_position = NULL, updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor
+       AND (range_ids IS NULL OR l.range_id = ANY (range_ids));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 0 THEN
+        RAISE EXCEPTION 'processor "%" has never run on %', processor, tbl
+            USING ERRCODE = 'CF012', HINT = 'Leases are created when a processor first starts.';
+    END IF;
+    RETURN n;
+END
+$$;
+
+-- Forgets a processor: its leases, checkpoints and owner (for its owner or an admin).
+CREATE FUNCTION changefeed.drop_processor(tbl regclass, processor text) RETURNS bool
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
+    DELETE FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor;
+    DELETE FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor;
+    RETURN FOUND;
 END
 $$;

@@ -150,6 +150,7 @@ RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
 BEGIN
+    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'alter the change feed of');
     IF retention IS NOT NULL AND retention <= interval '0' THEN
         RAISE EXCEPTION 'retention must be a positive interval, not %', retention USING ERRCODE = 'CF003';
     END IF;
@@ -162,9 +163,9 @@ BEGIN
         END IF;
     END IF;
     UPDATE changefeed.collection AS col
-       SET retention = coalesce(alter.retention, col.retention),
-           keep_previous = coalesce(alter.keep_previous, col.keep_previous),
-           ttl_column = coalesce(alter.ttl_column, col.ttl_column)
+       SET retention = coalesce($2, col.retention),        -- retention
+           keep_previous = coalesce($3, col.keep_previous),  -- keep_previous
+           ttl_column = coalesce($4, col.ttl_column)         -- ttl_column
      WHERE id = c.id
     RETURNING * INTO c;
     PERFORM changefeed.install_triggers(c);

@@ -24,6 +24,7 @@ DECLARE
     l changefeed.lease;
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     IF count_limit IS NULL OR count_limit < 1 OR count_limit > 100000 THEN
         RAISE EXCEPTION 'count_limit must be between 1 and 100000' USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -56,3 +57,9 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- What retention dropped, per collection whose table the querying role may SELECT.
+CREATE VIEW changefeed.horizons WITH (security_barrier) AS
+SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before, h.dropped_at
+  FROM changefeed.horizon h JOIN changefeed.collection c ON c.id = h.collection_id
+ WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');

@@ -1,0 +1,216 @@
+-- changefeed: who may do what (DESIGN.md 7, docs/security.md).
+--
+-- Roles, created if missing (they are cluster-wide; NOLOGIN: grant them to
+-- login roles):
+--   changefeed_reader     read the feeds of tables it may SELECT, current_position(),
+--                         the lag of its own processors
+--   changefeed_processor  reader + run processors (leases, checkpoints)
+--   changefeed_admin      processor + enable/disable/alter/maintain any collection,
+--                         see and reset any processor, bind roles to tenants
+-- A table's owner may enable, disable and alter its own table.  PUBLIC gets
+-- nothing.  The tables of this schema are reached only through functions.
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['changefeed_reader', 'changefeed_processor', 'changefeed_admin'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+    END LOOP;
+END
+$$;
+GRANT changefeed_reader TO changefeed_processor;
+GRANT changefeed_processor TO changefeed_admin;
+
+-- The role that called the innermost entry point (see extension/caller.cpp).
+CREATE FUNCTION changefeed.caller() RETURNS oid
+    AS 'MODULE_PATHNAME', 'changefeed_caller' LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+-- Processors belong to the role that first started them on a collection:
+-- lease and checkpoint calls for it from another role fail (admin excepted).
+CREATE TABLE changefeed.processor (
+    collection_id int NOT NULL REFERENCES changefeed.collection (id) ON DELETE CASCADE,
+    name          text NOT NULL,
+    owner_role    regrole NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (collection_id, name)
+);
+
+-- Roles bound to one tenant: every read by them returns only that tenant's changes.
+CREATE TABLE changefeed.tenant_binding (
+    role_id  regrole PRIMARY KEY,
+    tenant   text NOT NULL
+);
+
+-- Whether `who` may administer every collection and processor.
+CREATE FUNCTION changefeed.is_admin(who oid) RETURNS bool
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_has_role(who, 'changefeed_admin', 'USAGE')
+$$;
+
+CREATE FUNCTION changefeed.role_name(who oid) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce((SELECT quote_ident(rolname) FROM pg_roles WHERE oid = who), who::text)
+$$;
+
+-- 42501 unless `who` owns `tbl` (has its owner's privileges) or is an admin.
+CREATE FUNCTION changefeed.require_table_owner(tbl regclass, who oid, action text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF changefeed.is_admin(who)
+       OR pg_has_role(who, (SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'permission denied to % %', action, tbl
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = format('Only the owner of %s or a member of changefeed_admin may do that; %s is neither.',
+                              tbl, changefeed.role_name(who)),
+              HINT = 'Ask the table owner, or GRANT changefeed_admin to the role.';
+END
+$$;
+
+-- The tenants `who` is bound to (empty: unbound).  A role inherits the
+-- bindings of the roles whose privileges it has; superusers are never bound.
+CREATE FUNCTION changefeed.tenants_of(who oid) RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(DISTINCT b.tenant ORDER BY b.tenant), '{}')
+      FROM changefeed.tenant_binding b
+     WHERE NOT (SELECT rolsuper FROM pg_roles WHERE oid = who)
+       AND EXISTS (SELECT 1 FROM pg_roles WHERE oid = b.role_id)
+       AND pg_has_role(who, b.role_id, 'USAGE')
+$$;
+
+-- The tenants the calling role is bound to (empty: unbound).
+CREATE FUNCTION changefeed.bound_tenants() RETURNS text[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT changefeed.tenants_of(changefeed.caller())
+$$;
+
+-- The tenants a read by `who` may return: null = all.  42501 when `who` may
+-- not read `tbl`'s feed: it needs SELECT on the table; a table with row-level
+-- security is refused unless `who` bypasses it (the feed cannot apply
+-- policies); a role bound to tenants reads only those, and only collections
+-- with a tenant column.
+CREATE FUNCTION changefeed.require_read(tbl regclass, who oid, tenant_column text, wanted text)
+RETURNS text[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    bound text[] := changefeed.tenants_of(who);
+    rls bool;
+    owner oid;
+BEGIN
+    IF NOT has_table_privilege(who, tbl, 'SELECT') THEN
+        RAISE EXCEPTION 'permission denied to read the change feed of %', tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('Reading a feed needs SELECT on its table; %s does not have it.',
+                                  changefeed.role_name(who));
+    END IF;
+    SELECT relrowsecurity, relowner INTO rls, owner FROM pg_class WHERE oid = tbl;
+    IF rls AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE oid = who)
+       AND NOT pg_has_role(who, owner, 'USAGE') THEN
+        RAISE EXCEPTION 'permission denied to read the change feed of %', tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'The table has row-level security; its feed carries whole rows and cannot apply the policies.',
+                  HINT = 'Read it as the table owner or a role with BYPASSRLS.';
+    END IF;
+    IF cardinality(bound) = 0 THEN
+        RETURN CASE WHEN wanted IS NULL THEN NULL ELSE ARRAY[wanted] END;
+    END IF;
+    IF tenant_column IS NULL THEN
+        RAISE EXCEPTION 'permission denied to read the change feed of %', tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('%s is bound to tenant %s and the table has no tenant column.',
+                                  changefeed.role_name(who), array_to_string(bound, ', '));
+    END IF;
+    IF wanted IS NULL THEN
+        RETURN bound;
+    END IF;
+    IF NOT wanted = ANY (bound) THEN
+        RAISE EXCEPTION 'permission denied to read tenant % of %', quote_literal(wanted), tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('%s is bound to tenant %s.', changefeed.role_name(who),
+                                  array_to_string(bound, ', '));
+    END IF;
+    RETURN ARRAY[wanted];
+END
+$$;
+
+-- 42501 unless `who` owns processor `name` on collection `collection_id`
+-- (or is an admin).  With `claim`, an unknown processor becomes `who`'s.
+CREATE FUNCTION changefeed.require_processor(tbl regclass, collection_id int, name text, who oid,
+                                             claim bool DEFAULT false) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    owner oid;
+BEGIN
+    SELECT p.owner_role INTO owner FROM changefeed.processor p
+     WHERE p.collection_id = collection_id AND p.name = name;
+    IF NOT FOUND THEN
+        IF NOT claim THEN
+            -- A processor created before ownership existed, or never started:
+            -- the lease functions report what is missing themselves.
+            RETURN;
+        END IF;
+        INSERT INTO changefeed.processor AS p (collection_id, name, owner_role)
+        VALUES (collection_id, name, who::regrole)
+        ON CONFLICT ON CONSTRAINT processor_pkey DO NOTHING;
+        SELECT p.owner_role INTO owner FROM changefeed.processor p
+         WHERE p.collection_id = collection_id AND p.name = name;
+    END IF;
+    IF changefeed.is_admin(who)
+       OR (EXISTS (SELECT 1 FROM pg_roles WHERE oid = owner) AND pg_has_role(who, owner, 'USAGE')) THEN
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'processor "%" on % belongs to role %', name, tbl, changefeed.role_name(owner)
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = format('%s may not take its leases, move its checkpoints or see its lag.',
+                              changefeed.role_name(who)),
+              HINT = 'Run the processor as its owning role, choose another processor name, or ask a changefeed_admin.';
+END
+$$;
+
+-- 42501 unless `who` is an admin.
+CREATE FUNCTION changefeed.require_admin(who oid, action text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT changefeed.is_admin(who) THEN
+        RAISE EXCEPTION 'permission denied to %', action
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('Only members of changefeed_admin may; %s is not one.', changefeed.role_name(who));
+    END IF;
+END
+$$;
+
+-- Binds `who` to one tenant (admin only): its reads then return only that
+-- tenant's changes, whatever they ask.  Binding again replaces the tenant.
+CREATE FUNCTION changefeed.bind_tenant(who regrole, tenant text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM changefeed.require_admin(changefeed.caller(), 'bind roles to tenants');
+    IF who IS NULL OR tenant IS NULL OR tenant = '' THEN
+        RAISE EXCEPTION 'role and tenant must be given' USING ERRCODE = 'CF003';
+    END IF;
+    IF (SELECT rolsuper FROM pg_roles WHERE oid = who) THEN
+        RAISE EXCEPTION 'superuser % cannot be bound to a tenant', who USING ERRCODE = 'CF003';
+    END IF;
+    INSERT INTO changefeed.tenant_binding AS b (role_id, tenant) VALUES (who, tenant)
+    ON CONFLICT (role_id) DO UPDATE SET tenant = excluded.tenant;
+END
+$$;
+
+CREATE FUNCTION changefeed.unbind_tenant(who regrole) RETURNS bool
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM changefeed.require_admin(changefeed.caller(), 'unbind roles from tenants');
+    DELETE FROM changefeed.tenant_binding WHERE role_id = who;
+    RETURN FOUND;
+END
+$$;
+
+CREATE VIEW changefeed.tenant_bindings AS
+SELECT b.role_id AS role_name, b.tenant FROM changefeed.tenant_binding b;
+
+SELECT pg_catalog.pg_extension_config_dump('changefeed.processor', '');
+SELECT pg_catalog.pg_extension_config_dump('changefeed.tenant_binding', '');
