@@ -39,7 +39,7 @@ SELECT l.collection_id, c.relid AS table_name, l.processor, l.range_id, l.owner,
   FROM changefeed.lease l
   JOIN changefeed.collection c ON c.id = l.collection_id
   LEFT JOIN changefeed.processor p ON p.collection_id = l.collection_id AND p.name = l.processor
- WHERE changefeed.is_admin(current_user::regrole::oid)
+ WHERE pg_catalog.pg_has_role('changefeed_admin', 'USAGE')
     OR (p.owner_role IS NOT NULL AND pg_catalog.pg_has_role(p.owner_role, 'USAGE'));
 
 CREATE FUNCTION changefeed.check_name(name text, what text) RETURNS text

@@ -11,7 +11,7 @@
 -- Whether everything up to and including transaction `upto` is visible in `lo`,
 -- i.e. a reader at `lo` had already been delivered every dropped change.
 CREATE FUNCTION changefeed.snapshot_covers(lo pg_snapshot, upto xid8) RETURNS bool
-LANGUAGE sql IMMUTABLE STRICT AS $$
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT upto < pg_catalog.pg_snapshot_xmax(lo)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_snapshot_xip(lo) x WHERE x <= upto)
 $$;
