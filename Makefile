@@ -9,6 +9,7 @@ OBJS = \
 	extension/capture.o \
 	extension/position.o \
 	extension/position_codec.o \
+	extension/position_key.o \
 	extension/notifier.o \
 	extension/log_writer.o
 

@@ -42,5 +42,9 @@ void changefeed_notifier_init(void);
 void changefeed_note_capture(int32 collection_id);
 bool changefeed_xact_captured(void);
 
+// The cluster's position key (extension/position_key.cpp): created on first
+// need, cached per backend; raises an error if it cannot be read or created.
+const uint8 *changefeed_position_key(void);
+
 // FNV-1a (32 bit) of the partition key's bytes; range = hash % ranges.
 extern "C" uint32 changefeed_range_hash(const char *bytes, size_t len);

@@ -5,13 +5,29 @@
 #include "position_codec.hpp"
 
 extern "C" {
+#include "access/detoast.h"
+#include "access/transam.h"
 #include "access/xlog.h"
+#include "storage/procarray.h"
 }
+
+// A position over this is refused before anything is decoded or allocated:
+// 1 MiB of text holds two snapshots of ~49,000 in-progress transactions each.
+// A snapshot lists at most GetMaxSnapshotXidCount() (max_connections and the
+// other backends, plus max_prepared_transactions) of them, so the cap grows
+// past 1 MiB only on a server configured for more; it never shrinks below it,
+// so lowering those settings does not invalidate stored positions.
+static const size_t kPositionTextFloor = 1024 * 1024;
 
 namespace {
 
 char *snapshot_text(Datum snapshot) {
     return DatumGetCString(DirectFunctionCall1(pg_snapshot_out, snapshot));
+}
+
+size_t position_text_cap(void) {
+    size_t derived = changefeed_codec_max_text((uint64)GetMaxSnapshotXidCount());
+    return derived > kPositionTextFloor ? derived : kPositionTextFloor;
 }
 
 }  // namespace
@@ -32,8 +48,9 @@ Datum changefeed_position_encode(PG_FUNCTION_ARGS) {
     size_t outlen = 128 + 4 * (strlen(lo) + (hi ? strlen(hi) : 0)) * 2;
     char *out = (char *)palloc(outlen);
     char err[256];
-    int rc = changefeed_codec_encode(lo, hi, last_seq, GetSystemIdentifier(), MyDatabaseId, out,
-                                     outlen, err, sizeof err);
+    const uint8 *key = changefeed_position_key();
+    int rc = changefeed_codec_encode(lo, hi, last_seq, GetSystemIdentifier(), MyDatabaseId, key,
+                                     out, outlen, err, sizeof err);
     if (rc != 0)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot encode position: %s", err)));
     PG_RETURN_TEXT_P(cstring_to_text(out));
@@ -43,22 +60,51 @@ Datum changefeed_position_encode(PG_FUNCTION_ARGS) {
 Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
     if (PG_ARGISNULL(0))
         ereport(ERROR, (errcode(changefeed::kInvalidPosition), errmsg("position must not be null")));
-    char *encoded = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    // The length is checked on the datum's header, before it is detoasted.
+    size_t cap = position_text_cap();
+    size_t rawlen = toast_raw_datum_size(PG_GETARG_DATUM(0)) - VARHDRSZ;
+    if (rawlen > cap)
+        ereport(ERROR, (errcode(changefeed::kInvalidPosition),
+                        errmsg("invalid position: position is %zu bytes long, longer than any "
+                               "position this server issues (%zu)", rawlen, cap),
+                        errhint("Use a position returned by changefeed.read() or "
+                                "changefeed.current_position(), unchanged.")));
+    text *encoded = PG_GETARG_TEXT_PP(0);
+    size_t textlen = VARSIZE_ANY_EXHDR(encoded);
     // Each transaction id takes 8 encoded bytes (over 10 characters of text)
     // and at most 21 characters as snapshot text: this bounds both snapshots.
-    size_t snaplen = 64 + 24 * (strlen(encoded) + 4);
+    size_t snaplen = 64 + 24 * (textlen + 4);
     char *lo = (char *)palloc(snaplen);
     char *hi = (char *)palloc(snaplen);
     int64_t last_seq = 0;
     int has_hi = 0;
     char err[256];
-    int rc = changefeed_codec_decode(encoded, GetSystemIdentifier(), MyDatabaseId, lo, hi, snaplen,
-                                     &last_seq, &has_hi, err, sizeof err);
-    if (rc == 1)
+    const uint8 *key = changefeed_position_key();
+    // A standby may lag behind the primary that issued a position: only a
+    // server that writes checks for positions from its future.
+    uint64 next_xid =
+        RecoveryInProgress() ? 0 : U64FromFullTransactionId(ReadNextFullTransactionId());
+    int rc = changefeed_codec_decode(VARDATA_ANY(encoded), textlen, GetSystemIdentifier(),
+                                     MyDatabaseId, key, next_xid, cap, lo, hi, snaplen, &last_seq,
+                                     &has_hi, err, sizeof err);
+    if (rc == CHANGEFEED_CODEC_OUTDATED)
+        ereport(ERROR,
+                (errcode(changefeed::kInvalidPosition), errmsg("invalid position: %s", err),
+                 errdetail("Positions are authenticated since changefeed issues \"cf2.\" "
+                           "positions; \"cf1.\" positions could be forged and are refused."),
+                 errhint("Restart the consumer from a checkpoint taken after the upgrade "
+                         "(a position issued since then), or rebuild it from the table.")));
+    if (rc == CHANGEFEED_CODEC_FUTURE)
+        ereport(ERROR,
+                (errcode(changefeed::kInvalidPosition), errmsg("invalid position: %s", err),
+                 errdetail("The position holds transactions this database has not reached yet."),
+                 errhint("A database restored from a backup needs new positions; resync the "
+                         "consumer.")));
+    if (rc == CHANGEFEED_CODEC_INVALID || rc == CHANGEFEED_CODEC_FORGED)
         ereport(ERROR, (errcode(changefeed::kInvalidPosition), errmsg("invalid position: %s", err),
                         errhint("Use a position returned by changefeed.read() or "
                                 "changefeed.current_position(), unchanged.")));
-    if (rc == 2)
+    if (rc == CHANGEFEED_CODEC_FOREIGN)
         ereport(ERROR, (errcode(changefeed::kForeignPosition), errmsg("%s", err),
                         errdetail("Positions are valid only in the database that issued them."),
                         errhint("A restored or cloned cluster needs new positions; resync the consumer.")));

@@ -1,4 +1,4 @@
-// Position codec (see position_codec.hpp for the format).
+// Position codec (see position_codec.hpp for the format and the MAC).
 #include "position_codec.hpp"
 
 #include <cstdio>
@@ -7,15 +7,119 @@
 namespace changefeed::codec {
 namespace {
 
-constexpr std::string_view kPrefix = "cf1.";
-constexpr uint8_t kVersion = 1;
-constexpr uint32_t kMaxXip = 1u << 20;
+constexpr std::string_view kPrefix = "cf2.";
+constexpr std::string_view kOutdatedPrefix = "cf1.";
+constexpr uint8_t kVersion = 2;
 
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
+// ---- SHA-256 (FIPS 180-4) and HMAC (RFC 2104) ----------------------------
+
+constexpr uint32_t kRound[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+class Sha256 {
+  public:
+    void update(std::string_view data) {
+        for (char c : data) {
+            block_[fill_++] = uint8_t(c);
+            if (fill_ == 64) compress();
+        }
+        length_ += data.size();
+    }
+    std::array<uint8_t, 32> finish() {
+        uint64_t bits = length_ * 8;
+        block_[fill_++] = 0x80;
+        if (fill_ > 56) {
+            while (fill_ < 64) block_[fill_++] = 0;
+            compress();
+        }
+        while (fill_ < 56) block_[fill_++] = 0;
+        for (int i = 7; i >= 0; i--) block_[fill_++] = uint8_t(bits >> (8 * i));
+        compress();
+        std::array<uint8_t, 32> out;
+        for (int i = 0; i < 8; i++)
+            for (int j = 0; j < 4; j++) out[4 * i + j] = uint8_t(h_[i] >> (24 - 8 * j));
+        return out;
+    }
+
+  private:
+    void compress() {
+        uint32_t w[64];
+        for (int i = 0; i < 16; i++)
+            w[i] = uint32_t(block_[4 * i]) << 24 | uint32_t(block_[4 * i + 1]) << 16 |
+                   uint32_t(block_[4 * i + 2]) << 8 | uint32_t(block_[4 * i + 3]);
+        for (int i = 16; i < 64; i++) {
+            uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+            uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+        }
+        uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6],
+                 h = h_[7];
+        for (int i = 0; i < 64; i++) {
+            uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) +
+                          kRound[i] + w[i];
+            uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+            h = g;
+            g = f;
+            f = e;
+            e = d + t1;
+            d = c;
+            c = b;
+            b = a;
+            a = t1 + t2;
+        }
+        h_[0] += a;
+        h_[1] += b;
+        h_[2] += c;
+        h_[3] += d;
+        h_[4] += e;
+        h_[5] += f;
+        h_[6] += g;
+        h_[7] += h;
+        fill_ = 0;
+    }
+
+    uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    uint8_t block_[64] = {};
+    size_t fill_ = 0;
+    uint64_t length_ = 0;
+};
+
+std::string_view as_view(const std::array<uint8_t, 32> &a) {
+    return std::string_view(reinterpret_cast<const char *>(a.data()), a.size());
+}
+
+std::string tag_of(std::string_view body, const uint8_t *key) {
+    auto mac = hmac_sha256(std::string_view(reinterpret_cast<const char *>(key), kKeySize), body);
+    return std::string(reinterpret_cast<const char *>(mac.data()), kTagSize);
+}
+
+// Compares without an early exit, so timing does not tell how much matched.
+bool same_tag(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    uint8_t diff = 0;
+    for (size_t i = 0; i < a.size(); i++) diff |= uint8_t(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+// ---- base64url ------------------------------------------------------------
+
+size_t base64url_length(size_t bytes) { return bytes / 3 * 4 + (bytes % 3 ? bytes % 3 + 1 : 0); }
+
 std::string base64url(const std::string &in) {
     std::string out;
-    out.reserve((in.size() + 2) / 3 * 4);
+    out.reserve(base64url_length(in.size()));
     size_t i = 0;
     for (; i + 3 <= in.size(); i += 3) {
         uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
@@ -40,6 +144,8 @@ int digit(char c) {
     return -1;
 }
 
+// Only the canonical text of some bytes decodes: leftover bits must be zero,
+// so that no two texts name the same position.
 std::string unbase64url(std::string_view in) {
     if (in.size() % 4 == 1) throw InvalidPosition("position is truncated");
     std::string out;
@@ -49,15 +155,22 @@ std::string unbase64url(std::string_view in) {
     for (char c : in) {
         int d = digit(c);
         if (d < 0) throw InvalidPosition("position contains characters outside its alphabet");
-        acc = (acc << 6) | uint32_t(d);
+        acc = ((acc << 6) | uint32_t(d)) & 0xfff;
         bits += 6;
         if (bits >= 8) {
             bits -= 8;
             out += char((acc >> bits) & 0xff);
         }
     }
+    if (bits > 0 && (acc & ((1u << bits) - 1)) != 0) throw InvalidPosition("position is damaged");
     return out;
 }
+
+// ---- binary layout --------------------------------------------------------
+
+constexpr size_t kHeaderBytes = 1 + 8 + 4;               // version, system id, database
+constexpr size_t kSnapshotBytes = 8 + 8 + 4;            // without its xip list
+constexpr size_t kTrailerBytes = 1 + 8 + kTagSize;      // flags, last seq, tag
 
 class Writer {
   public:
@@ -101,7 +214,8 @@ class Reader {
         s.xmin = u64();
         s.xmax = u64();
         uint32_t n = u32();
-        if (n > kMaxXip || n > (b_.size() - pos_) / 8) throw InvalidPosition("position is truncated");
+        // Bounded by what is left, so a damaged count allocates nothing large.
+        if (n > (b_.size() - pos_) / 8) throw InvalidPosition("position is truncated");
         s.xip.reserve(n);
         for (uint32_t i = 0; i < n; i++) s.xip.push_back(u64());
         return s;
@@ -145,6 +259,35 @@ uint64_t parse_xid(std::string_view t) {
 
 }  // namespace
 
+std::array<uint8_t, 32> sha256(std::string_view bytes) {
+    Sha256 h;
+    h.update(bytes);
+    return h.finish();
+}
+
+std::array<uint8_t, 32> hmac_sha256(std::string_view key, std::string_view message) {
+    uint8_t block[64] = {};
+    if (key.size() > 64) {
+        auto k = sha256(key);
+        std::memcpy(block, k.data(), k.size());
+    } else {
+        std::memcpy(block, key.data(), key.size());
+    }
+    char ipad[64], opad[64];
+    for (int i = 0; i < 64; i++) {
+        ipad[i] = char(block[i] ^ 0x36);
+        opad[i] = char(block[i] ^ 0x5c);
+    }
+    Sha256 inner;
+    inner.update(std::string_view(ipad, 64));
+    inner.update(message);
+    auto inner_hash = inner.finish();
+    Sha256 outer;
+    outer.update(std::string_view(opad, 64));
+    outer.update(as_view(inner_hash));
+    return outer.finish();
+}
+
 uint32_t fnv1a32(std::string_view bytes) {
     uint32_t h = 2166136261u;
     for (char c : bytes) {
@@ -179,7 +322,12 @@ std::string format_snapshot(const Snapshot &s) {
     return out;
 }
 
-std::string encode(const Position &p) {
+size_t max_text_length(uint64_t max_xip) {
+    uint64_t bytes = kHeaderBytes + 2 * (kSnapshotBytes + 8 * max_xip) + kTrailerBytes;
+    return kPrefix.size() + base64url_length(size_t(bytes));
+}
+
+std::string encode(const Position &p, const uint8_t *key) {
     Writer w;
     w.u8(kVersion);
     w.u64(p.system_id);
@@ -188,24 +336,31 @@ std::string encode(const Position &p) {
     w.u8(p.hi ? 1 : 0);
     if (p.hi) w.snapshot(*p.hi);
     w.u64(uint64_t(p.last_seq));
-    w.u32(fnv1a32(w.bytes()));
+    w.bytes() += tag_of(w.bytes(), key);
     return std::string(kPrefix) + base64url(w.bytes());
 }
 
-Position decode(std::string_view text, uint64_t system_id, uint32_t database) {
+Position decode(std::string_view text, const Checks &checks) {
+    // 1. Length, before anything is decoded or allocated.
+    if (text.size() > checks.max_text)
+        throw InvalidPosition("position is " + std::to_string(text.size()) +
+                              " characters long, longer than any position this server issues (" +
+                              std::to_string(checks.max_text) + ")");
+    // 2. Structure.
+    if (text.substr(0, kOutdatedPrefix.size()) == kOutdatedPrefix)
+        throw OutdatedPosition("position predates authenticated positions");
     if (text.substr(0, kPrefix.size()) != kPrefix) {
         if (text.size() >= 3 && text.substr(0, 2) == "cf")
             throw InvalidPosition("position has an unknown version");
         throw InvalidPosition("text is not a changefeed position");
     }
     std::string bytes = unbase64url(text.substr(kPrefix.size()));
-    if (bytes.size() < 4) throw InvalidPosition("position is truncated");
-    std::string_view body(bytes.data(), bytes.size() - 4);
-    Reader tail(std::string_view(bytes).substr(bytes.size() - 4));
+    if (bytes.size() < kHeaderBytes + kSnapshotBytes + kTrailerBytes)
+        throw InvalidPosition("position is truncated");
+    std::string_view body(bytes.data(), bytes.size() - kTagSize);
+    std::string_view tag = std::string_view(bytes).substr(body.size());
     Reader r(body);
-    if (r.size() < 1) throw InvalidPosition("position is truncated");
-    uint8_t version = r.u8();
-    if (version != kVersion) throw InvalidPosition("position has an unknown version");
+    if (r.u8() != kVersion) throw InvalidPosition("position has an unknown version");
     Position p;
     p.system_id = r.u64();
     p.database = r.u32();
@@ -214,8 +369,15 @@ Position decode(std::string_view text, uint64_t system_id, uint32_t database) {
     if (flags > 1) throw InvalidPosition("position is damaged");
     if (flags & 1) p.hi = r.snapshot();
     p.last_seq = int64_t(r.u64());
-    if (r.pos() != r.size() || tail.u32() != fnv1a32(body))
-        throw InvalidPosition("position is damaged (checksum mismatch)");
+    if (r.pos() != r.size()) throw InvalidPosition("position is damaged");
+    // 3. Cluster and database: a restored or cloned database keeps getting
+    // this answer, not a tag mismatch (its key may differ).
+    if (p.system_id != checks.system_id || p.database != checks.database)
+        throw ForeignPosition("position was taken on another database cluster or database");
+    // 4. The tag.
+    if (!same_tag(tag, tag_of(body, checks.key)))
+        throw ForgedPosition("position is forged or damaged (authentication failed)");
+    // 5. The snapshots.
     check_snapshot(p.lo, "lower");
     if (p.hi) {
         check_snapshot(*p.hi, "upper");
@@ -223,8 +385,10 @@ Position decode(std::string_view text, uint64_t system_id, uint32_t database) {
             throw InvalidPosition("position holds an upper snapshot older than its lower one");
     }
     if (p.last_seq < 0 || (!p.hi && p.last_seq != 0)) throw InvalidPosition("position is damaged");
-    if (p.system_id != system_id || p.database != database)
-        throw ForeignPosition("position was taken on another database cluster or database");
+    if (checks.next_xid != 0 &&
+        (p.lo.xmax > checks.next_xid || (p.hi && p.hi->xmax > checks.next_xid)))
+        throw FuturePosition(
+            "position is newer than this database: restored from an older backup?");
     return p;
 }
 
@@ -248,8 +412,8 @@ bool copy_out(const std::string &s, char *out, size_t outlen) noexcept {
 }  // namespace
 
 extern "C" int changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq,
-                                       uint64_t system_id, uint32_t database, char *out,
-                                       size_t outlen, char *err, size_t errlen) {
+                                       uint64_t system_id, uint32_t database, const uint8_t *key,
+                                       char *out, size_t outlen, char *err, size_t errlen) {
     try {
         Position p;
         p.system_id = system_id;
@@ -257,38 +421,54 @@ extern "C" int changefeed_codec_encode(const char *lo, const char *hi, int64_t l
         p.lo = parse_snapshot(lo);
         if (hi) p.hi = parse_snapshot(hi);
         p.last_seq = hi ? last_seq : 0;
-        if (!copy_out(encode(p), out, outlen)) throw std::length_error("position buffer too small");
+        if (!copy_out(encode(p, key), out, outlen))
+            throw std::length_error("position buffer too small");
         return 0;
     } catch (const std::exception &e) {
-        return report(e, 3, err, errlen);
+        return report(e, CHANGEFEED_CODEC_INTERNAL, err, errlen);
     } catch (...) {
         std::snprintf(err, errlen, "unexpected failure");
-        return 3;
+        return CHANGEFEED_CODEC_INTERNAL;
     }
 }
 
-extern "C" int changefeed_codec_decode(const char *text, uint64_t system_id, uint32_t database,
-                                       char *lo, char *hi, size_t snaplen, int64_t *last_seq,
-                                       int *has_hi, char *err, size_t errlen) {
+extern "C" int changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
+                                       uint32_t database, const uint8_t *key, uint64_t next_xid,
+                                       size_t max_text, char *lo, char *hi, size_t snaplen,
+                                       int64_t *last_seq, int *has_hi, char *err, size_t errlen) {
     try {
-        Position p = decode(text, system_id, database);
+        Checks checks;
+        checks.system_id = system_id;
+        checks.database = database;
+        checks.key = key;
+        checks.next_xid = next_xid;
+        checks.max_text = max_text;
+        Position p = decode(std::string_view(text, textlen), checks);
         if (!copy_out(format_snapshot(p.lo), lo, snaplen) ||
             (p.hi && !copy_out(format_snapshot(*p.hi), hi, snaplen)))
             throw std::length_error("snapshot buffer too small");
         *has_hi = p.hi ? 1 : 0;
         *last_seq = p.last_seq;
         return 0;
+    } catch (const OutdatedPosition &e) {
+        return report(e, CHANGEFEED_CODEC_OUTDATED, err, errlen);
+    } catch (const ForgedPosition &e) {
+        return report(e, CHANGEFEED_CODEC_FORGED, err, errlen);
+    } catch (const FuturePosition &e) {
+        return report(e, CHANGEFEED_CODEC_FUTURE, err, errlen);
     } catch (const InvalidPosition &e) {
-        return report(e, 1, err, errlen);
+        return report(e, CHANGEFEED_CODEC_INVALID, err, errlen);
     } catch (const ForeignPosition &e) {
-        return report(e, 2, err, errlen);
+        return report(e, CHANGEFEED_CODEC_FOREIGN, err, errlen);
     } catch (const std::exception &e) {
-        return report(e, 3, err, errlen);
+        return report(e, CHANGEFEED_CODEC_INTERNAL, err, errlen);
     } catch (...) {
         std::snprintf(err, errlen, "unexpected failure");
-        return 3;
+        return CHANGEFEED_CODEC_INTERNAL;
     }
 }
+
+extern "C" size_t changefeed_codec_max_text(uint64_t max_xip) { return max_text_length(max_xip); }
 
 extern "C" uint32_t changefeed_range_hash(const char *bytes, size_t len) {
     return changefeed::codec::fnv1a32(std::string_view(bytes, len));

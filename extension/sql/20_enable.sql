@@ -2,7 +2,7 @@
 --
 -- SQLSTATEs of our own (class CF):
 --   CF001 table has no primary key          CF002 table is not enabled
---   CF003 invalid option value              CF004 malformed position
+--   CF003 invalid option value              CF004 bad position (malformed, forged, too long, future, cf1)
 --   CF005 position from another cluster/database
 --   CF008 already enabled with other options
 --   CF006 history lost (retention dropped changes a position had not read)

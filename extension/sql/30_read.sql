@@ -3,13 +3,19 @@
 -- A position is opaque, versioned text.  It holds a lower snapshot `lo`
 -- (everything visible in it was delivered) and, while a window is being paged,
 -- the window's upper snapshot `hi` and the last seq delivered inside it.
--- Encoding and validation live in C++ (extension/position*.cpp).
-
+-- Encoding and validation live in C++ (extension/position*.cpp); positions
+-- carry a MAC under the cluster's key (changefeed_position.key in the data
+-- directory), so only these functions can mint one.
+-- STABLE: within a statement the same arguments give the same result (the
+-- key never changes once created; decode's check against the next
+-- transaction id can only turn an error into a result as time goes on, and an
+-- error ends the statement).  PARALLEL SAFE: workers see the same cluster,
+-- database, key file and shared transaction counter.
 CREATE FUNCTION changefeed.position_encode(lo pg_snapshot, hi pg_snapshot, last_seq bigint)
-RETURNS text AS 'MODULE_PATHNAME', 'changefeed_position_encode' LANGUAGE C STABLE;
+RETURNS text AS 'MODULE_PATHNAME', 'changefeed_position_encode' LANGUAGE C STABLE PARALLEL SAFE;
 
 CREATE FUNCTION changefeed.position_decode(pos text, OUT lo pg_snapshot, OUT hi pg_snapshot, OUT last_seq bigint)
-RETURNS record AS 'MODULE_PATHNAME', 'changefeed_position_decode' LANGUAGE C STABLE;
+RETURNS record AS 'MODULE_PATHNAME', 'changefeed_position_decode' LANGUAGE C STABLE PARALLEL SAFE;
 
 -- The position of "now": a read from it returns what commits after this
 -- statement's snapshot.  Inside a REPEATABLE READ transaction it is the
