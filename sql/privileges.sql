@@ -30,37 +30,37 @@ SELECT p.oid::regprocedure AS unpinned
 -- The same, tried: a user's operator in public that would run as whoever
 -- resolves it there.  Code of the extension run by a superuser never does.
 SET ROLE regress_cf_owner;
-CREATE TABLE public.escalations (who text);
-GRANT INSERT ON public.escalations TO PUBLIC;
+CREATE TABLE public.priv_escalations (who text);
+GRANT INSERT ON public.priv_escalations TO PUBLIC;
 CREATE FUNCTION public.evil_cat(text, int) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN INSERT INTO public.escalations VALUES (current_user); RETURN $1; END $$;
+BEGIN INSERT INTO public.priv_escalations VALUES (current_user); RETURN $1; END $$;
 CREATE OPERATOR public.|| (LEFTARG = text, RIGHTARG = int, FUNCTION = public.evil_cat);
 CREATE FUNCTION public.evil_le(xid8, xid8) RETURNS bool LANGUAGE plpgsql AS $$
-BEGIN INSERT INTO public.escalations VALUES (current_user); RETURN true; END $$;
+BEGIN INSERT INTO public.priv_escalations VALUES (current_user); RETURN true; END $$;
 CREATE OPERATOR public.<= (LEFTARG = xid8, RIGHTARG = xid8, FUNCTION = public.evil_le);
 RESET ROLE;
 SET search_path = public, pg_catalog;
 SELECT changefeed.channel_of(7), changefeed.operation_name('c'),
        changefeed.snapshot_covers('10:20:15', '12'), changefeed.current_position() IS NOT NULL AS pos;
 RESET search_path;
-SELECT count(*) AS escalations FROM public.escalations;
+SELECT count(*) AS priv_escalations FROM public.priv_escalations;
 
 -- A table owner enables its own table; not another's.
 SET ROLE regress_cf_owner;
-CREATE TABLE public.orders (id int PRIMARY KEY, tenant text NOT NULL, amount int);
-CREATE TABLE public.notes (id int PRIMARY KEY, body text);
-SELECT changefeed.enable('public.orders', tenant_column => 'tenant') > 0 AS enabled;
-SELECT changefeed.enable('public.notes') > 0 AS enabled;
-GRANT SELECT ON public.orders TO regress_cf_proc1, regress_cf_proc2, regress_cf_tenant_a, regress_cf_reader;
+CREATE TABLE public.priv_orders (id int PRIMARY KEY, tenant text NOT NULL, amount int);
+CREATE TABLE public.priv_notes (id int PRIMARY KEY, body text);
+SELECT changefeed.enable('public.priv_orders', tenant_column => 'tenant') > 0 AS enabled;
+SELECT changefeed.enable('public.priv_notes') > 0 AS enabled;
+GRANT SELECT ON public.priv_orders TO regress_cf_proc1, regress_cf_proc2, regress_cf_tenant_a, regress_cf_reader;
 RESET ROLE;
 SET ROLE regress_cf_other_owner;
-CREATE TABLE public.secrets (id int PRIMARY KEY, v text);
-SELECT try($$SELECT changefeed.enable('public.orders')$$);           -- not its table
-SELECT try($$SELECT changefeed.disable('public.orders')$$);
-SELECT try($$SELECT changefeed.alter('public.orders', retention => '1 day')$$);
+CREATE TABLE public.priv_secrets (id int PRIMARY KEY, v text);
+SELECT try($$SELECT changefeed.enable('public.priv_orders')$$);           -- not its table
+SELECT try($$SELECT changefeed.disable('public.priv_orders')$$);
+SELECT try($$SELECT changefeed.alter('public.priv_orders', retention => '1 day')$$);
 RESET ROLE;
 SET ROLE regress_cf_admin;
-SELECT changefeed.enable('public.secrets') > 0 AS admin_enables_any;
+SELECT changefeed.enable('public.priv_secrets') > 0 AS admin_enables_any;
 RESET ROLE;
 
 -- A role with no changefeed role gets nothing at all.
@@ -73,24 +73,24 @@ RESET ROLE;
 
 -- Readers: the feed of tables they may SELECT, nothing else; no table of the
 -- schema directly; no position minting; no implementation called directly.
-INSERT INTO public.orders VALUES (1, 'a', 10), (2, 'b', 20);
-INSERT INTO public.secrets VALUES (1, 'top');
+INSERT INTO public.priv_orders VALUES (1, 'a', 10), (2, 'b', 20);
+INSERT INTO public.priv_secrets VALUES (1, 'top');
 CREATE TEMP TABLE pos AS SELECT changefeed.current_position() AS p;
 GRANT SELECT ON pos TO PUBLIC;
-INSERT INTO public.orders VALUES (3, 'a', 30);
-INSERT INTO public.secrets VALUES (2, 'hidden');
+INSERT INTO public.priv_orders VALUES (3, 'a', 30);
+INSERT INTO public.priv_secrets VALUES (2, 'hidden');
 SET ROLE regress_cf_reader;
-SELECT doc_id, operation, tenant FROM changefeed.read('public.orders', (SELECT p FROM pos));
-SELECT try($$SELECT count(*) FROM changefeed.read('public.secrets', (SELECT p FROM pos))$$);
-SELECT try($$SELECT count(*) FROM changefeed.read('public.notes', (SELECT p FROM pos))$$);
+SELECT doc_id, operation, tenant FROM changefeed.read('public.priv_orders', (SELECT p FROM pos));
+SELECT try($$SELECT count(*) FROM changefeed.read('public.priv_secrets', (SELECT p FROM pos))$$);
+SELECT try($$SELECT count(*) FROM changefeed.read('public.priv_notes', (SELECT p FROM pos))$$);
 SELECT try($$SELECT count(*) FROM changefeed.log$$);
 SELECT try($$SELECT count(*) FROM changefeed.collection$$);
 SELECT try($$SELECT count(*) FROM changefeed.lease$$);
 SELECT try($$SELECT count(*) FROM changefeed.horizon$$);
 SELECT try($$UPDATE changefeed.lease SET checkpoint = ''$$);
 SELECT try($$SELECT changefeed.position_encode('1:1:', NULL, 0)$$);
-SELECT try($$SELECT * FROM changefeed._read('public.orders', (SELECT p FROM pos), 10, NULL, 'all', NULL, NULL, NULL, NULL)$$);
-SELECT try($$SELECT changefeed.lease_init('public.orders', 'reader-proc')$$);   -- not a processor role
+SELECT try($$SELECT * FROM changefeed._read('public.priv_orders', (SELECT p FROM pos), 10, NULL, 'all', NULL, NULL, NULL, NULL)$$);
+SELECT try($$SELECT changefeed.lease_init('public.priv_orders', 'reader-proc')$$);   -- not a processor role
 -- The collections view lists only tables the reader may SELECT, even to a
 -- leaky function (security barrier).
 CREATE FUNCTION pg_temp.leak(t regclass) RETURNS bool LANGUAGE plpgsql COST 0.0001 AS $$
@@ -99,51 +99,51 @@ SELECT table_name FROM changefeed.collections WHERE pg_temp.leak(table_name) ORD
 RESET ROLE;
 
 -- Row-level security: the feed cannot apply policies, so it refuses.
-ALTER TABLE public.orders ENABLE ROW LEVEL SECURITY;
+ALTER TABLE public.priv_orders ENABLE ROW LEVEL SECURITY;
 SET ROLE regress_cf_reader;
-SELECT try($$SELECT count(*) FROM changefeed.read('public.orders', (SELECT p FROM pos))$$);
+SELECT try($$SELECT count(*) FROM changefeed.read('public.priv_orders', (SELECT p FROM pos))$$);
 RESET ROLE;
 SET ROLE regress_cf_owner;   -- the owner is not subject to its policies
-SELECT count(*) AS owner_reads FROM changefeed.read('public.orders', (SELECT p FROM pos));
+SELECT count(*) AS owner_reads FROM changefeed.read('public.priv_orders', (SELECT p FROM pos));
 RESET ROLE;
-ALTER TABLE public.orders DISABLE ROW LEVEL SECURITY;
+ALTER TABLE public.priv_orders DISABLE ROW LEVEL SECURITY;
 
 -- Processors belong to the role that first started them.
 SET ROLE regress_cf_proc1;
-SELECT changefeed.lease_init('public.orders', 'billing');
-SELECT count(*) AS taken FROM changefeed.lease_acquire('public.orders', 'billing', 'p1', '1 minute');
+SELECT changefeed.lease_init('public.priv_orders', 'billing');
+SELECT count(*) AS taken FROM changefeed.lease_acquire('public.priv_orders', 'billing', 'p1', '1 minute');
 SELECT count(*) AS visible_leases FROM changefeed.leases;
 RESET ROLE;
-INSERT INTO public.orders SELECT g, 'a', g FROM generate_series(10, 50) g;
+INSERT INTO public.priv_orders SELECT g, 'a', g FROM generate_series(10, 50) g;
 SET ROLE regress_cf_proc2;
-SELECT try($$SELECT changefeed.lease_init('public.orders', 'billing')$$);
-SELECT try($$SELECT * FROM changefeed.lease_acquire('public.orders', 'billing', 'p2', '1 minute')$$);
-SELECT try($$SELECT changefeed.lease_steal('public.orders', 'billing', 0, 'p2', 'p1', '1 minute')$$);
-SELECT try($$SELECT changefeed.lease_checkpoint('public.orders', 'billing', 0, 'p1', 1, changefeed.current_position())$$);
-SELECT try($$SELECT changefeed.lease_release('public.orders', 'billing', 'p1')$$);
-SELECT try($$SELECT changefeed.reset_checkpoint('public.orders', 'billing')$$);
-SELECT try($$SELECT changefeed.drop_processor('public.orders', 'billing')$$);
-SELECT try($$SELECT * FROM changefeed.lag('public.orders', 'billing')$$);
+SELECT try($$SELECT changefeed.lease_init('public.priv_orders', 'billing')$$);
+SELECT try($$SELECT * FROM changefeed.lease_acquire('public.priv_orders', 'billing', 'p2', '1 minute')$$);
+SELECT try($$SELECT changefeed.lease_steal('public.priv_orders', 'billing', 0, 'p2', 'p1', '1 minute')$$);
+SELECT try($$SELECT changefeed.lease_checkpoint('public.priv_orders', 'billing', 0, 'p1', 1, changefeed.current_position())$$);
+SELECT try($$SELECT changefeed.lease_release('public.priv_orders', 'billing', 'p1')$$);
+SELECT try($$SELECT changefeed.reset_checkpoint('public.priv_orders', 'billing')$$);
+SELECT try($$SELECT changefeed.drop_processor('public.priv_orders', 'billing')$$);
+SELECT try($$SELECT * FROM changefeed.lag('public.priv_orders', 'billing')$$);
 SELECT count(*) AS visible_leases FROM changefeed.leases;
-SELECT changefeed.lease_init('public.orders', 'audit');              -- a name of its own is fine
+SELECT changefeed.lease_init('public.priv_orders', 'audit');              -- a name of its own is fine
 RESET ROLE;
 SET ROLE regress_cf_reader;
-SELECT try($$SELECT * FROM changefeed.lag('public.orders', 'billing')$$);
+SELECT try($$SELECT * FROM changefeed.lag('public.priv_orders', 'billing')$$);
 RESET ROLE;
 -- Nothing moved: the owner still has all 41 changes pending.
 SET ROLE regress_cf_proc1;
-SELECT sum(pending) AS pending FROM changefeed.lag('public.orders', 'billing');
+SELECT sum(pending) AS pending FROM changefeed.lag('public.priv_orders', 'billing');
 RESET ROLE;
 SET ROLE regress_cf_admin;
-SELECT sum(pending) AS admin_sees_pending FROM changefeed.lag('public.orders', 'billing');
+SELECT sum(pending) AS admin_sees_pending FROM changefeed.lag('public.priv_orders', 'billing');
 SELECT count(DISTINCT processor) AS admin_sees_processors FROM changefeed.leases;
 RESET ROLE;
 -- The owner moves its own checkpoint with a function, never an UPDATE; the
 -- moved leases are freed with a new epoch, so a running instance is fenced.
 SET ROLE regress_cf_proc1;
-SELECT changefeed.reset_checkpoint('public.orders', 'billing') AS moved;
-SELECT sum(pending) AS pending_after_reset FROM changefeed.lag('public.orders', 'billing');
-SELECT try($$SELECT changefeed.lease_checkpoint('public.orders', 'billing', 0, 'p1', 1, changefeed.current_position())$$);
+SELECT changefeed.reset_checkpoint('public.priv_orders', 'billing') AS moved;
+SELECT sum(pending) AS pending_after_reset FROM changefeed.lag('public.priv_orders', 'billing');
+SELECT try($$SELECT changefeed.lease_checkpoint('public.priv_orders', 'billing', 0, 'p1', 1, changefeed.current_position())$$);
 RESET ROLE;
 
 -- Tenants: a role bound to one tenant reads only that tenant's changes.
@@ -155,17 +155,17 @@ SELECT changefeed.bind_tenant('regress_cf_tenant_a', 'a');
 SELECT * FROM changefeed.tenant_bindings;
 RESET ROLE;
 SET ROLE regress_cf_tenant_a;
-SELECT tenant, count(*) FROM changefeed.read('public.orders', (SELECT p FROM pos)) GROUP BY 1 ORDER BY 1;
-SELECT tenant, count(*) FROM changefeed.read('public.orders', (SELECT p FROM pos), tenant => 'a') GROUP BY 1;
-SELECT try($$SELECT count(*) FROM changefeed.read('public.orders', (SELECT p FROM pos), tenant => 'b')$$);
+SELECT tenant, count(*) FROM changefeed.read('public.priv_orders', (SELECT p FROM pos)) GROUP BY 1 ORDER BY 1;
+SELECT tenant, count(*) FROM changefeed.read('public.priv_orders', (SELECT p FROM pos), tenant => 'a') GROUP BY 1;
+SELECT try($$SELECT count(*) FROM changefeed.read('public.priv_orders', (SELECT p FROM pos), tenant => 'b')$$);
 RESET ROLE;
 -- read(tenant => ...) narrows any reader's feed.
 SET ROLE regress_cf_reader;
-SELECT tenant, count(*) FROM changefeed.read('public.orders', (SELECT p FROM pos), tenant => 'b') GROUP BY 1;
+SELECT tenant, count(*) FROM changefeed.read('public.priv_orders', (SELECT p FROM pos), tenant => 'b') GROUP BY 1;
 RESET ROLE;
-GRANT SELECT ON public.notes TO regress_cf_tenant_a;
+GRANT SELECT ON public.priv_notes TO regress_cf_tenant_a;
 SET ROLE regress_cf_tenant_a;
-SELECT try($$SELECT count(*) FROM changefeed.read('public.notes', (SELECT p FROM pos))$$);
+SELECT try($$SELECT count(*) FROM changefeed.read('public.priv_notes', (SELECT p FROM pos))$$);
 RESET ROLE;
 SELECT changefeed.unbind_tenant('regress_cf_tenant_a');
 
@@ -173,39 +173,39 @@ SELECT changefeed.unbind_tenant('regress_cf_tenant_a');
 CREATE TEMP TABLE pos2 AS SELECT changefeed.current_position() AS p;
 GRANT SELECT ON pos2 TO PUBLIC;
 SET ROLE regress_cf_owner;
-MERGE INTO public.notes n
+MERGE INTO public.priv_notes n
 USING (VALUES (1, 'one'), (2, 'two')) AS v(id, body) ON n.id = v.id
 WHEN MATCHED THEN UPDATE SET body = v.body
 WHEN NOT MATCHED THEN INSERT VALUES (v.id, v.body);
-MERGE INTO public.notes n
+MERGE INTO public.priv_notes n
 USING (VALUES (1, 'uno'), (2, NULL)) AS v(id, body) ON n.id = v.id
 WHEN MATCHED AND v.body IS NULL THEN DELETE
 WHEN MATCHED THEN UPDATE SET body = v.body;
-SELECT doc_id, operation, current->>'body' AS body FROM changefeed.read('public.notes', (SELECT p FROM pos2));
+SELECT doc_id, operation, current->>'body' AS body FROM changefeed.read('public.priv_notes', (SELECT p FROM pos2));
 RESET ROLE;
 
--- Drops work for everyone: a non-superuser drops its temporary, plain and
+-- Drops work for everyone: a non-superuser drops its temporary, priv_plain and
 -- enabled tables, its schema and everything it owns.
 SET ROLE regress_cf_owner;
 CREATE TEMP TABLE scratch (id int);
 DROP TABLE scratch;
-CREATE TABLE public.plain (id int);
-DROP TABLE public.plain;
+CREATE TABLE public.priv_plain (id int);
+DROP TABLE public.priv_plain;
 CREATE SCHEMA regress_cf_owned;
 CREATE TABLE regress_cf_owned.inner_t (id int PRIMARY KEY);
 SELECT changefeed.enable('regress_cf_owned.inner_t') > 0 AS enabled;
 DROP SCHEMA regress_cf_owned CASCADE;
 RESET ROLE;
-SELECT count(*) AS collections_left FROM changefeed.collection;   -- orders, notes, secrets
+SELECT count(*) AS collections_left FROM changefeed.collection;   -- priv_orders, priv_notes, priv_secrets
 SET ROLE regress_cf_owner;
 -- A materialized view refreshed concurrently drops a temporary diff table as its owner.
-CREATE MATERIALIZED VIEW public.order_totals AS SELECT tenant, sum(amount) AS total FROM public.orders GROUP BY tenant;
-CREATE UNIQUE INDEX ON public.order_totals (tenant);
+CREATE MATERIALIZED VIEW public.priv_order_totals AS SELECT tenant, sum(amount) AS total FROM public.priv_orders GROUP BY tenant;
+CREATE UNIQUE INDEX ON public.priv_order_totals (tenant);
 RESET ROLE;
-REFRESH MATERIALIZED VIEW CONCURRENTLY public.order_totals;
+REFRESH MATERIALIZED VIEW CONCURRENTLY public.priv_order_totals;
 SET ROLE regress_cf_owner;
-REFRESH MATERIALIZED VIEW CONCURRENTLY public.order_totals;
-DROP TABLE public.orders CASCADE;
+REFRESH MATERIALIZED VIEW CONCURRENTLY public.priv_order_totals;
+DROP TABLE public.priv_orders CASCADE;
 RESET ROLE;
 SELECT relid FROM changefeed.collection ORDER BY 1;
 
