@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# A dump and restore round trip as a user would do it, on a throwaway cluster
+# with the library preloaded:
+#   database `src`: the extension, two enabled tables (one with a composite
+#   key), writes, a processor's leases taken and checkpointed;
+#   `pg_dump -Fc src`, restored into
+#     r_template0  a new database made from template0,
+#     r_template1  a new database made from a template1 that has the extension,
+#     r_elsewhere  a new database on another cluster, whose transaction ids
+#                  are behind the source's (a restore onto a new server);
+# then, in each restored database, checks what a user relies on: the restore
+# is clean, collections lists the tables by name, new writes are captured and
+# read back, disable works, and the restored checkpoint (a position of the old
+# database) is refused with our error, never read as an empty success.
+#
+# Usage (as root on Debian 12, extension built and installed):
+#   bash test/dump_restore.sh [--port N] [--keep]
+# Prints `N passed, M failed` last; exits 1 when a check failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+export PGBIN
+port=56160
+keep=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --port) port=$2; shift ;;
+        --keep) keep=1 ;;
+        *) echo "dump_restore.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+scratch=$(mktemp -d /tmp/changefeed-dump-restore.XXXXXX)
+chmod 755 "$scratch"
+cleanup() {
+    local c
+    for c in "$scratch/cluster" "$scratch/elsewhere"; do
+        [ -f "$c/data/postmaster.pid" ] && bash test/cluster.sh stop "$c" --immediate >/dev/null 2>&1 || true
+    done
+    if [ "$keep" = 1 ]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
+}
+trap cleanup EXIT
+
+bash test/cluster.sh start "$scratch/cluster" --port "$port" --fsync-off
+bash test/cluster.sh start "$scratch/elsewhere" --port "$((port + 1))" --fsync-off
+eval "$(bash test/cluster.sh env "$scratch/cluster")"
+
+passed=0 failed=0
+pass() { passed=$((passed + 1)); echo "ok   - $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL - $1"; [ -z "${2:-}" ] || sed 's/^/         /' <<<"$2"; }
+# check NAME EXPECTED ACTUAL
+check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected: $2"$'\n'"got:      $3"; fi; }
+
+# q DB SQL: the result rows, unaligned; fails the script on an SQL error
+# (used for the set-up, which must work).
+q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+# burn_xids DB N: uses up N transaction ids, one transaction each.
+burn_xids() {
+    q "$1" "DO \$\$ BEGIN FOR i IN 1..$2 LOOP PERFORM pg_catalog.pg_current_xact_id(); COMMIT; END LOOP; END \$\$"
+}
+# try DB SQL: prints "OK <rows>" or "<SQLSTATE> <message>"; never fails.
+try() {
+    local out
+    if out=$("$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -d "$1" -c "$2" 2>&1); then
+        echo "OK $out"
+    else
+        sed -nE '1s/^(psql:[^:]*:[0-9]+: )?ERROR:  ([0-9A-Z]{5}): /\2 /p' <<<"$out" | grep . ||
+            echo "?? $out"
+    fi
+}
+
+echo "== source database"
+# The source's transaction ids run ahead of the other cluster's.
+burn_xids postgres 300
+q postgres "CREATE DATABASE src"
+q src "CREATE EXTENSION changefeed"
+q src "CREATE TABLE public.users (id int PRIMARY KEY, name text NOT NULL)"
+q src "CREATE TABLE public.order_lines (order_id int, line int, sku text, qty int,
+                                        PRIMARY KEY (order_id, line))"
+q src "SELECT changefeed.enable('public.users'), changefeed.enable('public.order_lines', ranges => 4)" >/dev/null
+# The processor starts before the writes: its leases hold the start position.
+q src "SELECT changefeed.lease_init('users', 'billing')" >/dev/null
+initial=$(q src "SELECT DISTINCT checkpoint FROM changefeed.lease WHERE processor = 'billing'")
+q src "INSERT INTO users SELECT g, 'user ' || g FROM generate_series(1, 50) g"
+q src "INSERT INTO order_lines SELECT o, l, 'sku-' || o || '-' || l, l FROM generate_series(1, 10) o, generate_series(1, 3) l"
+q src "UPDATE users SET name = name || ' (renamed)' WHERE id % 7 = 0"
+q src "DELETE FROM order_lines WHERE order_id = 3"
+
+# One instance takes the leases and checkpoints every range after what it read.
+q src "DO \$\$
+DECLARE
+    l record;
+    pos text;
+BEGIN
+    FOR l IN SELECT * FROM changefeed.lease_acquire('users', 'billing', 'billing-1', '10 minutes') LOOP
+        SELECT r.position INTO pos FROM changefeed.read('users', l.checkpoint, ranges => ARRAY[l.range_id]) r
+         ORDER BY r.seq DESC LIMIT 1;
+        PERFORM changefeed.lease_checkpoint('users', 'billing', l.range_id, 'billing-1', l.epoch,
+                                            coalesce(pos, l.checkpoint));
+    END LOOP;
+END
+\$\$"
+# Writes after the checkpoint: the processor has not read these yet.
+q src "INSERT INTO users VALUES (51, 'late user')"
+
+check "src: the processor holds all 16 leases" 16 \
+    "$(q src "SELECT count(*) FROM changefeed.lease_acquire('users', 'billing', 'billing-1', '10 minutes')")"
+check "src: every checkpoint moved past the initial position" 16 \
+    "$(q src "SELECT count(*) FROM changefeed.lease WHERE processor = 'billing' AND checkpoint <> '$initial'")"
+check "src: the checkpoint reads only what came after it" "51" \
+    "$(q src "SELECT string_agg(DISTINCT r.doc_id, ',')
+                FROM changefeed.lease l
+               CROSS JOIN LATERAL changefeed.read('users', l.checkpoint, ranges => ARRAY[l.range_id]) r
+               WHERE l.processor = 'billing'")"
+
+src_xid=$(q src "SELECT pg_current_xact_id()")
+
+echo "== pg_dump -Fc src"
+if "$PGBIN/pg_dump" -Fc -d src -f "$scratch/src.dump" 2>"$scratch/pg_dump.err"; then
+    pass "pg_dump exits 0"
+else
+    fail "pg_dump exits 0" "$(cat "$scratch/pg_dump.err")"
+fi
+
+# restore NAME TEMPLATE: makes the database and restores the dump into it.
+restore() {
+    local db=$1 template=$2 rc=0
+    q postgres "CREATE DATABASE $db TEMPLATE $template"
+    "$PGBIN/pg_restore" -d "$db" "$scratch/src.dump" >"$scratch/$db.restore.log" 2>&1 || rc=$?
+    if [ "$rc" -eq 0 ] && ! grep -qi 'error' "$scratch/$db.restore.log"; then
+        pass "$db: pg_restore exits 0 without errors"
+    else
+        fail "$db: pg_restore exits 0 without errors (exit $rc)" \
+            "$(grep -iE -A3 '^pg_restore: error' "$scratch/$db.restore.log" | grep -v '^--$' | head -n 40)"
+    fi
+}
+
+# checks DB CHECKPOINT_OUTCOME: what a user of the restored database relies on.
+# Run on the source database too (after the dump), where they must all pass.
+checks() {
+    local db=$1 checkpoint_outcome=$2 pos out listed
+    check "$db: collections lists both tables by name" "order_lines,users" \
+        "$(try "$db" "SELECT string_agg(table_name::text, ',' ORDER BY table_name::text) FROM changefeed.collections" | sed 's/^OK //')"
+
+    pos=$(try "$db" "SELECT changefeed.current_position()")
+    if [ "${pos%% *}" = OK ]; then
+        pos=${pos#OK }
+        check "$db: writes to the enabled tables succeed" "OK |OK " \
+            "$(try "$db" "INSERT INTO users VALUES (1001, 'after restore')")|$(
+               try "$db" "INSERT INTO order_lines VALUES (1001, 1, 'sku-new', 5)")"
+        check "$db: a new write to users is captured and read back" "OK 1001|create|after restore" \
+            "$(try "$db" "SELECT doc_id || '|' || operation || '|' || (current->>'name')
+                            FROM changefeed.read('users', '$pos')")"
+        check "$db: a new write to order_lines (composite key) is captured and read back" \
+            'OK ["1001","1"]|create|sku-new' \
+            "$(try "$db" "SELECT doc_id || '|' || operation || '|' || (current->>'sku')
+                            FROM changefeed.read('order_lines', '$pos')")"
+    else
+        fail "$db: current_position() works" "$pos"
+    fi
+
+    # The processor starts again: on a restored database its checkpoints are
+    # positions of the old database, which must be refused, not read as empty.
+    out=$(try "$db" "SELECT string_agg(DISTINCT r.doc_id, ',')
+                       FROM changefeed.lease_acquire('users', 'billing', 'billing-1', '10 minutes') l
+                      CROSS JOIN LATERAL changefeed.read('users', l.checkpoint, ranges => ARRAY[l.range_id]) r
+                      WHERE r.operation = 'create'")
+    echo "     reading from the checkpoint: $out"
+    if [ "$checkpoint_outcome" = CF005 ]; then
+        check "$db: reading from the restored checkpoint fails with CF005" CF005 "${out%% *}"
+    else
+        check "$db: reading from the checkpoint delivers what came after it" "$checkpoint_outcome" "$out"
+    fi
+
+    listed="SELECT count(*) FROM changefeed.collections WHERE table_name::text = 'order_lines'"
+    out=$(try "$db" "$listed")
+    check "$db: disable works" "OK " "$(try "$db" "SELECT changefeed.disable('order_lines')")"
+    check "$db: collections lists order_lines before disable, not after" "OK 1 -> OK 0" \
+        "$out -> $(try "$db" "$listed")"
+}
+
+echo "== the same checks on the source database"
+checks src "OK 1001,51"
+
+echo "== restore into a database made from template0"
+restore r_template0 template0
+checks r_template0 CF005
+
+echo "== restore into a database made from a template1 that has the extension"
+q template1 "CREATE EXTENSION changefeed"
+restore r_template1 template1
+checks r_template1 CF005
+
+echo "== restore into a new database on another cluster"
+bash test/cluster.sh stop "$scratch/cluster"
+eval "$(bash test/cluster.sh env "$scratch/elsewhere")"
+restore r_elsewhere template0
+# The restored history was written under transaction ids this cluster has not
+# used yet: once its own ids pass them, it must still not be delivered as new.
+pos=$(try r_elsewhere "SELECT changefeed.current_position()")
+burn_xids postgres "$(( src_xid - $(q postgres "SELECT pg_current_xact_id()") + 5 ))"
+try r_elsewhere "INSERT INTO users VALUES (2001, 'on the new server')" >/dev/null
+check "r_elsewhere: the source's history is never delivered as new changes" "OK 2001:create" \
+    "$(try r_elsewhere "SELECT string_agg(doc_id || ':' || operation, ',' ORDER BY seq)
+                          FROM changefeed.read('users', '${pos#OK }')")"
+checks r_elsewhere CF005
+
+bash test/cluster.sh stop "$scratch/elsewhere"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
