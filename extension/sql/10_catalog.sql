@@ -24,6 +24,9 @@ CREATE TABLE changefeed.collection (
 
 -- Per collection, the newest transaction whose changes retention dropped.
 -- A position that has not delivered everything up to it has lost history.
+-- Not dumped: a restored database starts with an empty log and positions of
+-- its own (old ones are foreign there), and these transaction ids would mean
+-- nothing on another cluster.
 CREATE TABLE changefeed.horizon (
     collection_id   int PRIMARY KEY,
     dropped_txid    xid8 NOT NULL,
@@ -107,7 +110,6 @@ BEGIN
 END
 $$;
 
-SELECT pg_catalog.pg_extension_config_dump('changefeed.horizon', '');
 
 SELECT pg_catalog.pg_extension_config_dump('changefeed.collection', '');
 SELECT pg_catalog.pg_extension_config_dump('changefeed.collection_id_seq', '');
