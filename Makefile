@@ -9,6 +9,8 @@ OBJS = \
 	extension/position.o \
 	extension/position_codec.o \
 	extension/notifier.o \
+	extension/maintainer.o \
+	extension/ttl.o \
 	extension/log_writer.o
 
 EXTENSION = extension/changefeed
