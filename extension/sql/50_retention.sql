@@ -139,8 +139,8 @@ BEGIN
     PERFORM changefeed.require_finite(as_of, 'as_of');
     SELECT e.written_before INTO upper_bound FROM changefeed.expired_partitions(as_of) e WHERE e.part = prune_partition.part;
     IF NOT FOUND THEN
-        RAISE EXCEPTION '% is not a daily partition of changefeed.log older than the retention at %', part, as_of
-            USING ERRCODE = 'CF003';
+        RAISE EXCEPTION '% is not a daily partition of changefeed.log older than the retention', part
+            USING ERRCODE = 'CF003', DETAIL = format('As of %s.', as_of);
     END IF;
     PERFORM changefeed.record_horizon(part, upper_bound);
     -- Partitions are extension members (so pg_dump leaves them out); a member
