@@ -22,7 +22,7 @@ DATA_built = extension/changefeed--$(EXTVERSION).sql
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED=`.
 REGRESS_COMMON = setup enable capture read positions retention lag maintenance
-REGRESS_PRELOADED = notifier ticks
+REGRESS_PRELOADED = notifier ticks workers
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed
 ISOLATION = late_commit row_order concurrent_reader
