@@ -450,6 +450,8 @@ bool changefeed_worker_attach(Oid database, int kind) {
     if (!mine) return false;  // another one serves this database
     my_kind = kind;
     my_slot = slot;
+    // Worker SQL resolves names in pg_catalog only (and names tables with their schema).
+    SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
     before_shmem_exit(worker_exit, PointerGetDatum(slot));
     pgstat_report_activity(STATE_IDLE, NULL);
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
