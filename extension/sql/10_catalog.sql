@@ -116,6 +116,10 @@ BEGIN
 END
 $$;
 
+-- Partitions from the start (after a restore too, where the first captured
+-- writes may come before any maintenance).
+SELECT changefeed.create_partitions(7);
+
 SELECT pg_catalog.pg_extension_config_dump('changefeed.horizon', '');
 
 SELECT pg_catalog.pg_extension_config_dump('changefeed.collection', '');
