@@ -57,6 +57,7 @@ struct Worker {
     pid_t pid;
     Latch *latch;
     TimestampTz claimed_at;
+    TimestampTz failed_at;  // last failed start: not tried again for a while
     bool exit_requested;
 };
 
@@ -147,6 +148,10 @@ bool start_worker(Slot *slot, int kind, TimestampTz now) {
         SpinLockRelease(&shared->mutex);
         return true;
     }
+    if (w->state == kFree && w->failed_at != 0 && !TimestampDifferenceExceeds(w->failed_at, now, kStartTimeoutMs)) {
+        SpinLockRelease(&shared->mutex);  // no worker slot was free a moment ago: spare the write path
+        return false;
+    }
     slot->database = MyDatabaseId;
     w->state = kStarting;
     w->pid = 0;
@@ -168,7 +173,10 @@ bool start_worker(Slot *slot, int kind, TimestampTz now) {
     if (RegisterDynamicBackgroundWorker(&worker, NULL)) return true;
 
     SpinLockAcquire(&shared->mutex);
-    if (w->state == kStarting && slot->database == MyDatabaseId) w->state = kFree;
+    if (w->state == kStarting && slot->database == MyDatabaseId) {
+        w->state = kFree;
+        w->failed_at = now;
+    }
     SpinLockRelease(&shared->mutex);
     if (!warned_no_worker)
         ereport(WARNING, (errmsg("changefeed: could not start the %s (max_worker_processes reached)", kWorkerType[kind]),
@@ -189,7 +197,10 @@ bool ensure_notifier(void) {
         Slot *slot = find_slot(MyDatabaseId);
         if (slot == NULL)
             for (int i = 0; i < kSlots && slot == NULL; i++)
-                if (!slot_in_use(&shared->slots[i])) slot = &shared->slots[i];
+                if (!slot_in_use(&shared->slots[i])) {
+                    slot = &shared->slots[i];
+                    for (int k = 0; k < kWorkerKinds; k++) slot->workers[k].failed_at = 0;
+                }
         if (slot == NULL) {
             SpinLockRelease(&shared->mutex);
             if (!warned_no_worker)
