@@ -24,7 +24,6 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/lock.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -76,6 +75,8 @@ struct StepQuery {
 
 // Runs `q` in its own transaction with the maintenance lock_timeout.  A
 // failure is logged as a WARNING naming the step and retried next round.
+// While a maintain() call runs (it holds maintenance's advisory lock) the
+// step is skipped: that call does the same work.
 bool run_step(const char *step, StepQuery *q) {
     MemoryContext caller = CurrentMemoryContext;
     volatile bool done = false;
@@ -89,11 +90,17 @@ bool run_step(const char *step, StepQuery *q) {
         pgstat_report_activity(STATE_RUNNING, step);
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
         PushActiveSnapshot(GetTransactionSnapshot());
+        if (SPI_execute("SELECT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('changefeed.maintain'))",
+                        false, 0) != SPI_OK_SELECT)
+            elog(ERROR, "cannot take maintenance's lock");
+        bool isnull_lock;
+        bool locked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull_lock));
         Oid argtypes[1] = {INT4OID};
         Datum args[1] = {Int32GetDatum(q->arg)};
-        int rc = SPI_execute_with_args(q->sql, q->has_arg ? 1 : 0, argtypes, args, NULL, false, 0);
+        int rc = locked ? SPI_execute_with_args(q->sql, q->has_arg ? 1 : 0, argtypes, args, NULL, false, 0)
+                        : SPI_OK_SELECT;
         if (rc != SPI_OK_SELECT) elog(ERROR, "unexpected result %d", rc);
-        int n = (int)SPI_processed;
+        int n = locked ? (int)SPI_processed : 0;
         TupleDesc desc = SPI_tuptable->tupdesc;
         if (q->collect) {
             MemoryContext old = MemoryContextSwitchTo(round_context);
@@ -142,16 +149,12 @@ void exit_if_asked(void) {
     if (changefeed_worker_exit_requested()) proc_exit(0);
 }
 
-// One round of maintenance.  Skipped while a maintain() call runs elsewhere
-// (one maintainer at a time) or when the extension is not in this database.
+// One round of maintenance (none when the extension is not in this database).
 void run_round(void) {
     MemoryContextReset(round_context);
     StepQuery q = {};
-    q.sql = "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_extension"
-            "                          WHERE extname OPERATOR(pg_catalog.=) 'changefeed')"
-            " THEN pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('changefeed.maintain'))::pg_catalog.int4"
-            "::pg_catalog.int8 ELSE 0 END";
-    if (!run_step("changefeed maintenance: start", &q) || q.value == 0) return;
+    q.sql = "SELECT count(*) FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'changefeed'";
+    if (!run_step("find the extension", &q) || q.value == 0) return;
 
     q = {};
     q.sql = "SELECT changefeed.create_partitions(7, pg_catalog.now())::pg_catalog.int8";
@@ -199,10 +202,6 @@ void run_round(void) {
     q = {};
     q.sql = "SELECT changefeed.prune_ticks(pg_catalog.now())";
     (void)run_step("prune ticks", &q);
-
-    // Releases the round's advisory lock (a session lock: no transaction needed,
-    // and nothing that could fail and leave it held).
-    LockReleaseSession(USER_LOCKMETHOD);
 }
 
 }  // namespace

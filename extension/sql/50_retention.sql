@@ -259,13 +259,17 @@ DECLARE
 BEGIN
     PERFORM changefeed.require_finite(as_of, 'as_of');
     partitions_created := 0; partitions_dropped := 0; ttl_deleted := 0; failed_steps := '{}';
-    -- One maintainer at a time; others skip rather than queue.
-    IF NOT pg_try_advisory_xact_lock(hashtext('changefeed.maintain')) THEN
-        RETURN;
-    END IF;
     PERFORM set_config('lock_timeout',
                        coalesce(nullif(current_setting('changefeed.maintenance_lock_timeout', true), ''), '1s'),
                        true);
+    -- One maintenance at a time.  A step of the maintenance worker is short:
+    -- wait for it; another maintain() still running after the lock timeout
+    -- does the same work, so this one returns without doing anything.
+    BEGIN
+        PERFORM pg_advisory_xact_lock(hashtext('changefeed.maintain'));
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN;
+    END;
 
     FOR c IN SELECT id, relid FROM changefeed.collection WHERE ttl_column IS NOT NULL ORDER BY id LOOP
         step := format('expire %s', c.relid::regclass);
