@@ -11,6 +11,8 @@ OBJS = \
 	extension/position_codec.o \
 	extension/position_key.o \
 	extension/notifier.o \
+	extension/maintainer.o \
+	extension/ttl.o \
 	extension/log_writer.o
 
 EXTENSION = extension/changefeed
@@ -21,8 +23,8 @@ DATA_built = extension/changefeed--$(EXTVERSION).sql
 
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED=`.
-REGRESS_COMMON = setup enable capture read positions retention lag privileges
-REGRESS_PRELOADED = notifier ticks
+REGRESS_COMMON = setup enable capture read positions retention lag maintenance privileges
+REGRESS_PRELOADED = notifier ticks workers
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed
 ISOLATION = late_commit row_order concurrent_reader

@@ -15,8 +15,6 @@ extern "C" {
 #include "utils/rel.h"
 }
 
-extern char *changefeed_delete_reason;
-
 namespace {
 
 constexpr int kMaxKeys = INDEX_MAX_KEYS;
@@ -180,7 +178,7 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
     char *part = partition_key(st, image, desc);
     int32 range = (int32)(changefeed_range_hash(part, strlen(part)) % (uint32)st->ranges);
     char *tenant = st->tenant > 0 ? column_text(image, desc, st->tenant, &st->tenant_out) : NULL;
-    bool ttl = op == 'd' && changefeed_delete_reason != NULL && strcmp(changefeed_delete_reason, "ttl") == 0;
+    bool ttl = op == 'd' && changefeed_ttl_sweep_active(st->collection_id);
 
     LogRow row;
     row.collection_id = st->collection_id;

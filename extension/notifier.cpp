@@ -8,6 +8,11 @@
 // coalesces.  The first capture (or enable()) in a database starts its
 // notifier.  Without preloading, capture falls back to an in-transaction
 // NOTIFY, once per transaction and collection.
+//
+// Maintenance runs in a worker of its own (maintainer.cpp), started and
+// stopped with the notifier; this file keeps the shared slot of both.  The
+// notifier itself only sends notifications and records ticks, each in a
+// guarded transaction: an error is logged and retried, never fatal.
 #include "pg.hpp"
 
 extern "C" {
@@ -22,8 +27,13 @@ extern "C" {
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "catalog/pg_database.h"
+
+#include <signal.h>
 
 PGDLLEXPORT void changefeed_notifier_main(Datum arg);
 PG_FUNCTION_INFO_V1(changefeed_ensure_notifier);
@@ -36,16 +46,25 @@ constexpr int kPending = 64;          // collections queued per database before 
 constexpr int kTouched = 64;          // collections noted per transaction before "all"
 constexpr long kIdleWaitMs = 60000;   // the worker sleeps on its latch; this is a safety net
 constexpr long kStartTimeoutMs = 10000;
+constexpr long kRetryMinMs = 100;     // first retry of failed wake-ups or a failed tick
+constexpr long kRetryMaxMs = 10000;
 
 enum SlotState { kFree = 0, kStarting = 1, kRunning = 2 };
 
-struct Slot {
-    Oid database;
+// One of the database's workers (see WorkerKind in pg.hpp).
+struct Worker {
     int state;
     pid_t pid;
     Latch *latch;
     TimestampTz claimed_at;
+    TimestampTz failed_at;  // last failed start: not tried again for a while
     bool exit_requested;
+};
+
+struct Slot {
+    Oid database;
+    Worker workers[kWorkerKinds];
+    // Wake-ups waiting for the notifier.
     bool overflow;
     int npending;
     int32 pending[kPending];
@@ -74,12 +93,21 @@ bool touched_overflow = false;
 int64 xact_rows = 0;  // rows captured by this transaction (an upper bound)
 bool warned_no_worker = false;
 
+bool slot_in_use(const Slot *slot) {
+    for (int k = 0; k < kWorkerKinds; k++)
+        if (slot->workers[k].state != kFree) return true;
+    return false;
+}
+
 Slot *find_slot(Oid database) {
     for (int i = 0; i < kSlots; i++)
-        if (shared->slots[i].state != kFree && shared->slots[i].database == database)
+        if (slot_in_use(&shared->slots[i]) && shared->slots[i].database == database)
             return &shared->slots[i];
     return NULL;
 }
+
+const char *const kWorkerType[kWorkerKinds] = {"changefeed notifier", "changefeed maintainer"};
+const char *const kWorkerMain[kWorkerKinds] = {"changefeed_notifier_main", "changefeed_maintainer_main"};
 
 void channel_name(char *buf, size_t len, int32 collection_id) {
     snprintf(buf, len, "changefeed_%d", collection_id);
@@ -112,33 +140,24 @@ void startup_shmem(void) {
 
 // ---- starting and stopping a database's notifier --------------------------
 
-bool ensure_notifier(void) {
-    if (shared == NULL || !OidIsValid(MyDatabaseId)) return false;
-    TimestampTz now = GetCurrentTimestamp();
-    SpinLockAcquire(&shared->mutex);
-    Slot *slot = find_slot(MyDatabaseId);
-    if (slot != NULL && (slot->state == kRunning ||
-                         !TimestampDifferenceExceeds(slot->claimed_at, now, kStartTimeoutMs))) {
+// Starts the worker `kind` of this database unless it runs or is starting.
+// Called with the mutex held on a slot of this database; releases it.
+bool start_worker(Slot *slot, int kind, TimestampTz now) {
+    Worker *w = &slot->workers[kind];
+    if (w->state == kRunning || (w->state == kStarting && !TimestampDifferenceExceeds(w->claimed_at, now, kStartTimeoutMs))) {
         SpinLockRelease(&shared->mutex);
         return true;
     }
-    if (slot == NULL)
-        for (int i = 0; i < kSlots && slot == NULL; i++)
-            if (shared->slots[i].state == kFree) slot = &shared->slots[i];
-    if (slot == NULL) {
-        SpinLockRelease(&shared->mutex);
-        if (!warned_no_worker)
-            ereport(WARNING, (errmsg("changefeed: no notifier slot left for this database"),
-                              errdetail("Consumers fall back to polling.")));
-        warned_no_worker = true;
+    if (w->state == kFree && w->failed_at != 0 && !TimestampDifferenceExceeds(w->failed_at, now, kStartTimeoutMs)) {
+        SpinLockRelease(&shared->mutex);  // no worker slot was free a moment ago: spare the write path
         return false;
     }
     slot->database = MyDatabaseId;
-    slot->state = kStarting;
-    slot->pid = 0;
-    slot->latch = NULL;
-    slot->claimed_at = now;
-    slot->exit_requested = false;
+    w->state = kStarting;
+    w->pid = 0;
+    w->latch = NULL;
+    w->claimed_at = now;
+    w->exit_requested = false;
     SpinLockRelease(&shared->mutex);
 
     BackgroundWorker worker;
@@ -147,47 +166,102 @@ bool ensure_notifier(void) {
     worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
     worker.bgw_restart_time = BGW_NEVER_RESTART;  // the next capture starts a new one
     snprintf(worker.bgw_library_name, BGW_MAXLEN, "changefeed");
-    snprintf(worker.bgw_function_name, BGW_MAXLEN, "changefeed_notifier_main");
-    snprintf(worker.bgw_name, BGW_MAXLEN, "changefeed notifier for database %u", MyDatabaseId);
-    snprintf(worker.bgw_type, BGW_MAXLEN, "changefeed notifier");
+    snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", kWorkerMain[kind]);
+    snprintf(worker.bgw_name, BGW_MAXLEN, "%s for database %u", kWorkerType[kind], MyDatabaseId);
+    snprintf(worker.bgw_type, BGW_MAXLEN, "%s", kWorkerType[kind]);
     worker.bgw_main_arg = ObjectIdGetDatum(MyDatabaseId);
     if (RegisterDynamicBackgroundWorker(&worker, NULL)) return true;
 
     SpinLockAcquire(&shared->mutex);
-    if (slot->state == kStarting && slot->database == MyDatabaseId) slot->state = kFree;
+    if (w->state == kStarting && slot->database == MyDatabaseId) {
+        w->state = kFree;
+        w->failed_at = now;
+    }
     SpinLockRelease(&shared->mutex);
     if (!warned_no_worker)
-        ereport(WARNING, (errmsg("changefeed: could not start the notifier (max_worker_processes reached)"),
-                          errdetail("Consumers fall back to polling.")));
+        ereport(WARNING, (errmsg("changefeed: could not start the %s (max_worker_processes reached)", kWorkerType[kind]),
+                          errdetail(kind == kNotifier ? "Consumers fall back to polling."
+                                                      : "Run changefeed.maintain() from elsewhere (cron, processors).")));
     warned_no_worker = true;
     return false;
 }
 
-// Asks the notifier of `database` to exit and waits for it (DROP DATABASE
-// refuses while a worker is connected).
-void stop_notifier(Oid database) {
+// Starts this database's notifier and maintainer unless they run.  Returns
+// whether the notifier runs or is starting.
+bool ensure_notifier(void) {
+    if (shared == NULL || !OidIsValid(MyDatabaseId)) return false;
+    TimestampTz now = GetCurrentTimestamp();
+    bool running = true;
+    for (int kind = 0; kind < kWorkerKinds; kind++) {
+        SpinLockAcquire(&shared->mutex);
+        Slot *slot = find_slot(MyDatabaseId);
+        if (slot == NULL)
+            for (int i = 0; i < kSlots && slot == NULL; i++)
+                if (!slot_in_use(&shared->slots[i])) {
+                    slot = &shared->slots[i];
+                    for (int k = 0; k < kWorkerKinds; k++) slot->workers[k].failed_at = 0;
+                }
+        if (slot == NULL) {
+            SpinLockRelease(&shared->mutex);
+            if (!warned_no_worker)
+                ereport(WARNING, (errmsg("changefeed: no notifier slot left for this database"),
+                                  errdetail("Consumers fall back to polling.")));
+            warned_no_worker = true;
+            return false;
+        }
+        bool started = start_worker(slot, kind, now);  // releases the mutex
+        if (kind == kNotifier) running = started;
+    }
+    return running;
+}
+
+// Asks the workers of `database` to exit and waits for them (DROP DATABASE
+// refuses while a worker is connected).  A worker still there after a second
+// (the maintainer in a long step) is sent SIGTERM.
+void stop_workers(Oid database) {
     if (shared == NULL || !OidIsValid(database)) return;
     for (int i = 0; i < 500; i++) {  // up to 5 s
+        Latch *latches[kWorkerKinds] = {};
+        pid_t pids[kWorkerKinds] = {};
         SpinLockAcquire(&shared->mutex);
         Slot *slot = find_slot(database);
-        Latch *latch = NULL;
-        if (slot != NULL) {
-            slot->exit_requested = true;
-            latch = slot->latch;
-        }
+        if (slot != NULL)
+            for (int k = 0; k < kWorkerKinds; k++) {
+                slot->workers[k].exit_requested = true;
+                latches[k] = slot->workers[k].latch;
+                if (slot->workers[k].state == kRunning) pids[k] = slot->workers[k].pid;
+            }
         SpinLockRelease(&shared->mutex);
         if (slot == NULL) return;
-        if (latch) SetLatch(latch);
+        for (int k = 0; k < kWorkerKinds; k++) {
+            if (latches[k]) SetLatch(latches[k]);
+            if (i == 100 && pids[k] != 0) (void)kill(pids[k], SIGTERM);
+        }
         pg_usleep(10000L);
         CHECK_FOR_INTERRUPTS();
     }
+}
+
+// Whether DROP DATABASE `stmt` will get past the checks dropdb() makes before
+// it drops: only then may its workers be stopped (a refused DROP DATABASE
+// must not silence another database's wake-ups).
+Oid database_to_drop(DropdbStmt *stmt, ProcessUtilityContext context) {
+    if (context != PROCESS_UTILITY_TOPLEVEL || IsTransactionBlock()) return InvalidOid;
+    Oid database = get_database_oid(stmt->dbname, true);
+    if (!OidIsValid(database) || database == MyDatabaseId) return InvalidOid;
+    if (!pg_database_ownercheck(database, GetUserId())) return InvalidOid;
+    HeapTuple tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(database));
+    if (!HeapTupleIsValid(tuple)) return InvalidOid;
+    bool is_template = ((Form_pg_database)GETSTRUCT(tuple))->datistemplate;
+    ReleaseSysCache(tuple);
+    return is_template ? InvalidOid : database;
 }
 
 void process_utility(PlannedStmt *pstmt, const char *query, bool read_only_tree,
                      ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *env,
                      DestReceiver *dest, QueryCompletion *qc) {
     Node *stmt = pstmt->utilityStmt;
-    if (IsA(stmt, DropdbStmt)) stop_notifier(get_database_oid(((DropdbStmt *)stmt)->dbname, true));
+    if (IsA(stmt, DropdbStmt)) stop_workers(database_to_drop((DropdbStmt *)stmt, context));
     if (prev_process_utility)
         prev_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
     else
@@ -201,7 +275,7 @@ void publish_commit(void) {
     Latch *latch = NULL;
     SpinLockAcquire(&shared->mutex);
     Slot *slot = find_slot(MyDatabaseId);
-    if (slot != NULL) {
+    if (slot != NULL && slot->workers[kNotifier].state != kFree) {
         for (int i = 0; i < ntouched && !slot->overflow; i++) {
             bool queued = false;
             for (int j = 0; j < slot->npending && !queued; j++)
@@ -214,7 +288,7 @@ void publish_commit(void) {
         }
         if (touched_overflow) slot->overflow = true;
         slot->rows_since_tick += xact_rows;
-        latch = slot->latch;
+        latch = slot->workers[kNotifier].latch;
     }
     SpinLockRelease(&shared->mutex);
     if (latch) SetLatch(latch);
@@ -257,20 +331,27 @@ void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void *) 
     }
 }
 
-// ---- the worker -------------------------------------------------------------
+// ---- the workers ------------------------------------------------------------
+
+int my_kind = -1;  // in a worker: which one it is
 
 void worker_exit(int, Datum arg) {
     Slot *slot = (Slot *)DatumGetPointer(arg);
     SpinLockAcquire(&shared->mutex);
-    if (slot->pid == MyProcPid) {
-        slot->state = kFree;
-        slot->pid = 0;
-        slot->latch = NULL;
-        slot->npending = 0;
-        slot->overflow = false;
+    Worker *w = &slot->workers[my_kind];
+    if (w->pid == MyProcPid) {
+        w->state = kFree;
+        w->pid = 0;
+        w->latch = NULL;
+        if (my_kind == kNotifier) {
+            slot->npending = 0;
+            slot->overflow = false;
+        }
     }
     SpinLockRelease(&shared->mutex);
 }
+
+Slot *my_slot = NULL;
 
 void notify_all_collections(void) {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed notifier: SPI_connect failed");
@@ -282,14 +363,50 @@ void notify_all_collections(void) {
     SPI_finish();
 }
 
-// Runs one statement in its own transaction.  A failure is logged and the
-// worker goes on: it must not stop the wake-ups.
-void run_guarded(const char *activity, const char *sql) {
+// Sends the wake-ups in one transaction.  An error (say a full notification
+// queue, or a lock it cannot get) is logged and the transaction aborted; the
+// caller keeps the collections and tries again later.  Never exits the worker.
+bool send_notifications(const int32 *ids, int n, bool all, long retry_ms) {
     MemoryContext caller = CurrentMemoryContext;
+    volatile bool sent = false;
     PG_TRY();
     {
         SetCurrentStatementStartTimestamp();
         StartTransactionCommand();
+        changefeed_set_local_lock_timeout();
+        pgstat_report_activity(STATE_RUNNING, "changefeed notify");
+        if (all)
+            notify_all_collections();
+        else
+            for (int i = 0; i < n; i++) notify_collection(ids[i]);
+        CommitTransactionCommand();  // the notifications go out here
+        sent = true;
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(caller);
+        ErrorData *error = CopyErrorData();
+        FlushErrorState();
+        AbortCurrentTransaction();
+        ereport(WARNING, (errmsg("changefeed notifier: sending wake-ups failed: %s", error->message),
+                          errdetail("They are sent again in %ld ms.", retry_ms)));
+        FreeErrorData(error);
+    }
+    PG_END_TRY();
+    pgstat_report_activity(STATE_IDLE, NULL);
+    return sent;
+}
+
+// Runs one statement in its own transaction.  A failure is logged and the
+// worker goes on: it must not stop the wake-ups.
+bool run_guarded(const char *activity, const char *sql) {
+    MemoryContext caller = CurrentMemoryContext;
+    volatile bool done = false;
+    PG_TRY();
+    {
+        SetCurrentStatementStartTimestamp();
+        StartTransactionCommand();
+        changefeed_set_local_lock_timeout();
         pgstat_report_activity(STATE_RUNNING, activity);
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
         PushActiveSnapshot(GetTransactionSnapshot());
@@ -297,6 +414,7 @@ void run_guarded(const char *activity, const char *sql) {
         PopActiveSnapshot();
         SPI_finish();
         CommitTransactionCommand();
+        done = true;
     }
     PG_CATCH();
     {
@@ -309,35 +427,61 @@ void run_guarded(const char *activity, const char *sql) {
     }
     PG_END_TRY();
     pgstat_report_activity(STATE_IDLE, NULL);
+    return done;
 }
 
-// The statements are no-ops when the extension was dropped from this database.
-void run_maintenance(void) {
-    run_guarded("changefeed maintain",
-                "SELECT changefeed.maintain() FROM pg_catalog.pg_extension WHERE extname = 'changefeed'");
+// The statement is a no-op when the extension was dropped from this database.
+bool record_tick(void) {
+    return run_guarded("changefeed tick",
+                       "INSERT INTO changefeed.tick (snap_xmax, snap)"
+                       " SELECT pg_catalog.pg_snapshot_xmax(s), s FROM pg_catalog.pg_current_snapshot() s,"
+                       " pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'changefeed'");
 }
 
-void record_tick(void) {
-    run_guarded("changefeed tick",
-                "INSERT INTO changefeed.tick (snap_xmax, snap)"
-                " SELECT pg_catalog.pg_snapshot_xmax(s), s FROM pg_catalog.pg_current_snapshot() s,"
-                " pg_catalog.pg_extension e WHERE e.extname = 'changefeed'");
+long next_backoff(long previous) {
+    return previous == 0 ? kRetryMinMs : Min(previous * 2, kRetryMaxMs);
 }
 
 }  // namespace
 
-// changefeed.maintain_interval: seconds between the notifier's maintain() runs (0: never).
-int changefeed_maintain_interval = 300;
+bool changefeed_worker_attach(Oid database, int kind) {
+    pqsignal(SIGTERM, die);
+    BackgroundWorkerUnblockSignals();
+    BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
+
+    SpinLockAcquire(&shared->mutex);
+    Slot *slot = find_slot(database);
+    bool mine = slot != NULL && slot->workers[kind].state == kStarting;
+    if (mine) {
+        slot->workers[kind].state = kRunning;
+        slot->workers[kind].pid = MyProcPid;
+        slot->workers[kind].latch = MyLatch;
+    }
+    SpinLockRelease(&shared->mutex);
+    if (!mine) return false;  // another one serves this database
+    my_kind = kind;
+    my_slot = slot;
+    // Worker SQL resolves names in pg_catalog only (and names tables with their schema).
+    SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
+    before_shmem_exit(worker_exit, PointerGetDatum(slot));
+    pgstat_report_activity(STATE_IDLE, NULL);
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    return true;
+}
+
+bool changefeed_worker_exit_requested(void) {
+    SpinLockAcquire(&shared->mutex);
+    bool requested = my_slot->workers[my_kind].exit_requested;
+    SpinLockRelease(&shared->mutex);
+    return requested;
+}
+
 // changefeed.tick_rows / tick_interval: a tick after this many captured rows,
 // or this many milliseconds after the first row since the last tick.
 int changefeed_tick_rows = 1000;
 int changefeed_tick_interval = 1000;
 
 void changefeed_notifier_init(void) {
-    DefineCustomIntVariable("changefeed.maintain_interval",
-                            "Seconds between maintain() runs of the background worker (0 disables).",
-                            NULL, &changefeed_maintain_interval, 300, 0, 7 * 24 * 3600, PGC_SIGHUP,
-                            GUC_UNIT_S, NULL, NULL, NULL);
     DefineCustomIntVariable("changefeed.tick_rows",
                             "Captured rows after which the background worker records a tick.",
                             NULL, &changefeed_tick_rows, 1000, 100, 10000000, PGC_SIGHUP, 0, NULL,
@@ -374,48 +518,29 @@ bool changefeed_xact_captured(void) {
 }
 
 void changefeed_notifier_main(Datum arg) {
-    Oid database = DatumGetObjectId(arg);
-    pqsignal(SIGTERM, die);
-    BackgroundWorkerUnblockSignals();
-    BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
-
-    SpinLockAcquire(&shared->mutex);
-    Slot *slot = find_slot(database);
-    bool mine = slot != NULL && slot->state == kStarting;
-    if (mine) {
-        slot->state = kRunning;
-        slot->pid = MyProcPid;
-        slot->latch = MyLatch;
-    }
-    SpinLockRelease(&shared->mutex);
-    if (!mine) proc_exit(0);  // another notifier serves this database
+    if (!changefeed_worker_attach(DatumGetObjectId(arg), kNotifier)) proc_exit(0);
+    Slot *slot = my_slot;
     // Its own commits (notifications, ticks) need not wait for the WAL flush:
     // a tick or a wake-up lost in a crash costs a wider window or a poll.
     SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
-    before_shmem_exit(worker_exit, PointerGetDatum(slot));
-    pgstat_report_activity(STATE_IDLE, NULL);
 
-    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    // Collections to notify: taken from the slot, kept here until sent.
     int32 ids[kPending];
-    TimestampTz last_maintenance = 0;  // run once at start
+    int n = 0;
+    bool all = false;
+    long notify_backoff = 0;           // after a failed send: wait this long, doubling
+    TimestampTz notify_retry_at = 0;
+    long tick_backoff = 0;
     TimestampTz first_untracked = 0;   // when rows were first seen since the last tick
     for (;;) {
         long wait_ms = kIdleWaitMs;
+        TimestampTz now = GetCurrentTimestamp();
         if (first_untracked != 0) {
             long until = TimestampDifferenceMilliseconds(
-                GetCurrentTimestamp(), TimestampTzPlusMilliseconds(first_untracked, changefeed_tick_interval));
+                now, TimestampTzPlusMilliseconds(first_untracked, changefeed_tick_interval + tick_backoff));
             wait_ms = Min(wait_ms, Max(until, 1L));
         }
-        if (changefeed_maintain_interval > 0) {
-            long interval_ms = changefeed_maintain_interval * 1000L;
-            if (TimestampDifferenceExceeds(last_maintenance, GetCurrentTimestamp(), (int)Min(interval_ms, INT_MAX))) {
-                run_maintenance();
-                last_maintenance = GetCurrentTimestamp();
-            }
-            long until = TimestampDifferenceMilliseconds(
-                GetCurrentTimestamp(), TimestampTzPlusMilliseconds(last_maintenance, interval_ms));
-            wait_ms = Min(wait_ms, Max(until, 1L));
-        }
+        if (n > 0 || all) wait_ms = Min(wait_ms, Max(TimestampDifferenceMilliseconds(now, notify_retry_at), 1L));
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
@@ -426,39 +551,52 @@ void changefeed_notifier_main(Datum arg) {
         }
 
         SpinLockAcquire(&shared->mutex);
-        bool exit_requested = slot->exit_requested;
-        int n = slot->npending;
-        bool all = slot->overflow;
-        memcpy(ids, slot->pending, sizeof(int32) * n);
+        bool exit_requested = slot->workers[kNotifier].exit_requested;
+        for (int i = 0; i < slot->npending && !all; i++) {
+            bool queued = false;
+            for (int j = 0; j < n && !queued; j++) queued = ids[j] == slot->pending[i];
+            if (queued) continue;
+            if (n < kPending)
+                ids[n++] = slot->pending[i];
+            else
+                all = true;
+        }
+        all = all || slot->overflow;
         slot->npending = 0;
         slot->overflow = false;
         int64 untracked = slot->rows_since_tick;
         SpinLockRelease(&shared->mutex);
         if (exit_requested) proc_exit(0);
 
+        now = GetCurrentTimestamp();
         if (untracked > 0) {
-            TimestampTz now = GetCurrentTimestamp();
             if (first_untracked == 0) first_untracked = now;
-            if (untracked >= changefeed_tick_rows ||
-                TimestampDifferenceExceeds(first_untracked, now, changefeed_tick_interval)) {
-                SpinLockAcquire(&shared->mutex);
-                slot->rows_since_tick -= untracked;
-                SpinLockRelease(&shared->mutex);
-                first_untracked = 0;
-                record_tick();
+            if ((untracked >= changefeed_tick_rows && tick_backoff == 0) ||
+                TimestampDifferenceExceeds(first_untracked, now, changefeed_tick_interval + tick_backoff)) {
+                if (record_tick()) {
+                    SpinLockAcquire(&shared->mutex);
+                    slot->rows_since_tick -= untracked;
+                    SpinLockRelease(&shared->mutex);
+                    first_untracked = 0;
+                    tick_backoff = 0;
+                } else {
+                    first_untracked = GetCurrentTimestamp();  // tried again after a while
+                    tick_backoff = next_backoff(tick_backoff);
+                }
             }
         }
-        if (n == 0 && !all) continue;
+        if ((n == 0 && !all) || now < notify_retry_at) continue;
 
-        SetCurrentStatementStartTimestamp();
-        StartTransactionCommand();
-        pgstat_report_activity(STATE_RUNNING, "changefeed notify");
-        if (all)
-            notify_all_collections();
-        else
-            for (int i = 0; i < n; i++) notify_collection(ids[i]);
-        CommitTransactionCommand();  // the notifications go out here
-        pgstat_report_activity(STATE_IDLE, NULL);
+        long backoff = next_backoff(notify_backoff);
+        if (send_notifications(ids, n, all, backoff)) {
+            n = 0;
+            all = false;
+            notify_backoff = 0;
+            notify_retry_at = 0;
+        } else {
+            notify_backoff = backoff;
+            notify_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), backoff);
+        }
     }
 }
 

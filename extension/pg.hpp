@@ -46,5 +46,26 @@ bool changefeed_xact_captured(void);
 // need, cached per backend; raises an error if it cannot be read or created.
 const uint8 *changefeed_position_key(void);
 
+// A database's background workers; notifier.cpp keeps their shared slot and
+// starts and stops them together.
+enum WorkerKind { kNotifier = 0, kMaintainer = 1, kWorkerKinds = 2 };
+// In a worker: connects to `database` and claims the worker's place; false
+// when another worker of that kind serves the database (then exit).
+bool changefeed_worker_attach(Oid database, int kind);
+// In a worker: whether it was asked to exit (DROP DATABASE).
+bool changefeed_worker_exit_requested(void);
+
+// Maintenance (extension/maintainer.cpp): its settings and worker.
+void changefeed_maintainer_init(void);
+extern int changefeed_maintain_interval;
+extern int changefeed_maintenance_lock_timeout;
+// SET LOCAL lock_timeout = changefeed.maintenance_lock_timeout.
+void changefeed_set_local_lock_timeout(void);
+
+// TTL sweeper (extension/ttl.cpp): whether deletes of `collection_id` made now
+// in this backend are TTL expiry (a sweep of that collection is running, or a
+// superuser set changefeed.delete_reason = 'ttl').
+bool changefeed_ttl_sweep_active(int32 collection_id);
+
 // FNV-1a (32 bit) of the partition key's bytes; range = hash % ranges.
 extern "C" uint32 changefeed_range_hash(const char *bytes, size_t len);

@@ -76,7 +76,11 @@ CREATE INDEX log_read_idx ON changefeed.log (collection_id, range_id, txid);
 CREATE TABLE changefeed.log_default PARTITION OF changefeed.log DEFAULT;
 
 -- Creates the daily partitions from yesterday up to `days_ahead` days ahead.
--- Returns how many partitions it created.
+-- Returns how many partitions it created.  Each new partition is made a member
+-- of the extension, so that pg_dump leaves it out (a restore's CREATE
+-- EXTENSION and the next maintenance make their own); retention removes it
+-- from the extension before dropping it.  Only the extension's owner (or a
+-- superuser) may do that: maintenance runs as one.
 CREATE FUNCTION changefeed.create_partitions(days_ahead int DEFAULT 7, as_of timestamptz DEFAULT now())
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
@@ -87,6 +91,10 @@ BEGIN
     IF days_ahead IS NULL OR days_ahead < 0 OR days_ahead > 366 THEN
         RAISE EXCEPTION 'days_ahead must be between 0 and 366, not %', days_ahead
             USING ERRCODE = 'CF003';
+    END IF;
+    IF as_of IS NULL OR NOT isfinite(as_of) THEN
+        RAISE EXCEPTION 'as_of must be a finite time, not %', coalesce(as_of::text, 'null')
+            USING ERRCODE = 'CF003', HINT = 'Pass a time, e.g. now().';
     END IF;
     -- Days are UTC days: capture routes rows by the UTC day of now().
     FOR d IN SELECT generate_series((as_of AT TIME ZONE 'UTC')::date - 1,
@@ -103,6 +111,13 @@ BEGIN
             END IF;
             EXECUTE format('CREATE TABLE changefeed.%I PARTITION OF changefeed.log FOR VALUES FROM (%L) TO (%L)',
                            name, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
+            -- Inside CREATE EXTENSION the new table is a member already.
+            IF NOT EXISTS (SELECT 1 FROM pg_depend
+                            WHERE classid = 'pg_class'::regclass
+                              AND objid = format('changefeed.%I', name)::regclass
+                              AND refclassid = 'pg_extension'::regclass AND deptype = 'e') THEN
+                EXECUTE format('ALTER EXTENSION changefeed ADD TABLE changefeed.%I', name);
+            END IF;
             created := created + 1;
         END IF;
     END LOOP;
@@ -110,6 +125,9 @@ BEGIN
 END
 $$;
 
+-- Partitions from the start (after a restore too, where the first captured
+-- writes may come before any maintenance).
+SELECT changefeed.create_partitions(7);
 
 SELECT pg_catalog.pg_extension_config_dump('changefeed.collection', '');
 SELECT pg_catalog.pg_extension_config_dump('changefeed.collection_id_seq', '');

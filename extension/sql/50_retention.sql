@@ -68,76 +68,253 @@ BEGIN
 END
 $$;
 
--- Drops daily partitions wholly older than the longest retention.  `as_of`
--- lets tests and operators act as if it were later.  Returns how many it dropped.
+-- Maintenance steps.  Each step is small and stands alone, so that the
+-- maintenance worker (extension/maintainer.cpp) runs each in its own
+-- transaction with a lock_timeout and maintain() each in its own
+-- subtransaction: a step that fails (a lock it cannot get, a user trigger that
+-- raises) is reported and retried next time, and the other steps go on.
+-- A step that touches a user table (TTL) takes no lock on changefeed.log
+-- before it, and a partition step touches no user table.
+
+-- Rejects NULL and infinite times: maintenance must never act on a time it
+-- was not given (NULL once meant "drop every partition, future ones too").
+CREATE FUNCTION changefeed.require_finite(t timestamptz, what text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog AS $$
+BEGIN
+    IF t IS NULL THEN
+        RAISE EXCEPTION '% must not be null', what
+            USING ERRCODE = 'CF003', HINT = 'Pass a time, e.g. now().';
+    END IF;
+    IF NOT isfinite(t) THEN
+        RAISE EXCEPTION '% must be a finite time, not %', what, t
+            USING ERRCODE = 'CF003', HINT = 'Pass a time, e.g. now().';
+    END IF;
+END
+$$;
+
+-- The oldest time retention keeps at `as_of`: the longest retention of any collection.
+CREATE FUNCTION changefeed.retention_cutoff(as_of timestamptz) RETURNS timestamptz
+LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
+    SELECT as_of - coalesce((SELECT max(retention) FROM changefeed.collection), interval '7 days')
+$$;
+
+-- The daily partitions of the log wholly older than the retention cutoff at
+-- `as_of`, oldest first, with the end of their day.
+CREATE FUNCTION changefeed.expired_partitions(as_of timestamptz)
+RETURNS TABLE (part regclass, written_before timestamptz)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+DECLARE
+    cutoff timestamptz;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    cutoff := changefeed.retention_cutoff(as_of);
+    RETURN QUERY
+        SELECT p.rel, p.upper_bound
+          FROM (SELECT c.oid::regclass AS rel,
+                       (to_date(substr(c.relname, 5), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' AS upper_bound
+                  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                 WHERE i.inhparent = 'changefeed.log'::regclass AND c.relname ~ '^log_[0-9]{8}$') p
+         WHERE p.upper_bound <= cutoff
+         ORDER BY p.upper_bound;
+END
+$$;
+
+-- Whether `rel` is a member of the changefeed extension.
+CREATE FUNCTION changefeed.is_extension_member(rel regclass) RETURNS bool
+LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+                    WHERE d.classid = 'pg_class'::regclass AND d.objid = rel
+                      AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+                      AND e.extname = 'changefeed')
+$$;
+
+-- Drops one expired daily partition, recording first (in the same
+-- transaction) what it loses per collection.  Refuses anything that is not a
+-- daily partition of the log wholly older than the retention at `as_of`.
+CREATE FUNCTION changefeed.prune_partition(part regclass, as_of timestamptz) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+    upper_bound timestamptz;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    SELECT e.written_before INTO upper_bound FROM changefeed.expired_partitions(as_of) e WHERE e.part = prune_partition.part;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '% is not a daily partition of changefeed.log older than the retention', part
+            USING ERRCODE = 'CF003', DETAIL = format('As of %s.', as_of);
+    END IF;
+    PERFORM changefeed.record_horizon(part, upper_bound);
+    -- Partitions are extension members (so pg_dump leaves them out); a member
+    -- cannot be dropped alone.
+    IF changefeed.is_extension_member(part) THEN
+        EXECUTE format('ALTER EXTENSION changefeed DROP TABLE %s', part);
+    END IF;
+    EXECUTE format('DROP TABLE %s', part);
+END
+$$;
+
+-- Deletes rows older than the retention from the default partition (only
+-- there when partitions were not created in time).  Returns how many.
+CREATE FUNCTION changefeed.prune_default(as_of timestamptz) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+    cutoff timestamptz;
+    n bigint;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    cutoff := changefeed.retention_cutoff(as_of);
+    IF NOT EXISTS (SELECT 1 FROM changefeed.log_default WHERE written_at < cutoff) THEN
+        RETURN 0;
+    END IF;
+    PERFORM changefeed.raise_horizon(collection_id, max(txid), cutoff)
+       FROM changefeed.log_default WHERE written_at < cutoff GROUP BY collection_id;
+    DELETE FROM changefeed.log_default WHERE written_at < cutoff;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+-- Deletes ticks older than every retention: no reader can use them.
+CREATE FUNCTION changefeed.prune_ticks(as_of timestamptz) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+    n bigint;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    DELETE FROM changefeed.tick WHERE at < changefeed.retention_cutoff(as_of);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+-- Drops daily partitions wholly older than the longest retention, cleans the
+-- default partition and old ticks, in the caller's transaction.  `as_of` lets
+-- tests and operators act as if it were later.  Returns how many partitions it dropped.
 CREATE FUNCTION changefeed.prune(as_of timestamptz DEFAULT now()) RETURNS int
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
-    keep interval := coalesce((SELECT max(retention) FROM changefeed.collection), interval '7 days');
-    cutoff timestamptz := as_of - keep;
-    part record;
-    upper_bound timestamptz;
+    p record;
     dropped int := 0;
 BEGIN
-    FOR part IN
-        SELECT c.oid::regclass AS rel, c.relname
-          FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-         WHERE i.inhparent = 'changefeed.log'::regclass AND c.relname ~ '^log_[0-9]{8}$'
-         ORDER BY c.relname
-    LOOP
-        upper_bound := (to_date(substr(part.relname, 5), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC';
-        EXIT WHEN upper_bound > cutoff;
-        PERFORM changefeed.record_horizon(part.rel, upper_bound);
-        EXECUTE format('DROP TABLE %s', part.rel);
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    FOR p IN SELECT * FROM changefeed.expired_partitions(as_of) LOOP
+        PERFORM changefeed.prune_partition(p.part, as_of);
         dropped := dropped + 1;
     END LOOP;
-    -- Old rows in the default partition (only there when maintenance fell behind).
-    IF EXISTS (SELECT 1 FROM changefeed.log_default WHERE written_at < cutoff) THEN
-        PERFORM changefeed.raise_horizon(collection_id, max(txid), cutoff)
-           FROM changefeed.log_default WHERE written_at < cutoff GROUP BY collection_id;
-        DELETE FROM changefeed.log_default WHERE written_at < cutoff;
-    END IF;
-    -- Ticks older than every retention are of no use to any reader.
-    DELETE FROM changefeed.tick WHERE at < cutoff;
+    PERFORM changefeed.prune_default(as_of);
+    PERFORM changefeed.prune_ticks(as_of);
     RETURN dropped;
 END
 $$;
 
--- Deletes rows whose TTL column has passed, marking their deletes as expiry.
+-- Deletes one collection's rows whose TTL column is before `as_of`, as the
+-- table owner inside a security-restricted operation; the deletes carry
+-- ttl_expired.  Returns how many rows it deleted (extension/ttl.cpp).
+CREATE FUNCTION changefeed.expire_rows(collection_id int, as_of timestamptz) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'changefeed_expire_rows' LANGUAGE C;
+
+-- Deletes the expired rows of every collection with a TTL column.
 CREATE FUNCTION changefeed.expire(as_of timestamptz DEFAULT now()) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
     c changefeed.collection;
-    n bigint;
     total bigint := 0;
 BEGIN
-    PERFORM set_config('changefeed.delete_reason', 'ttl', true);
+    PERFORM changefeed.require_finite(as_of, 'as_of');
     FOR c IN SELECT * FROM changefeed.collection WHERE ttl_column IS NOT NULL ORDER BY id LOOP
-        EXECUTE format('DELETE FROM %s WHERE %I < $1', c.relid::regclass, c.ttl_column) USING as_of;
-        GET DIAGNOSTICS n = ROW_COUNT;
-        total := total + n;
+        total := total + changefeed.expire_rows(c.id, as_of);
     END LOOP;
-    PERFORM set_config('changefeed.delete_reason', '', true);
     RETURN total;
 END
 $$;
 
--- Keeps the log ready: partitions ahead, retention, TTL.  Run by the
--- background worker when preloaded (changefeed.maintain_interval), by
--- processors now and then, or by cron:
---   SELECT cron.schedule('changefeed', '*/10 * * * *', 'SELECT changefeed.maintain()');
-CREATE FUNCTION changefeed.maintain(as_of timestamptz DEFAULT now(),
-    OUT partitions_created int, OUT partitions_dropped int, OUT ttl_deleted bigint)
+-- Reports a failed maintenance step; the same words as the maintenance worker's.
+CREATE FUNCTION changefeed.warn_step_failed(step text, state text, message text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
-    -- One maintainer at a time; others skip rather than queue.
-    IF NOT pg_try_advisory_xact_lock(hashtext('changefeed.maintain')) THEN
-        partitions_created := 0; partitions_dropped := 0; ttl_deleted := 0;
+    RAISE WARNING 'changefeed maintenance: step "%" failed: %', step, message
+        USING DETAIL = format('SQLSTATE %s. The step is retried on the next run.', state);
+END
+$$;
+
+-- Keeps the log ready: TTL, retention, partitions ahead.  Run by processors
+-- now and then, by an admin, or by cron (the maintenance worker runs the same
+-- steps when the library is preloaded):
+--   SELECT cron.schedule('changefeed', '*/10 * * * *', 'SELECT changefeed.maintain()');
+-- Each step runs in its own subtransaction with lock_timeout set to
+-- changefeed.maintenance_lock_timeout: a step that fails is named in
+-- failed_steps and in a WARNING, and the others go on.  In one transaction
+-- the steps that touch user tables (TTL) come first, so that no lock on the
+-- log is held while they wait; the partition steps come last.
+CREATE FUNCTION changefeed.maintain(as_of timestamptz DEFAULT now(),
+    OUT partitions_created int, OUT partitions_dropped int, OUT ttl_deleted bigint,
+    OUT failed_steps text[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+SET lock_timeout = '1s'   -- replaced below; the clause keeps the change inside this call
+AS $$
+DECLARE
+    c record;
+    p record;
+    step text;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    partitions_created := 0; partitions_dropped := 0; ttl_deleted := 0; failed_steps := '{}';
+    PERFORM set_config('lock_timeout',
+                       coalesce(nullif(current_setting('changefeed.maintenance_lock_timeout', true), ''), '1s'),
+                       true);
+    -- One maintenance at a time.  A step of the maintenance worker is short:
+    -- wait for it; another maintain() still running after the lock timeout
+    -- does the same work, so this one returns without doing anything.
+    BEGIN
+        PERFORM pg_advisory_xact_lock(hashtext('changefeed.maintain'));
+    EXCEPTION WHEN lock_not_available THEN
         RETURN;
-    END IF;
-    partitions_created := changefeed.create_partitions(7, as_of);
-    partitions_dropped := changefeed.prune(as_of);
-    ttl_deleted := changefeed.expire(as_of);
+    END;
+
+    FOR c IN SELECT id, relid FROM changefeed.collection WHERE ttl_column IS NOT NULL ORDER BY id LOOP
+        step := format('expire %s', c.relid::regclass);
+        BEGIN
+            ttl_deleted := ttl_deleted + changefeed.expire_rows(c.id, as_of);
+        EXCEPTION WHEN OTHERS THEN
+            failed_steps := failed_steps || step;
+            PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+        END;
+    END LOOP;
+
+    FOR p IN SELECT * FROM changefeed.expired_partitions(as_of) LOOP
+        step := format('drop %s', p.part);
+        BEGIN
+            PERFORM changefeed.prune_partition(p.part, as_of);
+            partitions_dropped := partitions_dropped + 1;
+        EXCEPTION WHEN OTHERS THEN
+            failed_steps := failed_steps || step;
+            PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+        END;
+    END LOOP;
+
+    step := 'prune default partition';
+    BEGIN
+        PERFORM changefeed.prune_default(as_of);
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || step;
+        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+    END;
+
+    step := 'create partitions';
+    BEGIN
+        partitions_created := changefeed.create_partitions(7, as_of);
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || step;
+        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+    END;
+
+    step := 'prune ticks';
+    BEGIN
+        PERFORM changefeed.prune_ticks(as_of);
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || step;
+        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+    END;
 END
 $$;
 

@@ -73,7 +73,7 @@ consumer_bin=$(find "$build_dir" -name torture_consumer -type f -perm -u+x | hea
 [ -n "$writer_bin" ] && [ -n "$consumer_bin" ] || { echo "run.sh: torture programs not built in $build_dir" >&2; exit 2; }
 
 echo "== cluster in $dir (port $port)"
-# When preloaded, the notifier runs maintain() now and then during the run, as in production.
+# When preloaded, the maintenance worker runs now and then during the run, as in production.
 conf=(--conf "synchronous_commit = on")
 if [ "$preload" = 1 ]; then conf+=(--conf "changefeed.maintain_interval = 30"); else conf+=(--no-preload); fi
 bash test/cluster.sh start "$dir" --port "$port" "${conf[@]}"
