@@ -20,12 +20,13 @@ SELECT count(*) AS public_grants
   FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
  WHERE p.pronamespace = 'changefeed'::regnamespace AND a.grantee = 0;
 SELECT has_schema_privilege('public', 'changefeed', 'USAGE') AS public_usage;
--- Every SQL and PL/pgSQL function pins its search_path: a user's operator in
--- public can never be picked up by code that runs as the extension's owner.
+-- Every SQL and PL/pgSQL function pins its search_path, with pg_temp last: a
+-- user's operator in public or table in pg_temp can never be picked up by code
+-- that runs as the extension's owner.
 SELECT p.oid::regprocedure AS unpinned
   FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
  WHERE p.pronamespace = 'changefeed'::regnamespace AND l.lanname IN ('sql', 'plpgsql')
-   AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%');
+   AND NOT 'search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}'));
 
 -- The same, tried: a user's operator in public that would run as whoever
 -- resolves it there.  Code of the extension run by a superuser never does.

@@ -2,7 +2,9 @@
 # The main job on a throwaway local cluster: installs what it needs, builds and
 # installs the extension and the client, starts a cluster with the library
 # preloaded, enables a demo table, runs the example processor and writes to
-# the table while it runs.  The processor polls only every 30 s, so changes
+# the table while it runs.  Least privilege throughout: the application role
+# `app` owns and writes the table, the processor connects as `feed`, a
+# changefeed_processor that may only SELECT it; neither is a superuser.  The processor polls only every 30 s, so changes
 # that show up within milliseconds were brought by the notifier's NOTIFY.
 # Usage (as root on Debian 12): bash test/demo.sh
 set -euo pipefail
@@ -21,12 +23,17 @@ echo "== starting a throwaway cluster in $dir"
 bash test/cluster.sh start "$dir" --port 55480
 trap 'bash test/cluster.sh stop "$dir" >/dev/null 2>&1 || true' EXIT
 eval "$(bash test/cluster.sh env "$dir")"
-conninfo="host=$PGHOST port=$PGPORT user=postgres dbname=postgres"
+conninfo="host=$PGHOST port=$PGPORT user=feed dbname=postgres"
 
 psql -qX <<'SQL'
 CREATE EXTENSION changefeed;
+CREATE ROLE app LOGIN IN ROLE changefeed_reader;    -- owns and writes the table
+CREATE ROLE feed LOGIN IN ROLE changefeed_processor; -- runs the processor
+GRANT CREATE ON SCHEMA public TO app;
+SET ROLE app;
 CREATE TABLE users (id int PRIMARY KEY, name text NOT NULL, email text, deleted bool NOT NULL DEFAULT false);
 SELECT changefeed.enable('users');
+GRANT SELECT ON users TO feed;
 SQL
 
 echo "== starting the example processor (latest-version feed)"
@@ -40,11 +47,11 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 
-start=$(psql -qXAt -c "SELECT changefeed.current_position()")
-echo "== writing to users"
+start=$(psql -qXAt -U feed -c "SELECT changefeed.current_position()")
+echo "== writing to users as app"
 write() {
     printf '%s  %s\n' "$(date +%T.%3N)" "$1"
-    psql -qX -c "$1"
+    psql -qX -U app -c "$1"
     sleep 0.5
 }
 write "INSERT INTO users (id, name, email) VALUES (1, 'Ada', 'ada@example.com')"
@@ -56,11 +63,13 @@ write "INSERT INTO users (id, name) VALUES (3, 'Edsger')"
 wait "$proc" && status=0 || status=$?
 echo "== what the processor handled"
 cat "$out"
-echo "== what a plain SQL reader sees: every version since the writes began"
-psql -qX -v pos="$start" <<'SQL'
+echo "== what a plain SQL reader (feed) sees: every version since the writes began"
+psql -qX -U feed -v pos="$start" <<'SQL'
 SELECT seq, range_id, operation, doc_id, current ->> 'email' AS email, previous ->> 'email' AS was
   FROM changefeed.read('users', :'pos');
 SQL
+echo "== feed may read, not write"
+psql -qX -U feed -c "UPDATE users SET name = 'x'" 2>&1 | sed 's/^/   /' || true
 echo "== notifier"
 psql -qX -c "SELECT pid, backend_type FROM pg_stat_activity WHERE backend_type = 'changefeed notifier'"
 exit "$status"

@@ -41,7 +41,7 @@ CREATE FUNCTION changefeed.channel_of(collection_id int) RETURNS text
 
 -- Looks up an enabled table, failing with CF002 when it is not enabled.
 CREATE FUNCTION changefeed.collection_of(tbl regclass) RETURNS changefeed.collection
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
 BEGIN
@@ -60,7 +60,7 @@ $$;
 
 -- Attribute numbers of `cols` in `tbl`, failing with CF003 for unknown columns.
 CREATE FUNCTION changefeed.attnums_of(tbl regclass, cols text[], what text) RETURNS int[]
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     col text;
     n int;
@@ -80,7 +80,7 @@ END
 $$;
 
 CREATE FUNCTION changefeed.drop_triggers(tbl regclass) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     name text;
 BEGIN
@@ -92,7 +92,7 @@ END
 $$;
 
 CREATE FUNCTION changefeed.install_triggers(c changefeed.collection) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     tbl regclass := c.relid::regclass;
     keys int[] := changefeed.attnums_of(tbl, c.key_columns, 'key');
@@ -123,7 +123,7 @@ CREATE FUNCTION changefeed.enable(
     keep_previous bool DEFAULT true,
     tenant_column text DEFAULT NULL,
     ttl_column text DEFAULT NULL)
-RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     kind "char";
     keys text[];
@@ -209,7 +209,7 @@ $$;
 
 -- Removes capture from a table.  Its log rows stay until retention drops them.
 CREATE FUNCTION changefeed.disable(tbl regclass) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
 BEGIN
@@ -238,7 +238,7 @@ SELECT c.id,
 -- Dropping an enabled table forgets its collection (and its leases); its log
 -- rows stay until retention drops them.
 CREATE FUNCTION changefeed.forget_dropped() RETURNS event_trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     DELETE FROM changefeed.collection c
      USING pg_event_trigger_dropped_objects() d

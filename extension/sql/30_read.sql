@@ -92,7 +92,7 @@ RETURNS TABLE (
     written_at timestamptz,
     tenant text,
     "position" text)
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     c changefeed.collection;

@@ -43,7 +43,7 @@ SELECT l.collection_id, c.relid AS table_name, l.processor, l.range_id, l.owner,
     OR (p.owner_role IS NOT NULL AND pg_catalog.pg_has_role(p.owner_role, 'USAGE'));
 
 CREATE FUNCTION changefeed.check_name(name text, what text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF name IS NULL OR btrim(name) = '' THEN
         RAISE EXCEPTION '% name must not be empty', what USING ERRCODE = 'CF011';
@@ -56,7 +56,7 @@ END
 $$;
 
 CREATE FUNCTION changefeed.check_duration(d interval) RETURNS interval
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF d IS NULL OR d <= interval '0' THEN
         RAISE EXCEPTION 'lease duration must be a positive interval, not %', coalesce(d::text, 'null')
@@ -71,7 +71,7 @@ $$;
 -- later does not skip what was written in between.  An existing lease (a
 -- checkpoint) always wins over `from_beginning`.
 CREATE FUNCTION changefeed.lease_init(tbl regclass, processor text, from_beginning bool DEFAULT false)
-RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
     pos text := changefeed.current_position();
@@ -96,7 +96,7 @@ $$;
 -- fenced.  Returns false if the lease changed hands since it was looked at.
 CREATE FUNCTION changefeed.lease_steal(tbl regclass, processor text, range_id int, instance text,
                                        from_owner text, duration interval)
-RETURNS bool LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS bool LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -120,7 +120,7 @@ $$;
 CREATE FUNCTION changefeed.lease_acquire(tbl regclass, processor text, instance text, duration interval)
 RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
                backfill_after jsonb, backfill_rows bigint, backfill_position text)
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -194,7 +194,7 @@ $$;
 -- A lease missing from the result was taken over: stop reading its range.
 CREATE FUNCTION changefeed.lease_renew(tbl regclass, processor text, instance text, duration interval)
 RETURNS TABLE (range_id int, epoch bigint)
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -215,7 +215,7 @@ $$;
 -- instance takes them over at once instead of waiting for expiry.
 CREATE FUNCTION changefeed.lease_release(tbl regclass, processor text, instance text,
                                          range_ids int[] DEFAULT NULL)
-RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -234,7 +234,7 @@ END
 $$;
 
 CREATE FUNCTION changefeed.lease_lost(tbl regclass, processor text, range_id int, instance text, epoch bigint)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RAISE EXCEPTION 'lease on range % of processor "%" on % is no longer held by "%" at epoch %',
                     range_id, processor, tbl, instance, epoch
@@ -247,7 +247,7 @@ $$;
 -- `epoch` (CF010 otherwise).  The position is validated (CF004/CF005).
 CREATE FUNCTION changefeed.lease_checkpoint(tbl regclass, processor text, range_id int,
                                             instance text, epoch bigint, "position" text)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -274,7 +274,7 @@ $$;
 CREATE FUNCTION changefeed.lease_backfill_checkpoint(tbl regclass, processor text, range_id int,
                                                      instance text, epoch bigint, after jsonb,
                                                      rows_done bigint, done bool)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -302,7 +302,7 @@ $$;
 -- Fenced like lease_checkpoint().  Returns that position.
 CREATE FUNCTION changefeed.lease_resync(tbl regclass, processor text, range_id int,
                                         instance text, epoch bigint)
-RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -329,7 +329,7 @@ $$;
 -- formatted as the capture trigger formats them.
 CREATE FUNCTION changefeed.backfill_page(tbl regclass, range_id int, after jsonb, max_rows int DEFAULT 1000)
 RETURNS TABLE (doc_id text, partition_key text, key jsonb, current jsonb)
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -393,7 +393,7 @@ $$;
 
 -- Estimated number of rows of a table, for backfill progress.
 CREATE FUNCTION changefeed.estimated_rows(tbl regclass) RETURNS bigint
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n bigint;
 BEGIN
@@ -410,7 +410,7 @@ $$;
 CREATE FUNCTION changefeed.lease_owned(tbl regclass, processor text, instance text)
 RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
                backfill_after jsonb, backfill_rows bigint, backfill_position text)
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -433,7 +433,7 @@ $$;
 -- Skipping changes this way is deliberate; the function says how many leases moved.
 CREATE FUNCTION changefeed.reset_checkpoint(tbl regclass, processor text, "position" text DEFAULT NULL,
                                             range_ids int[] DEFAULT NULL)
-RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -459,7 +459,7 @@ $$;
 
 -- Forgets a processor: its leases, checkpoints and owner (for its owner or an admin).
 CREATE FUNCTION changefeed.drop_processor(tbl regclass, processor text) RETURNS bool
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);

@@ -18,7 +18,7 @@ $$;
 
 -- Raises CF006 when retention dropped changes that a reader at `lo` has not read.
 CREATE FUNCTION changefeed.check_history(c changefeed.collection, lo pg_snapshot) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     h changefeed.horizon;
 BEGIN
@@ -37,7 +37,7 @@ $$;
 
 -- Moves a collection's horizon forward to cover transaction `upto`.
 CREATE FUNCTION changefeed.raise_horizon(collection_id int, upto xid8, written_before timestamptz)
-RETURNS void LANGUAGE sql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     INSERT INTO changefeed.horizon AS h (collection_id, dropped_txid, dropped_before)
     VALUES (collection_id, upto, written_before)
     ON CONFLICT (collection_id) DO UPDATE
@@ -48,7 +48,7 @@ $$;
 
 -- Records what dropping the partition `part` loses, per collection.
 CREATE FUNCTION changefeed.record_horizon(part regclass, written_before timestamptz) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
     newest xid8;
@@ -79,7 +79,7 @@ $$;
 -- Rejects NULL and infinite times: maintenance must never act on a time it
 -- was not given (NULL once meant "drop every partition, future ones too").
 CREATE FUNCTION changefeed.require_finite(t timestamptz, what text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF t IS NULL THEN
         RAISE EXCEPTION '% must not be null', what
@@ -94,7 +94,7 @@ $$;
 
 -- The oldest time retention keeps at `as_of`: the longest retention of any collection.
 CREATE FUNCTION changefeed.retention_cutoff(as_of timestamptz) RETURNS timestamptz
-LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT as_of - coalesce((SELECT max(retention) FROM changefeed.collection), interval '7 days')
 $$;
 
@@ -102,7 +102,7 @@ $$;
 -- `as_of`, oldest first, with the end of their day.
 CREATE FUNCTION changefeed.expired_partitions(as_of timestamptz)
 RETURNS TABLE (part regclass, written_before timestamptz)
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     cutoff timestamptz;
 BEGIN
@@ -121,7 +121,7 @@ $$;
 
 -- Whether `rel` is a member of the changefeed extension.
 CREATE FUNCTION changefeed.is_extension_member(rel regclass) RETURNS bool
-LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
                     WHERE d.classid = 'pg_class'::regclass AND d.objid = rel
                       AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
@@ -132,7 +132,7 @@ $$;
 -- transaction) what it loses per collection.  Refuses anything that is not a
 -- daily partition of the log wholly older than the retention at `as_of`.
 CREATE FUNCTION changefeed.prune_partition(part regclass, as_of timestamptz) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     upper_bound timestamptz;
 BEGIN
@@ -155,7 +155,7 @@ $$;
 -- Deletes rows older than the retention from the default partition (only
 -- there when partitions were not created in time).  Returns how many.
 CREATE FUNCTION changefeed.prune_default(as_of timestamptz) RETURNS bigint
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     cutoff timestamptz;
     n bigint;
@@ -175,7 +175,7 @@ $$;
 
 -- Deletes ticks older than every retention: no reader can use them.
 CREATE FUNCTION changefeed.prune_ticks(as_of timestamptz) RETURNS bigint
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n bigint;
 BEGIN
@@ -190,7 +190,7 @@ $$;
 -- default partition and old ticks, in the caller's transaction.  `as_of` lets
 -- tests and operators act as if it were later.  Returns how many partitions it dropped.
 CREATE FUNCTION changefeed.prune(as_of timestamptz DEFAULT now()) RETURNS int
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     p record;
     dropped int := 0;
@@ -214,7 +214,7 @@ CREATE FUNCTION changefeed.expire_rows(collection_id int, as_of timestamptz) RET
 
 -- Deletes the expired rows of every collection with a TTL column.
 CREATE FUNCTION changefeed.expire(as_of timestamptz DEFAULT now()) RETURNS bigint
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
     total bigint := 0;
@@ -229,7 +229,7 @@ $$;
 
 -- Reports a failed maintenance step; the same words as the maintenance worker's.
 CREATE FUNCTION changefeed.warn_step_failed(step text, state text, message text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RAISE WARNING 'changefeed maintenance: step "%" failed: %', step, message
         USING DETAIL = format('SQLSTATE %s. The step is retried on the next run.', state);
@@ -249,7 +249,7 @@ CREATE FUNCTION changefeed.maintain(as_of timestamptz DEFAULT now(),
     OUT partitions_created int, OUT partitions_dropped int, OUT ttl_deleted bigint,
     OUT failed_steps text[])
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '1s'   -- replaced below; the clause keeps the change inside this call
 AS $$
 DECLARE
@@ -258,6 +258,10 @@ DECLARE
     step text;
 BEGIN
     PERFORM changefeed.require_finite(as_of, 'as_of');
+    -- Acting as if it were another time drops or expires early: admins only.
+    IF as_of <> now() THEN
+        PERFORM changefeed.require_admin(changefeed.caller(), 'run maintenance as of another time');
+    END IF;
     partitions_created := 0; partitions_dropped := 0; ttl_deleted := 0; failed_steps := '{}';
     PERFORM set_config('lock_timeout',
                        coalesce(nullif(current_setting('changefeed.maintenance_lock_timeout', true), ''), '1s'),
@@ -323,7 +327,7 @@ $$;
 -- under running consumers.)
 CREATE FUNCTION changefeed.alter(tbl regclass, retention interval DEFAULT NULL,
                                  keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
 BEGIN

@@ -17,7 +17,7 @@ RETURNS TABLE (
     oldest_pending timestamptz,
     retention_used numeric,
     history_lost bool)
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
