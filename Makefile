@@ -9,7 +9,8 @@ OBJS = \
 	extension/position.o \
 	extension/position_codec.o \
 	extension/notifier.o \
-	extension/log_writer.o
+	extension/log_writer.o \
+	extension/guard.o
 
 EXTENSION = extension/changefeed
 EXTVERSION = 0.1
