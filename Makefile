@@ -20,7 +20,7 @@ DATA_built = extension/changefeed--$(EXTVERSION).sql
 
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED=`.
-REGRESS_COMMON = setup enable capture read positions retention lag
+REGRESS_COMMON = setup enable capture read positions retention lag integrity
 REGRESS_PRELOADED = notifier ticks
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed

@@ -88,7 +88,7 @@ extern "C" {
 PG_FUNCTION_INFO_V1(changefeed_suspend_guard);
 PG_FUNCTION_INFO_V1(changefeed_guard_suspended);
 PG_FUNCTION_INFO_V1(changefeed_guard_truncate);
-PG_FUNCTION_INFO_V1(changefeed_attached_partitions);
+PG_FUNCTION_INFO_V1(changefeed_attaches_partition);
 PG_FUNCTION_INFO_V1(changefeed_replaces_trigger);
 PG_FUNCTION_INFO_V1(changefeed_guard_detach);
 
@@ -137,23 +137,21 @@ Datum changefeed_guard_truncate(PG_FUNCTION_ARGS) {
     return PointerGetDatum(NULL);
 }
 
-// attached_partitions(pg_ddl_command): the partitions an ALTER TABLE attached.
-Datum changefeed_attached_partitions(PG_FUNCTION_ARGS) {
+// attaches_partition(pg_ddl_command): whether an ALTER TABLE attached a
+// partition.  (Its parse tree names the partition, but resolving that name
+// here, outside the user's search_path, could find another table; the guard
+// looks at the tree of the ALTER TABLE's target instead.)
+Datum changefeed_attaches_partition(PG_FUNCTION_ARGS) {
     CollectedCommand *cmd = (CollectedCommand *)PG_GETARG_POINTER(0);
-    int n = 0;
-    Datum *oids = NULL;
     if (cmd->type == SCT_AlterTable) {
         ListCell *lc;
-        oids = (Datum *)palloc(sizeof(Datum) * (list_length(cmd->d.alterTable.subcmds) + 1));
         foreach (lc, cmd->d.alterTable.subcmds) {
             CollectedATSubcmd *sub = (CollectedATSubcmd *)lfirst(lc);
             AlterTableCmd *at = (AlterTableCmd *)sub->parsetree;
-            if (IsA(at, AlterTableCmd) && at->subtype == AT_AttachPartition &&
-                OidIsValid(sub->address.objectId))
-                oids[n++] = ObjectIdGetDatum(sub->address.objectId);
+            if (IsA(at, AlterTableCmd) && at->subtype == AT_AttachPartition) PG_RETURN_BOOL(true);
         }
     }
-    PG_RETURN_ARRAYTYPE_P(construct_array(oids, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+    PG_RETURN_BOOL(false);
 }
 
 // replaces_trigger(pg_ddl_command): whether it is CREATE OR REPLACE TRIGGER.
@@ -166,7 +164,9 @@ Datum changefeed_replaces_trigger(PG_FUNCTION_ARGS) {
 
 // ddl_command_start on ALTER TABLE: refuses DETACH PARTITION (also CONCURRENTLY,
 // whose first transaction commits before ddl_command_end could refuse it) from
-// an enabled table or one of its partitions.
+// an enabled table or one of its partitions.  Declared SECURITY DEFINER without
+// a pinned search_path: the table name is resolved as the user's command will
+// resolve it, and the one query it runs is fully schema-qualified.
 Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
     if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),

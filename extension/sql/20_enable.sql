@@ -278,8 +278,9 @@ SELECT c.id,
 
 -- Dropping an enabled table forgets its collection (and its leases); its log
 -- rows stay until retention drops them.
+-- SECURITY DEFINER: it runs on every role's DROP.
 CREATE FUNCTION changefeed.forget_dropped() RETURNS event_trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
 BEGIN
     DELETE FROM changefeed.collection c
      USING pg_event_trigger_dropped_objects() d

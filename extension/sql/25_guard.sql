@@ -35,8 +35,8 @@ CREATE FUNCTION changefeed.guard_truncate() RETURNS trigger
     AS 'MODULE_PATHNAME', 'changefeed_guard_truncate' LANGUAGE C;
 
 -- Facts of a DDL command that its result does not show.
-CREATE FUNCTION changefeed.attached_partitions(cmd pg_ddl_command) RETURNS oid[]
-    AS 'MODULE_PATHNAME', 'changefeed_attached_partitions' LANGUAGE C STRICT;
+CREATE FUNCTION changefeed.attaches_partition(cmd pg_ddl_command) RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_attaches_partition' LANGUAGE C STRICT;
 CREATE FUNCTION changefeed.replaces_trigger(cmd pg_ddl_command) RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_replaces_trigger' LANGUAGE C STRICT;
 
@@ -308,6 +308,7 @@ DECLARE
     rels oid[];
     c changefeed.collection;
     checked int[] := '{}';
+    added bool;
     problems text[];
     q text;
     t pg_trigger;
@@ -333,17 +334,20 @@ BEGIN
             END LOOP;
             CONTINUE;
         END IF;
-        rels := ARRAY[cmd.objid];
-        IF cmd.command_tag IN ('ALTER TABLE', 'ALTER FOREIGN TABLE') THEN
-            rels := rels || changefeed.attached_partitions(cmd.command);
-        END IF;
+        -- ATTACH PARTITION: the whole tree under the ALTER TABLE's target
+        -- (an enabled table may also have been attached as a partition).
+        added := cmd.command_tag = 'CREATE TABLE'
+                 OR (cmd.command_tag IN ('ALTER TABLE', 'ALTER FOREIGN TABLE')
+                     AND changefeed.attaches_partition(cmd.command));
+        rels := CASE WHEN added AND cmd.command_tag <> 'CREATE TABLE'
+                     THEN ARRAY(SELECT changefeed.tree_of(cmd.objid)) ELSE ARRAY[cmd.objid] END;
         FOREACH rel IN ARRAY rels LOOP
             FOR c IN SELECT * FROM changefeed.enabled_above(rel) LOOP
-                -- A partition created or attached under an enabled table (with its own partitions).
-                IF c.relid <> rel AND (rel <> cmd.objid OR cmd.command_tag = 'CREATE TABLE')
-                   AND (SELECT relispartition FROM pg_class WHERE oid = rel)
-                   AND EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = c.relid AND tgname = 'changefeed_capture') THEN
-                    PERFORM changefeed.install_truncate_guard(c, p) FROM changefeed.tree_of(rel) p;
+                -- A partition created or attached under an installed enabled table gets its TRUNCATE guard.
+                IF added AND c.relid <> rel
+                   AND EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = c.relid AND tgname = 'changefeed_capture')
+                   AND (SELECT relkind FROM pg_class WHERE oid = c.relid) = 'p' THEN
+                    PERFORM changefeed.install_truncate_guard(c, rel);
                 END IF;
                 checked := checked || c.id;
             END LOOP;
@@ -409,9 +413,10 @@ $$;
 
 -- ddl_command_start on ALTER TABLE: refuses DETACH PARTITION (C: it reads the
 -- parse tree; CONCURRENTLY commits its first step before ddl_command_end).
+-- SECURITY DEFINER without a pinned search_path: it resolves the table name
+-- as the user's command will; its one query is fully schema-qualified.
 CREATE FUNCTION changefeed.guard_detach() RETURNS event_trigger
-    AS 'MODULE_PATHNAME', 'changefeed_guard_detach'
-    LANGUAGE C SECURITY DEFINER SET search_path = pg_catalog;
+    AS 'MODULE_PATHNAME', 'changefeed_guard_detach' LANGUAGE C SECURITY DEFINER;
 
 CREATE EVENT TRIGGER changefeed_guard_ddl ON ddl_command_end
     WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'ALTER FOREIGN TABLE', 'CREATE FOREIGN TABLE',
@@ -422,6 +427,11 @@ CREATE EVENT TRIGGER changefeed_guard_drop ON sql_drop
 CREATE EVENT TRIGGER changefeed_guard_detach ON ddl_command_start
     WHEN TAG IN ('ALTER TABLE')
     EXECUTE FUNCTION changefeed.guard_detach();
+
+-- Event triggers, like row triggers, do not fire in replica mode unless ALWAYS.
+ALTER EVENT TRIGGER changefeed_guard_ddl ENABLE ALWAYS;
+ALTER EVENT TRIGGER changefeed_guard_drop ENABLE ALWAYS;
+ALTER EVENT TRIGGER changefeed_guard_detach ENABLE ALWAYS;
 
 -- One row per enabled table: whether its capture is intact, and if not, why.
 CREATE FUNCTION changefeed.verify()
