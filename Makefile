@@ -24,7 +24,7 @@ REGRESS_COMMON = setup enable capture read positions retention lag integrity
 REGRESS_PRELOADED = notifier ticks
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed
-ISOLATION = late_commit row_order concurrent_reader
+ISOLATION = late_commit row_order concurrent_reader partition_race
 ISOLATION_OPTS = --inputdir=. --load-extension=changefeed
 
 PG_CXXFLAGS = -std=c++17 -Wno-register
