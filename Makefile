@@ -13,7 +13,8 @@ OBJS = \
 	extension/notifier.o \
 	extension/maintainer.o \
 	extension/ttl.o \
-	extension/log_writer.o
+	extension/log_writer.o \
+	extension/guard.o
 
 EXTENSION = extension/changefeed
 EXTVERSION = 0.1
@@ -23,11 +24,11 @@ DATA_built = extension/changefeed--$(EXTVERSION).sql
 
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED=`.
-REGRESS_COMMON = setup enable capture read positions retention lag maintenance privileges
+REGRESS_COMMON = setup enable capture read positions retention lag maintenance privileges integrity
 REGRESS_PRELOADED = notifier ticks workers
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed
-ISOLATION = late_commit row_order concurrent_reader
+ISOLATION = late_commit row_order concurrent_reader partition_race
 ISOLATION_OPTS = --inputdir=. --load-extension=changefeed
 
 PG_CXXFLAGS = -std=c++17 -Wno-register

@@ -13,18 +13,27 @@ extern "C" {
 #include "utils/fmgroids.h"
 #include "utils/json.h"
 #include "utils/rel.h"
+#include "utils/ruleutils.h"
 }
+
+void changefeed_truncate_done(void);  // guard.cpp
 
 namespace {
 
 constexpr int kMaxKeys = INDEX_MAX_KEYS;
 
-// Trigger arguments, parsed once per statement and kept in fn_extra.
+// Trigger arguments, resolved once per statement and relation and kept in
+// fn_extra.  Columns are named in the arguments and resolved here in the
+// descriptor of the relation the trigger fires on: a partition's clone of the
+// trigger carries the parent's arguments, and its columns may sit at other
+// attribute numbers.
 struct CaptureState {
     Oid trigger_oid;
+    Oid relid;
     int32 collection_id;
     int32 ranges;
     bool keep_previous;
+    bool replicated;
     int nkeys;
     AttrNumber keys[kMaxKeys];
     int nparts;
@@ -36,27 +45,41 @@ struct CaptureState {
     FmgrInfo to_jsonb;
 };
 
-int parse_attnums(const char *list, AttrNumber *out, const char *what) {
-    int n = 0;
-    const char *p = list;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v <= 0 || v > MaxAttrNumber || n >= kMaxKeys)
-            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                            errmsg("changefeed trigger has a bad %s list \"%s\"", what, list),
-                            errhint("Disable and enable the table again.")));
-        out[n++] = (AttrNumber)v;
-        p = *end == ',' ? end + 1 : end;
-    }
-    if (n == 0)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("changefeed trigger has an empty %s list", what)));
-    return n;
+constexpr int kWriteRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '4');
+
+char *relation_name(Relation rel) {
+    return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+                                      RelationGetRelationName(rel));
 }
 
-int32 parse_int(const char *s) {
-    return pg_strtoint32(s);
+void bad_arguments(const char *detail) {
+    ereport(ERROR, (errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+                    errmsg("changefeed.capture_row() has bad trigger arguments"), errdetail("%s", detail),
+                    errhint("Install it with changefeed.enable(); changefeed.verify() shows what is wrong.")));
+}
+
+// Attribute number of column `name` in `desc`; a missing column refuses the
+// write, since it cannot be captured.
+AttrNumber resolve_column(Relation rel, const char *name, const char *what) {
+    TupleDesc desc = RelationGetDescr(rel);
+    for (int i = 0; i < desc->natts; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0) return att->attnum;
+    }
+    ereport(ERROR, (errcode(kWriteRefused),
+                    errmsg("table %s has no %s column \"%s\": the write cannot be captured",
+                           relation_name(rel), what, name),
+                    errhint("Run SELECT * FROM changefeed.verify(); to see what changed, then restore the "
+                            "column or disable capture with changefeed.disable().")));
+    return InvalidAttrNumber;
+}
+
+int32 count_argument(Trigger *t, int at, int *next) {
+    if (at >= t->tgnargs) bad_arguments("An argument count is missing.");
+    int32 n = pg_strtoint32(t->tgargs[at]);
+    if (n < 0 || n > kMaxKeys || at + 1 + n > t->tgnargs) bad_arguments("A column count is out of range.");
+    *next = at + 1;
+    return n;
 }
 
 void lookup_output(TupleDesc desc, AttrNumber attnum, FmgrInfo *finfo, MemoryContext cxt) {
@@ -66,37 +89,43 @@ void lookup_output(TupleDesc desc, AttrNumber attnum, FmgrInfo *finfo, MemoryCon
     fmgr_info_cxt(func, finfo, cxt);
 }
 
+// Arguments: collection id, ranges, keep_previous (t/f), replicated (t/f),
+// number of key columns, their names, number of partition-key columns, their
+// names, tenant column name or ''.
 CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
     CaptureState *st = (CaptureState *)fcinfo->flinfo->fn_extra;
     Trigger *t = trig->tg_trigger;
-    if (st != NULL && st->trigger_oid == t->tgoid) return st;
+    Relation rel = trig->tg_relation;
+    if (st != NULL && st->trigger_oid == t->tgoid && st->relid == RelationGetRelid(rel)) return st;
 
-    if (t->tgnargs != 6)
-        ereport(ERROR, (errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
-                        errmsg("changefeed.capture_row() expects 6 trigger arguments, got %d", t->tgnargs),
-                        errhint("Install it with changefeed.enable().")));
+    if (t->tgnargs < 9) bad_arguments("Expected at least 9 arguments.");
     MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
-    TupleDesc desc = RelationGetDescr(trig->tg_relation);
+    TupleDesc desc = RelationGetDescr(rel);
     st = (CaptureState *)MemoryContextAllocZero(cxt, sizeof(CaptureState));
     st->trigger_oid = t->tgoid;
-    st->collection_id = parse_int(t->tgargs[0]);
-    st->ranges = parse_int(t->tgargs[1]);
+    st->relid = RelationGetRelid(rel);
+    st->collection_id = pg_strtoint32(t->tgargs[0]);
+    st->ranges = pg_strtoint32(t->tgargs[1]);
     st->keep_previous = t->tgargs[2][0] == 't';
-    st->nkeys = parse_attnums(t->tgargs[3], st->keys, "key");
-    st->nparts = parse_attnums(t->tgargs[4], st->parts, "partition key");
-    st->tenant = (AttrNumber)parse_int(t->tgargs[5]);
-    if (st->ranges < 1)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("changefeed trigger has no ranges")));
+    st->replicated = t->tgargs[3][0] == 't';
+    if (st->ranges < 1) bad_arguments("The number of ranges must be positive.");
+    int at;
+    st->nkeys = count_argument(t, 4, &at);
+    if (st->nkeys == 0) bad_arguments("No key column.");
     for (int i = 0; i < st->nkeys; i++) {
-        if (st->keys[i] > desc->natts) elog(ERROR, "changefeed key column %d is gone", st->keys[i]);
+        st->keys[i] = resolve_column(rel, t->tgargs[at + i], "key");
         lookup_output(desc, st->keys[i], &st->key_out[i], cxt);
     }
+    st->nparts = count_argument(t, at + st->nkeys, &at);
+    if (st->nparts == 0) bad_arguments("No partition-key column.");
     for (int i = 0; i < st->nparts; i++) {
-        if (st->parts[i] > desc->natts) elog(ERROR, "changefeed partition key column %d is gone", st->parts[i]);
+        st->parts[i] = resolve_column(rel, t->tgargs[at + i], "partition key");
         lookup_output(desc, st->parts[i], &st->part_out[i], cxt);
     }
-    if (st->tenant > 0) {
-        if (st->tenant > desc->natts) elog(ERROR, "changefeed tenant column %d is gone", st->tenant);
+    at += st->nparts;
+    if (at != t->tgnargs - 1) bad_arguments("Expected the tenant column as the last argument.");
+    if (t->tgargs[at][0] != '\0') {
+        st->tenant = resolve_column(rel, t->tgargs[at], "tenant");
         lookup_output(desc, st->tenant, &st->tenant_out, cxt);
     }
     // to_jsonb() reads its argument type from the call expression, so give it one.
@@ -109,6 +138,20 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
     fmgr_info_set_expr(expr, &st->to_jsonb);
     fcinfo->flinfo->fn_extra = st;
     return st;
+}
+
+// A write made in replica mode (logical replication apply, or a session that
+// set session_replication_role = replica) is captured only when the table was
+// enabled with replicated => true; otherwise it is refused, never let through.
+void check_replica_mode(bool replicated, Relation rel) {
+    if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA || replicated) return;
+    ereport(ERROR, (errcode(kWriteRefused),
+                    errmsg("write to %s with session_replication_role = replica would escape capture",
+                           relation_name(rel)),
+                    errdetail("The table is enabled for changefeed without replicated => true."),
+                    errhint("To capture replicated writes, disable the table with changefeed.disable() and "
+                            "enable it again with replicated => true; or write with "
+                            "session_replication_role = origin.")));
 }
 
 // Text of one column, or NULL.
@@ -217,6 +260,7 @@ Datum changefeed_capture_row(PG_FUNCTION_ARGS) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("changefeed.capture_row() must be a FOR EACH ROW trigger")));
     CaptureState *st = capture_state(fcinfo, trig);
+    check_replica_mode(st->replicated, trig->tg_relation);
     TupleDesc desc = RelationGetDescr(trig->tg_relation);
 
     HeapTuple newer = NULL, older = NULL;
@@ -254,11 +298,13 @@ Datum changefeed_capture_truncate(PG_FUNCTION_ARGS) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("changefeed.capture_truncate() must be an AFTER TRUNCATE trigger")));
     Trigger *t = trig->tg_trigger;
-    if (t->tgnargs != 2)
+    if (t->tgnargs != 3)
         ereport(ERROR, (errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
-                        errmsg("changefeed.capture_truncate() expects 2 trigger arguments, got %d", t->tgnargs)));
-    int32 collection_id = parse_int(t->tgargs[0]);
-    int32 ranges = parse_int(t->tgargs[1]);
+                        errmsg("changefeed.capture_truncate() expects 3 trigger arguments, got %d", t->tgnargs),
+                        errhint("Install it with changefeed.enable().")));
+    int32 collection_id = pg_strtoint32(t->tgargs[0]);
+    int32 ranges = pg_strtoint32(t->tgargs[1]);
+    check_replica_mode(t->tgargs[2][0] == 't', trig->tg_relation);
 
     for (int32 range = 0; range < ranges; range++) {
         LogRow row = {};
@@ -268,6 +314,7 @@ Datum changefeed_capture_truncate(PG_FUNCTION_ARGS) {
         changefeed_log_write(&row);
     }
 
+    changefeed_truncate_done();
     changefeed_note_capture(collection_id);
     return PointerGetDatum(NULL);
 }

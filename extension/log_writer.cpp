@@ -70,18 +70,50 @@ void load_cache(void) {
     cache.valid = true;
 }
 
-// The partition holding rows written at `ts`: log_YYYYMMDD (UTC day), else the default one.
-Oid partition_for(TimestampTz ts) {
-    int64 day = ts >= 0 ? ts / USECS_PER_DAY : (ts - USECS_PER_DAY + 1) / USECS_PER_DAY;
-    if (day == cache.day && OidIsValid(cache.part_oid)) return cache.part_oid;
+int64 utc_day(TimestampTz ts) {
+    return ts >= 0 ? ts / USECS_PER_DAY : (ts - USECS_PER_DAY + 1) / USECS_PER_DAY;
+}
+
+// The day's partition log_YYYYMMDD by name, or InvalidOid.
+Oid day_partition(int64 day) {
     int y, m, d;
     j2date((int)(day + POSTGRES_EPOCH_JDATE), &y, &m, &d);
     char name[NAMEDATALEN];
     snprintf(name, sizeof name, "log_%04d%02d%02d", y, m, d);
-    Oid part = get_relname_relid(name, cache.namespace_oid);
+    return get_relname_relid(name, cache.namespace_oid);
+}
+
+// The partition holding rows written at `ts`: log_YYYYMMDD (UTC day), else the default one.
+Oid partition_for(TimestampTz ts) {
+    int64 day = utc_day(ts);
+    if (day == cache.day && OidIsValid(cache.part_oid)) return cache.part_oid;
+    Oid part = day_partition(day);
     cache.day = day;
     cache.part_oid = OidIsValid(part) ? part : cache.default_oid;
     return cache.part_oid;
+}
+
+// Opens the partition for rows written at `ts`, locked.  The cached choice
+// was made before the lock, and the lock is what delivers the invalidation of
+// a partition another session just created: creating a partition while a
+// default one exists locks the default partition, so once the default is
+// locked, the day's partition is looked up again by name (a catalog lookup on
+// this rare path only).
+Relation open_partition(TimestampTz ts) {
+    Oid part = partition_for(ts);
+    Relation rel = table_open(part, RowExclusiveLock);
+    if (part == cache.default_oid) {
+        Oid day_part = day_partition(utc_day(ts));
+        if (OidIsValid(day_part)) {
+            table_close(rel, NoLock);
+            rel = table_open(day_part, RowExclusiveLock);
+            if (cache.valid) {
+                cache.day = utc_day(ts);
+                cache.part_oid = day_part;
+            }
+        }
+    }
+    return rel;
 }
 
 void insert_index_entries(Relation rel, HeapTuple tuple) {
@@ -112,7 +144,7 @@ void insert_index_entries(Relation rel, HeapTuple tuple) {
 void changefeed_log_write(const LogRow *row) {
     if (!cache.valid) load_cache();
     TimestampTz written_at = GetCurrentTransactionStartTimestamp();
-    Relation rel = table_open(partition_for(written_at), RowExclusiveLock);
+    Relation rel = open_partition(written_at);
     TupleDesc desc = RelationGetDescr(rel);
     if (desc->natts != kColumns)
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),

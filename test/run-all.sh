@@ -2,6 +2,7 @@
 # Runs every test of changefeed on throwaway local clusters:
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
+#      and logical replication into enabled tables (test/replication.sh),
 #   3. the client's GoogleTest suites (they start their own clusters),
 #   4. the torture test in its short mode, and the benchmark harness on tiny sizes.
 # Usage (as root on Debian 12): bash test/run-all.sh
@@ -46,6 +47,9 @@ echo "== SQL tests, library not preloaded (NOTIFY fallback)"
 bash test/cluster.sh start "$scratch/plain" --port 55491 --fsync-off --no-preload
 run_sql_tests "$scratch/plain" REGRESS_PRELOADED=
 bash test/cluster.sh stop "$scratch/plain"
+
+echo "== logical replication into enabled tables (own cluster, wal_level = logical)"
+if ! bash test/replication.sh --port 55492; then failed=1; fi
 
 if [ -f CMakeLists.txt ]; then
     echo "== client library and its tests"

@@ -19,7 +19,14 @@ CREATE TABLE changefeed.collection (
     keep_previous   bool NOT NULL DEFAULT true,
     tenant_column   text,
     ttl_column      text,
-    enabled_at      timestamptz NOT NULL DEFAULT now()
+    enabled_at      timestamptz NOT NULL DEFAULT now(),
+    -- Whether writes made in replica mode (logical replication apply) are
+    -- captured; without it they are refused (CF014).
+    replicated      bool NOT NULL DEFAULT false,
+    -- Types of the columns capture depends on (key, partition key, tenant,
+    -- TTL) when capture was installed: {"column": "type"}; the guard and
+    -- verify() compare against it.
+    column_types    jsonb NOT NULL DEFAULT '{}'
 );
 
 -- Per collection, the newest transaction whose changes retention dropped.

@@ -7,10 +7,15 @@
 --   CF008 already enabled with other options
 --   CF006 history lost (retention dropped changes a position had not read)
 --   CF009 read inside a transaction that captured changes itself
+--   CF013 DDL refused: it would let writes escape capture (25_guard.sql)
+--   CF014 write refused: it would escape capture (replica mode, missing column)
 
 -- Row and TRUNCATE capture, implemented in C++ (extension/capture.cpp).
--- Trigger arguments: collection id, ranges, keep_previous (t/f),
--- key attnums, partition-key attnums, tenant attnum (0 = none).
+-- capture_row arguments: collection id, ranges, keep_previous (t/f),
+-- replicated (t/f), number of key columns, their names, number of
+-- partition-key columns, their names, tenant column name or ''.  Columns go by
+-- name: a partition's clone of the trigger resolves them in the partition.
+-- capture_truncate arguments: collection id, ranges, replicated (t/f).
 CREATE FUNCTION changefeed.capture_row() RETURNS trigger
     AS 'MODULE_PATHNAME', 'changefeed_capture_row' LANGUAGE C;
 CREATE FUNCTION changefeed.capture_truncate() RETURNS trigger
@@ -79,37 +84,61 @@ BEGIN
 END
 $$;
 
+-- Removes the capture triggers and the TRUNCATE guards of the partitions.
+-- The guard (25_guard.sql) is suspended meanwhile: it refuses that DDL from anyone else.
 CREATE FUNCTION changefeed.drop_triggers(tbl regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    name text;
+    t record;
+    was_suspended bool := changefeed.suspend_guard(true);
 BEGIN
-    FOR name IN SELECT tgname FROM pg_trigger
-                 WHERE tgrelid = tbl AND tgname IN ('changefeed_capture', 'changefeed_capture_truncate') LOOP
-        EXECUTE format('DROP TRIGGER %I ON %s', name, tbl);
+    FOR t IN SELECT g.tgname, g.tgrelid::regclass AS rel
+               FROM pg_trigger g
+              WHERE g.tgrelid IN (SELECT relid FROM pg_partition_tree(tbl) UNION SELECT tbl)
+                AND g.tgparentid = 0
+                AND (g.tgname IN ('changefeed_capture', 'changefeed_capture_truncate')
+                     OR g.tgname LIKE 'changefeed\_truncate\_guard\_%')
+              ORDER BY g.tgrelid = tbl, g.tgname LOOP
+        EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
     END LOOP;
+    PERFORM changefeed.suspend_guard(was_suspended);
 END
 $$;
 
+-- Installs the capture triggers (ENABLE ALWAYS: they also fire in replica
+-- mode, where capture_row refuses or captures as the collection says), the
+-- TRUNCATE guards of a partitioned table, and records the types of the
+-- columns capture depends on.
 CREATE FUNCTION changefeed.install_triggers(c changefeed.collection) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     tbl regclass := c.relid::regclass;
-    keys int[] := changefeed.attnums_of(tbl, c.key_columns, 'key');
-    parts int[] := changefeed.attnums_of(tbl, c.partition_key, 'partition key');
-    tenant int := 0;
+    was_suspended bool;
+    part regclass;
 BEGIN
+    PERFORM changefeed.attnums_of(tbl, c.key_columns, 'key');
+    PERFORM changefeed.attnums_of(tbl, c.partition_key, 'partition key');
     IF c.tenant_column IS NOT NULL THEN
-        tenant := (changefeed.attnums_of(tbl, ARRAY[c.tenant_column], 'tenant'))[1];
+        PERFORM changefeed.attnums_of(tbl, ARRAY[c.tenant_column], 'tenant');
     END IF;
     PERFORM changefeed.drop_triggers(tbl);
+    was_suspended := changefeed.suspend_guard(true);
     EXECUTE format('CREATE TRIGGER changefeed_capture AFTER INSERT OR UPDATE OR DELETE ON %s '
-                   'FOR EACH ROW EXECUTE FUNCTION changefeed.capture_row(%L, %L, %L, %L, %L, %L)',
-                   tbl, c.id, c.ranges, c.keep_previous,
-                   array_to_string(keys, ','), array_to_string(parts, ','), tenant);
+                   'FOR EACH ROW EXECUTE FUNCTION changefeed.capture_row(%s)',
+                   tbl, changefeed.trigger_arguments_sql(changefeed.capture_row_arguments(c)));
+    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER changefeed_capture', tbl);
     EXECUTE format('CREATE TRIGGER changefeed_capture_truncate AFTER TRUNCATE ON %s '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION changefeed.capture_truncate(%L, %L)',
-                   tbl, c.id, c.ranges);
+                   'FOR EACH STATEMENT EXECUTE FUNCTION changefeed.capture_truncate(%s)',
+                   tbl, changefeed.trigger_arguments_sql(changefeed.capture_truncate_arguments(c)));
+    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER changefeed_capture_truncate', tbl);
+    IF (SELECT relkind FROM pg_class WHERE oid = tbl) = 'p' THEN
+        PERFORM changefeed.install_truncate_guard(c, tbl);
+        FOR part IN SELECT relid FROM pg_partition_tree(tbl) WHERE relid <> tbl LOOP
+            PERFORM changefeed.install_truncate_guard(c, part);
+        END LOOP;
+    END IF;
+    PERFORM changefeed.suspend_guard(was_suspended);
+    UPDATE changefeed.collection SET column_types = changefeed.column_types_of(c) WHERE id = c.id;
 END
 $$;
 
@@ -122,7 +151,8 @@ CREATE FUNCTION changefeed.enable(
     retention interval DEFAULT '7 days',
     keep_previous bool DEFAULT true,
     tenant_column text DEFAULT NULL,
-    ttl_column text DEFAULT NULL)
+    ttl_column text DEFAULT NULL,
+    replicated bool DEFAULT false)
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     kind "char";
@@ -130,6 +160,7 @@ DECLARE
     existing changefeed.collection;
     c changefeed.collection;
     ttl_type regtype;
+    holes text[];
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF003';
@@ -141,6 +172,15 @@ BEGIN
                   DETAIL = 'Only ordinary and partitioned tables can be enabled.';
     END IF;
     PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'enable the change feed of');
+    -- Shapes whose writes could escape capture (the guard keeps them out later).
+    holes := changefeed.shape_problems(tbl);
+    IF cardinality(holes) > 0 THEN
+        RAISE EXCEPTION 'table % cannot be enabled: writes could escape capture', tbl
+            USING ERRCODE = 'CF013',
+                  DETAIL = array_to_string(holes, '; ') || '.',
+                  HINT = 'Enable the partitioned root of a partition tree; detach inheritance children '
+                         '(ALTER TABLE ... NO INHERIT) first.';
+    END IF;
     SELECT array_agg(a.attname::text ORDER BY k.ord) INTO keys
       FROM pg_index i
       CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
@@ -162,6 +202,9 @@ BEGIN
     END IF;
     IF keep_previous IS NULL THEN
         RAISE EXCEPTION 'keep_previous must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    IF replicated IS NULL THEN
+        RAISE EXCEPTION 'replicated must not be null' USING ERRCODE = 'CF003';
     END IF;
     IF partition_key IS NULL THEN
         partition_key := keys;
@@ -185,8 +228,9 @@ BEGIN
     SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl FOR UPDATE;
     IF FOUND THEN
         IF (existing.partition_key, existing.ranges, existing.retention, existing.keep_previous,
-            existing.tenant_column, existing.ttl_column)
-           IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column) THEN
+            existing.tenant_column, existing.ttl_column, existing.replicated)
+           IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
+                                 replicated) THEN
             RETURN existing.id;
         END IF;
         RAISE EXCEPTION 'table % is already enabled with other options', tbl
@@ -195,8 +239,9 @@ BEGIN
     END IF;
 
     INSERT INTO changefeed.collection AS col
-           (relid, key_columns, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column)
-    VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column)
+           (relid, key_columns, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
+            replicated)
+    VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated)
     RETURNING * INTO c;
     PERFORM changefeed.install_triggers(c);
     -- Partitions are made here rather than in the install script, so that
@@ -231,14 +276,16 @@ SELECT c.id,
        c.tenant_column,
        c.ttl_column,
        changefeed.channel_of(c.id) AS channel,
-       c.enabled_at
+       c.enabled_at,
+       c.replicated
   FROM changefeed.collection c
  WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 
 -- Dropping an enabled table forgets its collection (and its leases); its log
 -- rows stay until retention drops them.
+-- SECURITY DEFINER: it runs on every role's DROP.
 CREATE FUNCTION changefeed.forget_dropped() RETURNS event_trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     DELETE FROM changefeed.collection c
      USING pg_event_trigger_dropped_objects() d
@@ -249,3 +296,5 @@ $$;
 CREATE EVENT TRIGGER changefeed_forget_dropped ON sql_drop
     WHEN TAG IN ('DROP TABLE', 'DROP SCHEMA', 'DROP OWNED')
     EXECUTE FUNCTION changefeed.forget_dropped();
+-- Replica mode (session_replication_role) must not leave a dropped table enabled.
+ALTER EVENT TRIGGER changefeed_forget_dropped ENABLE ALWAYS;

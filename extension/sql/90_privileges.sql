@@ -60,7 +60,6 @@ AS 'MODULE_PATHNAME', 'changefeed_call_definer' LANGUAGE c VOLATILE;
 -- Functions that need the catalog but not the caller's identity.
 ALTER FUNCTION changefeed.current_position() SECURITY DEFINER;
 ALTER FUNCTION changefeed.collection_of(regclass) SECURITY DEFINER;
-ALTER FUNCTION changefeed.forget_dropped() SECURITY DEFINER;
 
 -- PUBLIC gets nothing: not the schema, not a function, not a table.
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA changefeed FROM PUBLIC;
@@ -81,7 +80,7 @@ GRANT EXECUTE ON FUNCTION
     changefeed.ensure_notifier(),
     changefeed.preloaded(),
     changefeed.bound_tenants(),
-    changefeed.enable(regclass, text[], int, interval, bool, text, text),
+    changefeed.enable(regclass, text[], int, interval, bool, text, text, bool),
     changefeed.disable(regclass),
     changefeed.alter(regclass, interval, bool, text)
     TO changefeed_reader;
@@ -108,7 +107,7 @@ GRANT SELECT ON changefeed.leases TO changefeed_processor;
 
 -- Admins: every collection and processor, tenants, checks.
 GRANT EXECUTE ON FUNCTION
-
+    changefeed.verify(),
     changefeed.bind_tenant(regrole, text),
     changefeed.unbind_tenant(regrole)
     TO changefeed_admin;

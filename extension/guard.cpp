@@ -1,0 +1,201 @@
+// The C half of the capture guard (the SQL half is extension/sql/25_guard.sql).
+//
+//  - A backend-local switch that suspends the guard while the extension runs
+//    its own DDL (enable/disable/alter); it is reset at every transaction end
+//    and subtransaction abort, so an error can never leave it on.
+//  - The TRUNCATE guard: a BEFORE TRUNCATE statement trigger on every
+//    partition of an enabled partitioned table.  TRUNCATE of the root fires
+//    the root's guard first, which marks the statement; the partitions' guards
+//    then let it through (the root's capture trigger logs the clear).  A
+//    TRUNCATE naming a partition alone is refused.
+//  - Facts about a DDL command that its catalog state does not show: which
+//    partitions an ALTER TABLE attached, whether CREATE TRIGGER was OR REPLACE,
+//    and (at ddl_command_start) whether it detaches a partition.
+//
+// Only plain C data lives in these frames (ereport may longjmp through them).
+#include "pg.hpp"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_inherits.h"
+#include "commands/event_trigger.h"
+#include "nodes/parsenodes.h"
+#include "tcop/deparse_utility.h"
+#include "utils/array.h"
+}
+
+namespace {
+
+bool guard_suspended = false;
+bool callbacks_registered = false;
+
+// The TRUNCATE of a root in progress, set by the root's guard trigger.
+int32 truncating_collection = 0;
+
+void reset_xact(XactEvent event, void *) {
+    if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+        event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+        event == XACT_EVENT_PREPARE) {
+        guard_suspended = false;
+        truncating_collection = 0;
+    }
+}
+
+void reset_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void *) {
+    if (event == SUBXACT_EVENT_ABORT_SUB) {
+        guard_suspended = false;
+        truncating_collection = 0;
+    }
+}
+
+void register_callbacks(void) {
+    if (callbacks_registered) return;
+    RegisterXactCallback(reset_xact, NULL);
+    RegisterSubXactCallback(reset_subxact, NULL);
+    callbacks_registered = true;
+}
+
+constexpr int kDdlRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '3');
+
+// Whether `rel` or one of its ancestors is an enabled table (asked in SQL,
+// where the collection catalog lives).  Returns the enabled table's name or NULL.
+char *enabled_table_above(Oid rel) {
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+    Oid argtypes[1] = {OIDOID};
+    Datum args[1] = {ObjectIdGetDatum(rel)};
+    int rc = SPI_execute_with_args(
+        "SELECT c.relid::pg_catalog.regclass::pg_catalog.text FROM changefeed.enabled_above($1) c",
+        1, argtypes, args, NULL, true, 1);
+    char *name = NULL;
+    if (rc == SPI_OK_SELECT && SPI_processed == 1) {
+        char *value = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+        if (value != NULL) name = MemoryContextStrdup(TopTransactionContext, value);
+    }
+    SPI_finish();
+    return name;
+}
+
+}  // namespace
+
+// Called by capture_truncate once the root's TRUNCATE has been logged.
+void changefeed_truncate_done(void) {
+    truncating_collection = 0;
+}
+
+extern "C" {
+
+PG_FUNCTION_INFO_V1(changefeed_suspend_guard);
+PG_FUNCTION_INFO_V1(changefeed_guard_suspended);
+PG_FUNCTION_INFO_V1(changefeed_guard_truncate);
+PG_FUNCTION_INFO_V1(changefeed_attaches_partition);
+PG_FUNCTION_INFO_V1(changefeed_replaces_trigger);
+PG_FUNCTION_INFO_V1(changefeed_guard_detach);
+
+// suspend_guard(on bool) returns the previous setting, so calls can nest.
+Datum changefeed_suspend_guard(PG_FUNCTION_ARGS) {
+    if (PG_ARGISNULL(0))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("suspend_guard(null)")));
+    register_callbacks();
+    bool previous = guard_suspended;
+    guard_suspended = PG_GETARG_BOOL(0);
+    PG_RETURN_BOOL(previous);
+}
+
+Datum changefeed_guard_suspended(PG_FUNCTION_ARGS) {
+    PG_RETURN_BOOL(guard_suspended);
+}
+
+// BEFORE TRUNCATE FOR EACH STATEMENT; arguments: collection id, 'root' or 'partition'.
+Datum changefeed_guard_truncate(PG_FUNCTION_ARGS) {
+    if (!CALLED_AS_TRIGGER(fcinfo))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("changefeed.guard_truncate() must be called as a trigger")));
+    TriggerData *trig = (TriggerData *)fcinfo->context;
+    Trigger *t = trig->tg_trigger;
+    if (!TRIGGER_FIRED_BY_TRUNCATE(trig->tg_event) || !TRIGGER_FIRED_BEFORE(trig->tg_event) ||
+        t->tgnargs != 2)
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("changefeed.guard_truncate() must be a BEFORE TRUNCATE trigger with 2 arguments")));
+    register_callbacks();
+    int32 collection_id = pg_strtoint32(t->tgargs[0]);
+    if (strcmp(t->tgargs[1], "root") == 0) {
+        truncating_collection = collection_id;
+    } else if (truncating_collection != collection_id) {
+        Relation rel = trig->tg_relation;
+        ereport(ERROR,
+                (errcode(kDdlRefused),
+                 errmsg("TRUNCATE of partition %s would let its rows leave an enabled table without a change",
+                        quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+                                                   RelationGetRelationName(rel))),
+                 errdetail("Its partitioned table is enabled for changefeed (collection %d); a TRUNCATE of "
+                           "the partitioned table is captured, one of a partition is not.",
+                           collection_id),
+                 errhint("Delete the rows instead, truncate the partitioned table, or disable capture "
+                         "first with changefeed.disable().")));
+    }
+    return PointerGetDatum(NULL);
+}
+
+// attaches_partition(pg_ddl_command): whether an ALTER TABLE attached a
+// partition.  (Its parse tree names the partition, but resolving that name
+// here, outside the user's search_path, could find another table; the guard
+// looks at the tree of the ALTER TABLE's target instead.)
+Datum changefeed_attaches_partition(PG_FUNCTION_ARGS) {
+    CollectedCommand *cmd = (CollectedCommand *)PG_GETARG_POINTER(0);
+    if (cmd->type == SCT_AlterTable) {
+        ListCell *lc;
+        foreach (lc, cmd->d.alterTable.subcmds) {
+            CollectedATSubcmd *sub = (CollectedATSubcmd *)lfirst(lc);
+            AlterTableCmd *at = (AlterTableCmd *)sub->parsetree;
+            if (IsA(at, AlterTableCmd) && at->subtype == AT_AttachPartition) PG_RETURN_BOOL(true);
+        }
+    }
+    PG_RETURN_BOOL(false);
+}
+
+// replaces_trigger(pg_ddl_command): whether it is CREATE OR REPLACE TRIGGER.
+Datum changefeed_replaces_trigger(PG_FUNCTION_ARGS) {
+    CollectedCommand *cmd = (CollectedCommand *)PG_GETARG_POINTER(0);
+    bool replace = cmd->type == SCT_Simple && cmd->parsetree != NULL &&
+                   IsA(cmd->parsetree, CreateTrigStmt) && ((CreateTrigStmt *)cmd->parsetree)->replace;
+    PG_RETURN_BOOL(replace);
+}
+
+// ddl_command_start on ALTER TABLE: refuses DETACH PARTITION (also CONCURRENTLY,
+// whose first transaction commits before ddl_command_end could refuse it) from
+// an enabled table or one of its partitions.  Declared SECURITY DEFINER without
+// a pinned search_path: the table name is resolved as the user's command will
+// resolve it, and the one query it runs is fully schema-qualified.
+Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
+    if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("changefeed.guard_detach() must be called as an event trigger")));
+    if (guard_suspended) PG_RETURN_VOID();
+    EventTriggerData *data = (EventTriggerData *)fcinfo->context;
+    if (data->parsetree == NULL || !IsA(data->parsetree, AlterTableStmt)) PG_RETURN_VOID();
+    AlterTableStmt *stmt = (AlterTableStmt *)data->parsetree;
+    bool detaches = false;
+    ListCell *lc;
+    foreach (lc, stmt->cmds) {
+        AlterTableCmd *at = (AlterTableCmd *)lfirst(lc);
+        if (IsA(at, AlterTableCmd) &&
+            (at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize))
+            detaches = true;
+    }
+    if (!detaches || stmt->relation == NULL) PG_RETURN_VOID();
+    if (stmt->relation->relpersistence == RELPERSISTENCE_TEMP) PG_RETURN_VOID();
+    Oid parent = RangeVarGetRelid(stmt->relation, NoLock, true);
+    if (!OidIsValid(parent)) PG_RETURN_VOID();
+    char *enabled = enabled_table_above(parent);
+    if (enabled != NULL)
+        ereport(ERROR,
+                (errcode(kDdlRefused),
+                 errmsg("DETACH PARTITION from %s would let rows leave an enabled table without a change",
+                        stmt->relation->relname),
+                 errdetail("Table %s is enabled for changefeed.", enabled),
+                 errhint("Disable capture first with SELECT changefeed.disable(%s);", quote_literal_cstr(enabled))));
+    PG_RETURN_VOID();
+}
+
+}  // extern "C"

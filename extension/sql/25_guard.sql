@@ -1,0 +1,444 @@
+-- changefeed: the capture guard and verify().
+--
+-- A write that misses the feed without an error is the worst bug this product
+-- can have.  While a table is enabled, every DDL that would let writes escape
+-- capture is refused with CF013 (the way out is changefeed.disable()):
+-- disabling, dropping, renaming or replacing the capture triggers; dropping,
+-- retyping or renaming the key, partition-key, tenant or TTL columns; a
+-- primary key other than the collection's key; inheritance children;
+-- DETACH PARTITION, DROP or TRUNCATE of a partition.  Partitions created or
+-- attached later get their TRUNCATE guard here.  verify() reports, per enabled
+-- table, whatever is not intact (both use capture_problems()).
+--
+-- The guard runs on everyone's DDL in the whole database: it reads only the
+-- catalog (and installs a partition's TRUNCATE guard), exits early when no
+-- enabled table is involved, and ignores temporary objects.
+--
+-- A restore (pg_restore) loads the collection rows before the primary keys
+-- and triggers of the tables, and creates the capture triggers one statement
+-- at a time.  So what is absent is not refused here (only verify() reports
+-- it): removals are caught where they happen (sql_drop), and only what is
+-- present and wrong is refused at ddl_command_end.
+
+-- Suspends the guard in this backend while the extension runs its own DDL;
+-- returns the previous setting.  Reset at transaction end and on abort.
+CREATE FUNCTION changefeed.suspend_guard(suspend bool) RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_suspend_guard' LANGUAGE C STRICT;
+CREATE FUNCTION changefeed.guard_suspended() RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_guard_suspended' LANGUAGE C;
+
+-- BEFORE TRUNCATE FOR EACH STATEMENT on the root ('root') and on every
+-- partition ('partition') of an enabled partitioned table: a TRUNCATE of the
+-- root passes (its capture trigger logs the clear), one of a partition alone
+-- is refused.  Arguments: collection id, 'root' or 'partition'.
+CREATE FUNCTION changefeed.guard_truncate() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'changefeed_guard_truncate' LANGUAGE C;
+
+-- Facts of a DDL command that its result does not show.
+CREATE FUNCTION changefeed.attaches_partition(cmd pg_ddl_command) RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_attaches_partition' LANGUAGE C STRICT;
+CREATE FUNCTION changefeed.replaces_trigger(cmd pg_ddl_command) RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_replaces_trigger' LANGUAGE C STRICT;
+
+-- The enabled tables at or above `rel` in its inheritance/partition tree.
+CREATE FUNCTION changefeed.enabled_above(rel oid) RETURNS SETOF changefeed.collection
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE up(oid) AS (
+        SELECT rel
+        UNION
+        SELECT i.inhparent FROM pg_catalog.pg_inherits i JOIN up ON i.inhrelid = up.oid)
+    SELECT c.* FROM changefeed.collection c WHERE c.relid IN (SELECT oid FROM up) ORDER BY c.id
+$$;
+
+-- The table and all its partitions (any depth).
+CREATE FUNCTION changefeed.tree_of(tbl oid) RETURNS SETOF oid
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT tbl
+    UNION
+    SELECT t.relid::oid FROM pg_catalog.pg_partition_tree(tbl) t
+$$;
+
+-- The columns capture depends on: key, partition key, tenant, TTL.
+CREATE FUNCTION changefeed.watched_columns(c changefeed.collection) RETURNS text[]
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT array_agg(DISTINCT col ORDER BY col)
+      FROM unnest(c.key_columns || c.partition_key || ARRAY[c.tenant_column, c.ttl_column]) col
+     WHERE col IS NOT NULL
+$$;
+
+CREATE FUNCTION changefeed.column_types_of(c changefeed.collection) RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(jsonb_object_agg(a.attname, format_type(a.atttypid, a.atttypmod)), '{}')
+      FROM pg_attribute a
+     WHERE a.attrelid = c.relid AND a.attnum > 0 AND NOT a.attisdropped
+       AND a.attname = ANY (changefeed.watched_columns(c))
+$$;
+
+-- Trigger arguments (see capture_row/capture_truncate in 20_enable.sql).
+CREATE FUNCTION changefeed.capture_row_arguments(c changefeed.collection) RETURNS text[]
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT ARRAY[c.id::text, c.ranges::text,
+                 CASE WHEN c.keep_previous THEN 't' ELSE 'f' END,
+                 CASE WHEN c.replicated THEN 't' ELSE 'f' END,
+                 cardinality(c.key_columns)::text]
+           || c.key_columns || cardinality(c.partition_key)::text || c.partition_key
+           || coalesce(c.tenant_column, '')
+$$;
+
+CREATE FUNCTION changefeed.capture_truncate_arguments(c changefeed.collection) RETURNS text[]
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT ARRAY[c.id::text, c.ranges::text, CASE WHEN c.replicated THEN 't' ELSE 'f' END]
+$$;
+
+-- Arguments as a CREATE TRIGGER argument list, and as pg_trigger.tgargs holds them.
+CREATE FUNCTION changefeed.trigger_arguments_sql(args text[]) RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT string_agg(quote_literal(a), ', ' ORDER BY o) FROM unnest(args) WITH ORDINALITY u(a, o)
+$$;
+
+CREATE FUNCTION changefeed.trigger_arguments_bytes(args text[]) RETURNS bytea
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(string_agg(convert_to(a, getdatabaseencoding()) || '\x00'::bytea, ''::bytea ORDER BY o),
+                    ''::bytea)
+      FROM unnest(args) WITH ORDINALITY u(a, o)
+$$;
+
+CREATE FUNCTION changefeed.truncate_guard_name(c changefeed.collection) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 'changefeed_truncate_guard_' || c.id::text $$;
+
+-- Whether a trigger is one capture depends on, or pretends to be: by name or by function.
+CREATE FUNCTION changefeed.is_capture_trigger(name name, func oid) RETURNS bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT name IN ('changefeed_capture', 'changefeed_capture_truncate')
+        OR name LIKE 'changefeed\_truncate\_guard\_%'
+        OR func IN ('changefeed.capture_row()'::regprocedure, 'changefeed.capture_truncate()'::regprocedure,
+                    'changefeed.guard_truncate()'::regprocedure)
+$$;
+
+-- What is wrong with one trigger of an enabled table's tree, or null.
+-- `created`: it was just created (a restore enables it ALWAYS by the next statement).
+CREATE FUNCTION changefeed.trigger_problem(trigger_oid oid, c changefeed.collection, created bool DEFAULT false)
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t pg_trigger;
+    on_root bool;
+    func regprocedure;
+    events int;
+    args text[];
+    what text;
+BEGIN
+    SELECT * INTO t FROM pg_trigger WHERE oid = trigger_oid;
+    IF NOT FOUND THEN RETURN NULL; END IF;
+    on_root := t.tgrelid = c.relid;
+    what := format('trigger %I on %s', t.tgname, t.tgrelid::regclass);
+    IF t.tgname = 'changefeed_capture' THEN
+        func := 'changefeed.capture_row()'; events := 29;  -- AFTER ROW INSERT|DELETE|UPDATE
+        args := changefeed.capture_row_arguments(c);
+    ELSIF t.tgname = 'changefeed_capture_truncate' AND on_root THEN
+        func := 'changefeed.capture_truncate()'; events := 32;  -- AFTER STATEMENT TRUNCATE
+        args := changefeed.capture_truncate_arguments(c);
+    ELSIF t.tgname = changefeed.truncate_guard_name(c) THEN
+        func := 'changefeed.guard_truncate()'; events := 34;  -- BEFORE STATEMENT TRUNCATE
+        args := ARRAY[c.id::text, CASE WHEN on_root THEN 'root' ELSE 'partition' END];
+    ELSE
+        RETURN what || format(' is not a capture trigger of collection %s but is named or runs like one (%s)',
+                              c.id, t.tgfoid::regprocedure);
+    END IF;
+    IF t.tgfoid <> func THEN
+        RETURN format('%s runs %s instead of %s', what, t.tgfoid::regprocedure, func);
+    END IF;
+    IF t.tgtype <> events OR t.tgqual IS NOT NULL OR cardinality(t.tgattr::int2[]) > 0 THEN
+        RETURN what || ' fires on other events or conditions than capture needs';
+    END IF;
+    IF t.tgargs <> changefeed.trigger_arguments_bytes(args) THEN
+        RETURN what || ' has other arguments than the collection''s';
+    END IF;
+    IF t.tgenabled <> 'A' AND NOT created THEN
+        RETURN what || CASE t.tgenabled WHEN 'D' THEN ' is disabled'
+                                        WHEN 'R' THEN ' fires only in replica mode'
+                                        ELSE ' does not fire in replica mode (not ENABLE ALWAYS)' END;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Shapes of a table whose writes could escape capture: being a partition or
+-- an inheritance child, having inheritance children (its own or its
+-- partitions'), foreign partitions (written elsewhere), enabled partitions.
+CREATE FUNCTION changefeed.shape_problems(tbl oid) RETURNS text[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(p ORDER BY n, p), '{}') FROM (
+        SELECT 1, format('%s is a partition of %s', i.inhrelid::regclass, i.inhparent::regclass)
+          FROM pg_inherits i JOIN pg_class r ON r.oid = i.inhrelid
+         WHERE i.inhrelid = tbl AND r.relispartition
+        UNION ALL
+        SELECT 2, format('%s inherits from %s', i.inhrelid::regclass, i.inhparent::regclass)
+          FROM pg_inherits i JOIN pg_class r ON r.oid = i.inhrelid
+         WHERE (i.inhrelid = tbl OR i.inhparent IN (SELECT changefeed.tree_of(tbl))) AND NOT r.relispartition
+        UNION ALL
+        SELECT 3, format('partition %s is a foreign table', r.oid::regclass)
+          FROM pg_class r WHERE r.oid IN (SELECT changefeed.tree_of(tbl)) AND r.relkind = 'f'
+        UNION ALL
+        SELECT 4, format('partition %s is enabled itself (collection %s)', c.relid::regclass, c.id)
+          FROM changefeed.collection c
+         WHERE c.relid IN (SELECT changefeed.tree_of(tbl)) AND c.relid <> tbl
+    ) problems(n, p)
+$$;
+
+-- Everything that is not intact about a collection's capture.  `complete`
+-- (verify) also reports what is absent; the guard (complete => false) reports
+-- only what is present and wrong (see the header about restores).
+CREATE FUNCTION changefeed.capture_problems(c changefeed.collection, complete bool DEFAULT true)
+RETURNS text[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    tbl oid := c.relid;
+    kind "char";
+    p text[];
+    col text;
+    recorded text;
+    actual text;
+    pk text[];
+    rel oid;
+    t record;
+    q text;
+    guard_name text := changefeed.truncate_guard_name(c);
+BEGIN
+    SELECT relkind INTO kind FROM pg_class WHERE oid = tbl;
+    IF NOT FOUND THEN
+        RETURN ARRAY[format('table %s does not exist', tbl)];
+    END IF;
+    p := changefeed.shape_problems(tbl);
+
+    FOREACH col IN ARRAY changefeed.watched_columns(c) LOOP
+        recorded := c.column_types ->> col;
+        SELECT format_type(atttypid, atttypmod) INTO actual FROM pg_attribute
+         WHERE attrelid = tbl AND attname = col AND attnum > 0 AND NOT attisdropped;
+        IF NOT FOUND THEN
+            p := p || format('column %I is missing (dropped or renamed)', col);
+        ELSIF recorded IS NOT NULL AND actual <> recorded THEN
+            p := p || format('column %I is %s, not %s as when enabled', col, actual, recorded);
+        END IF;
+    END LOOP;
+
+    SELECT array_agg(a.attname::text ORDER BY a.attname) INTO pk
+      FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+     WHERE i.indrelid = tbl AND i.indisprimary;
+    IF pk IS NULL THEN
+        IF complete THEN
+            p := p || 'the table has no primary key'::text;
+        END IF;
+    ELSIF pk <> (SELECT array_agg(k ORDER BY k) FROM unnest(c.key_columns) k) THEN
+        p := p || format('the primary key is (%s), not the collection''s key (%s)',
+                         array_to_string(pk, ', '), array_to_string(c.key_columns, ', '));
+    END IF;
+
+    -- Triggers that are ours by name or function, wherever in the tree.
+    FOR t IN SELECT g.oid FROM pg_trigger g
+              WHERE g.tgrelid IN (SELECT changefeed.tree_of(tbl))
+                AND changefeed.is_capture_trigger(g.tgname, g.tgfoid)
+              ORDER BY g.tgrelid, g.tgname LOOP
+        q := changefeed.trigger_problem(t.oid, c);
+        IF q IS NOT NULL THEN p := p || q; END IF;
+    END LOOP;
+
+    IF complete THEN
+        FOR rel IN SELECT changefeed.tree_of(tbl) ORDER BY 1 LOOP
+            FOREACH q IN ARRAY ARRAY['changefeed_capture']
+                               || CASE WHEN rel = tbl THEN ARRAY['changefeed_capture_truncate'] ELSE '{}' END
+                               || CASE WHEN kind = 'p' THEN ARRAY[guard_name] ELSE '{}' END LOOP
+                IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = rel AND g.tgname = q) THEN
+                    p := p || format('trigger %I on %s is missing', q, rel::regclass);
+                END IF;
+            END LOOP;
+        END LOOP;
+    END IF;
+
+    -- A partition that left the tree still carries its TRUNCATE guard.
+    IF kind = 'p' THEN
+        FOR rel IN SELECT g.tgrelid FROM pg_trigger g
+                    WHERE g.tgname = guard_name AND g.tgrelid NOT IN (SELECT changefeed.tree_of(tbl)) LOOP
+            p := p || format('%s was detached from the table', rel::regclass);
+        END LOOP;
+    END IF;
+    RETURN p;
+END
+$$;
+
+-- Installs the TRUNCATE guard on the root or a partition of an enabled
+-- partitioned table, unless it is there.  Foreign tables cannot have one
+-- (capture_problems() refuses them as partitions).
+CREATE FUNCTION changefeed.install_truncate_guard(c changefeed.collection, rel oid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    name text := changefeed.truncate_guard_name(c);
+    was_suspended bool;
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = rel AND tgname = name)
+       OR (SELECT relkind FROM pg_class WHERE oid = rel) NOT IN ('r', 'p') THEN
+        RETURN;
+    END IF;
+    was_suspended := changefeed.suspend_guard(true);
+    EXECUTE format('CREATE TRIGGER %I BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
+                   'EXECUTE FUNCTION changefeed.guard_truncate(%L, %L)',
+                   name, rel::regclass, c.id, CASE WHEN rel = c.relid THEN 'root' ELSE 'partition' END);
+    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', rel::regclass, name);
+    PERFORM changefeed.suspend_guard(was_suspended);
+END
+$$;
+
+CREATE FUNCTION changefeed.refuse_hole(command text, c changefeed.collection, problems text[]) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION '% refused: it would let writes to % escape capture', command, c.relid::regclass
+        USING ERRCODE = 'CF013',
+              DETAIL = format('%s is enabled for changefeed (collection %s): %s.',
+                              c.relid::regclass, c.id, array_to_string(problems, '; ')),
+              HINT = format('To change the table this way, disable capture first: SELECT changefeed.disable(%L);',
+                            c.relid::regclass::text);
+END
+$$;
+
+-- ddl_command_end: refuses what would leave capture with a hole; installs the
+-- TRUNCATE guard of partitions created or attached under an enabled table.
+CREATE FUNCTION changefeed.guard_ddl() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cmd record;
+    rel oid;
+    rels oid[];
+    c changefeed.collection;
+    checked int[] := '{}';
+    added bool;
+    problems text[];
+    q text;
+    t pg_trigger;
+BEGIN
+    IF changefeed.guard_suspended() OR NOT EXISTS (SELECT 1 FROM changefeed.collection) THEN
+        RETURN;
+    END IF;
+    FOR cmd IN SELECT * FROM pg_event_trigger_ddl_commands()
+                WHERE classid IN ('pg_class'::regclass, 'pg_trigger'::regclass)
+                  AND schema_name IS DISTINCT FROM 'pg_temp' LOOP
+        IF cmd.classid = 'pg_trigger'::regclass THEN
+            SELECT * INTO t FROM pg_trigger WHERE oid = cmd.objid;
+            CONTINUE WHEN NOT FOUND OR NOT changefeed.is_capture_trigger(t.tgname, t.tgfoid);
+            FOR c IN SELECT * FROM changefeed.enabled_above(t.tgrelid) LOOP
+                IF cmd.command_tag = 'CREATE TRIGGER' AND changefeed.replaces_trigger(cmd.command) THEN
+                    PERFORM changefeed.refuse_hole('CREATE OR REPLACE TRIGGER', c,
+                        ARRAY[format('it replaces trigger %I on %s', t.tgname, t.tgrelid::regclass)]);
+                END IF;
+                q := changefeed.trigger_problem(t.oid, c, created => cmd.command_tag = 'CREATE TRIGGER');
+                IF q IS NOT NULL THEN
+                    PERFORM changefeed.refuse_hole(cmd.command_tag, c, ARRAY[q]);
+                END IF;
+            END LOOP;
+            CONTINUE;
+        END IF;
+        -- ATTACH PARTITION: the whole tree under the ALTER TABLE's target
+        -- (an enabled table may also have been attached as a partition).
+        added := cmd.command_tag = 'CREATE TABLE'
+                 OR (cmd.command_tag IN ('ALTER TABLE', 'ALTER FOREIGN TABLE')
+                     AND changefeed.attaches_partition(cmd.command));
+        rels := CASE WHEN added AND cmd.command_tag <> 'CREATE TABLE'
+                     THEN ARRAY(SELECT changefeed.tree_of(cmd.objid)) ELSE ARRAY[cmd.objid] END;
+        FOREACH rel IN ARRAY rels LOOP
+            FOR c IN SELECT * FROM changefeed.enabled_above(rel) LOOP
+                -- A partition created or attached under an installed enabled table gets its TRUNCATE guard.
+                IF added AND c.relid <> rel
+                   AND EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = c.relid AND tgname = 'changefeed_capture')
+                   AND (SELECT relkind FROM pg_class WHERE oid = c.relid) = 'p' THEN
+                    PERFORM changefeed.install_truncate_guard(c, rel);
+                END IF;
+                checked := checked || c.id;
+            END LOOP;
+        END LOOP;
+    END LOOP;
+    FOR c IN SELECT * FROM changefeed.collection WHERE id = ANY (checked) ORDER BY id LOOP
+        problems := changefeed.capture_problems(c, complete => false);
+        IF cardinality(problems) > 0 THEN
+            PERFORM changefeed.refuse_hole(tg_tag, c, problems);
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- sql_drop: refuses dropping a capture trigger or TRUNCATE guard (which is
+-- also how DROP of a partition shows: its guard goes with it), the primary
+-- key, or a watched column (also by DROP TYPE ... CASCADE) of an enabled table.
+CREATE FUNCTION changefeed.guard_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    d record;
+    rel oid;
+    c changefeed.collection;
+    guard_id int;
+    problems text[];
+BEGIN
+    IF changefeed.guard_suspended() OR NOT EXISTS (SELECT 1 FROM changefeed.collection) THEN
+        RETURN;
+    END IF;
+    FOR d IN SELECT * FROM pg_event_trigger_dropped_objects()
+              WHERE NOT is_temporary AND object_type IN ('trigger', 'table constraint', 'table column')
+                AND cardinality(address_names) = 3 LOOP
+        -- The table still exists unless the command dropped it too.
+        rel := to_regclass(format('%I.%I', d.address_names[1], d.address_names[2]));
+        IF d.object_type = 'trigger' AND d.address_names[3] LIKE 'changefeed\_truncate\_guard\_%' THEN
+            guard_id := substr(d.address_names[3], length('changefeed_truncate_guard_') + 1)::int;
+            SELECT * INTO c FROM changefeed.collection x
+             WHERE x.id = guard_id AND EXISTS (SELECT 1 FROM pg_class r WHERE r.oid = x.relid);
+            IF FOUND THEN
+                PERFORM changefeed.refuse_hole(tg_tag, c, ARRAY[CASE WHEN rel IS NULL
+                    THEN format('partition %I.%I would be dropped', d.address_names[1], d.address_names[2])
+                    ELSE format('trigger %s would be dropped', d.object_identity) END]);
+            END IF;
+        ELSIF d.object_type = 'trigger' AND rel IS NOT NULL
+              AND d.address_names[3] IN ('changefeed_capture', 'changefeed_capture_truncate') THEN
+            FOR c IN SELECT * FROM changefeed.enabled_above(rel) LOOP
+                PERFORM changefeed.refuse_hole(tg_tag, c, ARRAY[format('trigger %s would be dropped', d.object_identity)]);
+            END LOOP;
+        ELSIF d.object_type IN ('table constraint', 'table column') AND rel IS NOT NULL THEN
+            FOR c IN SELECT * FROM changefeed.collection x WHERE x.relid = rel LOOP
+                problems := changefeed.capture_problems(c, complete => false);
+                IF NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = rel AND indisprimary) THEN
+                    problems := problems || 'the primary key would be dropped'::text;
+                END IF;
+                IF cardinality(problems) > 0 THEN
+                    PERFORM changefeed.refuse_hole(tg_tag, c, problems);
+                END IF;
+            END LOOP;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- ddl_command_start on ALTER TABLE: refuses DETACH PARTITION (C: it reads the
+-- parse tree; CONCURRENTLY commits its first step before ddl_command_end).
+-- SECURITY DEFINER without a pinned search_path: it resolves the table name
+-- as the user's command will; its one query is fully schema-qualified.
+CREATE FUNCTION changefeed.guard_detach() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'changefeed_guard_detach' LANGUAGE C SECURITY DEFINER;
+
+CREATE EVENT TRIGGER changefeed_guard_ddl ON ddl_command_end
+    WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'ALTER FOREIGN TABLE', 'CREATE FOREIGN TABLE',
+                 'CREATE TRIGGER', 'ALTER TRIGGER')
+    EXECUTE FUNCTION changefeed.guard_ddl();
+CREATE EVENT TRIGGER changefeed_guard_drop ON sql_drop
+    EXECUTE FUNCTION changefeed.guard_drop();
+CREATE EVENT TRIGGER changefeed_guard_detach ON ddl_command_start
+    WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION changefeed.guard_detach();
+
+-- Event triggers, like row triggers, do not fire in replica mode unless ALWAYS.
+ALTER EVENT TRIGGER changefeed_guard_ddl ENABLE ALWAYS;
+ALTER EVENT TRIGGER changefeed_guard_drop ENABLE ALWAYS;
+ALTER EVENT TRIGGER changefeed_guard_detach ENABLE ALWAYS;
+
+-- One row per enabled table: whether its capture is intact, and if not, why.
+CREATE FUNCTION changefeed.verify()
+RETURNS TABLE (table_name regclass, collection_id int, intact bool, problems text[])
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT c.relid::regclass, c.id, cardinality(p) = 0, p
+      FROM changefeed.collection c, LATERAL changefeed.capture_problems(c, true) p
+     ORDER BY c.id
+$$;
