@@ -116,7 +116,7 @@ TEST(Backfill, StoppedMidwayItResumesFromItsLastKeyWithoutLoss) {
 TEST(Backfill, KilledMidwayItResumesWithoutLoss) {
     cftest::create_table(cluster(), "bf_kill", 2);
     fill("bf_kill", 2000);
-    const std::string out = "/tmp/client-test-backfill-killed.txt";
+    const std::string out = std::string(CF_TEST_DIR) + "-backfill-killed.txt";
     std::remove(out.c_str());
     std::vector<std::string> args = {CF_RUNNER, cluster().conninfo(), "bf_kill", "bf", "doomed", out,
                                      "--from-beginning", "--batch", "50", "--slow-ms", "20"};

@@ -3,7 +3,20 @@
 
 #include "db.hpp"
 
+#include <boost/json/parse.hpp>
+
 namespace changefeed {
+namespace {
+
+// A text[] sent as a JSON array (column names may hold any character).
+std::vector<std::string> names_of(const pqxx::field& f) {
+    std::vector<std::string> out;
+    const auto list = boost::json::parse(f.c_str());
+    for (const auto& v : list.as_array()) out.emplace_back(v.as_string());
+    return out;
+}
+
+}  // namespace
 
 Collection::Collection(std::string conninfo, std::string table)
     : conninfo_(std::move(conninfo)), table_(std::move(table)) {}
@@ -14,24 +27,29 @@ CollectionInfo Collection::describe() const {
     return detail::translated([&] {
         pqxx::read_transaction tx(*conn);
         // The regclass cast fails with 42P01 for a missing table, collection_of
-        // with CF002 for a table that is not enabled.
+        // with CF002 for a table that is not enabled; the view lists only the
+        // collections whose tables the role may SELECT.
         auto r = tx.exec_params(
-            "SELECT c.id, c.table_name::text, array_to_string(c.key_columns, ','), c.ranges, c.channel"
-            "  FROM changefeed.collections c"
-            " WHERE c.id = (changefeed.collection_of($1::regclass)).id",
+            "SELECT x.id, c.table_name::text, to_json(c.key_columns)::text,"
+            "       to_json(c.partition_key)::text, c.tenant_column, c.ranges, current_user"
+            "  FROM (SELECT (changefeed.collection_of($1::regclass)).id) x"
+            "  LEFT JOIN changefeed.collections c ON c.id = x.id",
             table_);
+        if (r[0][1].is_null())
+            throw Error(errc::permission_denied,
+                        "permission denied to read the change feed of " + table_ + ": role " +
+                            r[0][6].as<std::string>() + " may not SELECT the table",
+                        "42501");
         CollectionInfo info;
         info.id = r[0][0].as<int>();
         info.table_name = r[0][1].as<std::string>();
-        std::string keys = r[0][2].as<std::string>();
-        for (std::size_t start = 0; start <= keys.size();) {
-            auto comma = keys.find(',', start);
-            if (comma == std::string::npos) comma = keys.size();
-            info.key_columns.push_back(keys.substr(start, comma - start));
-            start = comma + 1;
-        }
-        info.ranges = r[0][3].as<int>();
-        info.channel = r[0][4].as<std::string>();
+        info.key_columns = names_of(r[0][2]);
+        info.partition_key = names_of(r[0][3]);
+        if (!r[0][4].is_null()) info.tenant_column = r[0][4].as<std::string>();
+        info.ranges = r[0][5].as<int>();
+        // As changefeed.channel_of() names it (the view's channel column calls
+        // that function, which is not granted to readers).
+        info.channel = "changefeed_" + std::to_string(info.id);
         return info;
     });
 }

@@ -4,7 +4,7 @@
 namespace changefeed::detail {
 namespace {
 
-errc code_of_sqlstate(const std::string& state, const std::string& message) {
+errc code_of_sqlstate(const std::string& state) {
     if (state == "CF002") return errc::collection_not_enabled;
     if (state == "42P01") return errc::collection_not_found;
     if (state == "CF003") return errc::invalid_option;
@@ -16,14 +16,24 @@ errc code_of_sqlstate(const std::string& state, const std::string& message) {
     if (state == "CF010") return errc::lease_lost;
     // CF012: lag of a processor that never ran -- a name the server does not know.
     if (state == "CF012") return errc::invalid_option;
-    if (state == "CF011")
-        return message.find("processor") != std::string::npos ? errc::processor_name_empty
-                                                               : errc::instance_name_invalid;
+    // CF011 is a processor or an instance name the server refused; which one
+    // the caller decides from the names it sent (classify_names).
+    if (state == "CF011") return errc::invalid_option;
+    if (state == "42501") return errc::permission_denied;
     // Class 08 (connection exception) and the shutdown/termination codes of
     // class 57 mean the server went away under us.
     if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" || state == "57P03")
         return errc::connection_failed;
     return errc::database_error;
+}
+
+// libpqxx 6 drops the SQLSTATE of some errors it throws as a typed exception
+// (insufficient_privilege among them): recover it from the type.
+std::string sqlstate_of(const pqxx::sql_error& err) {
+    if (!err.sqlstate().empty()) return err.sqlstate();
+    if (dynamic_cast<const pqxx::insufficient_privilege*>(&err)) return "42501";
+    if (dynamic_cast<const pqxx::undefined_table*>(&err)) return "42P01";
+    return {};
 }
 
 }  // namespace
@@ -46,8 +56,8 @@ Error to_error(std::exception_ptr e) {
     } catch (const pqxx::in_doubt_error& err) {
         return Error(errc::connection_failed, err.what());
     } catch (const pqxx::sql_error& err) {
-        const std::string state = err.sqlstate();
-        return Error(code_of_sqlstate(state, err.what()), err.what(), state);
+        const std::string state = sqlstate_of(err);
+        return Error(code_of_sqlstate(state), err.what(), state);
     } catch (const std::exception& err) {
         // libpqxx reports some lost connections as plain failures.
         const std::string what = err.what();
@@ -59,6 +69,18 @@ Error to_error(std::exception_ptr e) {
     } catch (...) {
         return Error(errc::database_error, "unknown error");
     }
+}
+
+Error classify_names(const Error& e, std::string_view processor, std::optional<std::string_view> instance) {
+    if (e.sqlstate() != "CF011") return e;
+    // The server checks the processor name first, then the instance name.
+    switch (name_problem(processor)) {
+    case NameProblem::empty: return Error(errc::processor_name_empty, e.what(), e.sqlstate());
+    case NameProblem::too_long: return Error(errc::processor_name_too_long, e.what(), e.sqlstate());
+    case NameProblem::none: break;
+    }
+    if (instance) return Error(errc::instance_name_invalid, e.what(), e.sqlstate());
+    return e;
 }
 
 }  // namespace changefeed::detail

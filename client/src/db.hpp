@@ -3,10 +3,14 @@
 
 #include <changefeed/error.hpp>
 
+#include "names.hpp"
+
 #include <exception>
 #include <memory>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
+#include <string_view>
 
 namespace changefeed::detail {
 
@@ -21,6 +25,10 @@ inline bool is_connection_error(const Error& e) {
     return e.code() == make_error_code(errc::connection_failed);
 }
 
+// A CF011 (a name the server refused) as the errc of the name at fault,
+// decided from the names the call sent; any other error is returned as is.
+Error classify_names(const Error& e, std::string_view processor, std::optional<std::string_view> instance);
+
 // Runs `f`, rethrowing whatever it throws as a changefeed::Error.
 template <class F>
 auto translated(F&& f) -> decltype(f()) {
@@ -28,6 +36,17 @@ auto translated(F&& f) -> decltype(f()) {
         return f();
     } catch (...) {
         throw to_error(std::current_exception());
+    }
+}
+
+// translated(), with CF011 classified by the names the call sent.
+template <class F>
+auto translated_names(std::string_view processor, std::optional<std::string_view> instance, F&& f)
+    -> decltype(f()) {
+    try {
+        return f();
+    } catch (...) {
+        throw classify_names(to_error(std::current_exception()), processor, instance);
     }
 }
 

@@ -26,6 +26,10 @@ public:
         case errc::handler_failed: return "the handler threw; the batch will be read again";
         case errc::connection_failed: return "the database connection failed";
         case errc::database_error: return "database error";
+        case errc::permission_denied:
+            return "permission denied: the role lacks a privilege this needs (SELECT on the table, ownership of"
+                   " the processor, membership in changefeed_processor, or a tenant binding)";
+        case errc::processor_name_too_long: return "the processor name is longer than 200 characters";
         }
         return "unknown changefeed error";
     }

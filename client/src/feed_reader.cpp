@@ -6,6 +6,7 @@
 #include "db.hpp"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 namespace changefeed::detail {
 namespace {
@@ -33,7 +34,7 @@ const char* const read_columns =
 // Rows of changefeed.read(), then the position to resume from (after nothing:
 // current_position() in the read's own snapshot).
 template <class Tx>
-ReadResult collect(Tx& tx, const pqxx::result& r) {
+ReadResult collect(Tx& tx, const pqxx::result& r, const TenantScope& scope) {
     ReadResult out;
     if (r.empty()) {
         out.position = tx.exec("SELECT changefeed.current_position()")[0][0].template as<std::string>();
@@ -52,6 +53,7 @@ ReadResult collect(Tx& tx, const pqxx::result& r) {
         ch.ttl_expired = row[7].as<bool>();
         ch.written_at = row[8].as<std::string>();
         if (!row[9].is_null()) ch.tenant = row[9].as<std::string>();
+        if (scope.scoped()) scope.strip(ch.partition_key);
         ch.txid = std::stoull(row[11].c_str());
         out.changes.push_back(std::move(ch));
     }
@@ -59,26 +61,44 @@ ReadResult collect(Tx& tx, const pqxx::result& r) {
     return out;
 }
 
+// Whether a row (as jsonb) is the scope's tenant's: its tenant column's value,
+// as text the way the capture trigger records it (strings unquoted).
+bool belongs_to(const boost::json::value& row, const TenantScope& scope) {
+    const auto* obj = row.if_object();
+    if (!obj) return false;
+    auto it = obj->find(scope.tenant_column);
+    if (it == obj->end() || it->value().is_null()) return false;
+    if (const auto* s = it->value().if_string()) return *s == scope.tenant;
+    return boost::json::serialize(it->value()) == scope.tenant;
+}
+
 using ReadTx = pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only>;
 
 }  // namespace
 
+void TenantScope::strip(std::string& partition_key) const {
+    if (strip_partition_prefix && partition_key.size() > tenant.size() &&
+        partition_key.compare(0, tenant.size(), tenant) == 0 && partition_key[tenant.size()] == '/')
+        partition_key.erase(0, tenant.size() + 1);
+}
+
 ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max,
-                      int range, FeedMode mode) {
-    return read_ranges(c, table, since, max, {range}, mode);
+                      int range, FeedMode mode, const TenantScope& scope) {
+    return read_ranges(c, table, since, max, {range}, mode, scope);
 }
 
 ReadResult read_ranges(pqxx::connection& c, const std::string& table, const std::string& since, int max,
-                       const std::vector<int>& ranges, FeedMode mode) {
+                       const std::vector<int>& ranges, FeedMode mode, const TenantScope& scope) {
     std::string list = "{";
     for (size_t i = 0; i < ranges.size(); ++i) list += (i ? "," : "") + std::to_string(ranges[i]);
     list += "}";
     return translated([&] {
         ReadTx tx(c);
         auto r = tx.exec_params(std::string(read_columns) +
-                                    "  FROM changefeed.read($1::regclass, $2, $3, $4::int[], $5)",
-                                table, since, max, list, mode == FeedMode::latest_version ? "latest" : "all");
-        auto out = collect(tx, r);
+                                    "  FROM changefeed.read($1::regclass, $2, $3, $4::int[], $5, tenant => $6)",
+                                table, since, max, list, mode == FeedMode::latest_version ? "latest" : "all",
+                                scope.scoped() ? scope.tenant.c_str() : nullptr);
+        auto out = collect(tx, r, scope);
         tx.commit();
         return out;
     });
@@ -91,17 +111,19 @@ ReadResult read_filtered(pqxx::connection& c, const std::string& table, const st
         auto r = tx.exec_params(
             std::string(read_columns) +
                 "  FROM changefeed.read($1::regclass, $2, $3, NULL, 'all', $4::jsonpath, $5::jsonb,"
-                "                       CASE WHEN $6::text IS NULL THEN NULL ELSE ARRAY[$6::text] END)",
+                "                       CASE WHEN $6::text IS NULL THEN NULL ELSE ARRAY[$6::text] END,"
+                "                       tenant => $7)",
             table, since, max, filter.jsonpath ? filter.jsonpath->c_str() : nullptr,
-            filter.vars ? filter.vars->c_str() : nullptr, filter.doc_id ? filter.doc_id->c_str() : nullptr);
-        auto out = collect(tx, r);
+            filter.vars ? filter.vars->c_str() : nullptr, filter.doc_id ? filter.doc_id->c_str() : nullptr,
+            filter.tenant.scoped() ? filter.tenant.tenant.c_str() : nullptr);
+        auto out = collect(tx, r, filter.tenant);
         tx.commit();
         return out;
     });
 }
 
 BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int range,
-                           const std::optional<std::string>& after, int max) {
+                           const std::optional<std::string>& after, int max, const TenantScope& scope) {
     return translated([&] {
         // One snapshot per page: rows changed between pages come again from
         // the log, which continues from the position taken before the scan.
@@ -112,6 +134,7 @@ BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int ra
             table, range, after ? after->c_str() : nullptr, max);
         tx.commit();
         BackfillPage out;
+        out.scanned = static_cast<int>(r.size());
         for (const auto& row : r) {
             Change ch;
             ch.operation = Operation::create;
@@ -121,9 +144,23 @@ BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int ra
             ch.partition_key = row[1].as<std::string>();
             ch.current = json_of(row[3]);
             out.last_key = row[2].as<std::string>();
+            if (scope.scoped()) {
+                if (!belongs_to(ch.current, scope)) continue;
+                ch.tenant = scope.tenant;
+                scope.strip(ch.partition_key);
+            }
             out.changes.push_back(std::move(ch));
         }
         return out;
+    });
+}
+
+void probe_read(pqxx::connection& c, const std::string& table, const std::string& tenant) {
+    translated([&] {
+        pqxx::read_transaction tx(c);
+        tx.exec_params("SELECT count(*) FROM changefeed.read($1::regclass, changefeed.current_position(), 1,"
+                       "                                     tenant => $2)",
+                       table, tenant.empty() ? nullptr : tenant.c_str());
     });
 }
 

@@ -11,6 +11,18 @@
 
 namespace changefeed::detail {
 
+// A read scoped to one tenant (seed 000): only that tenant's changes, and,
+// when the partition key begins with the tenant column, partition keys
+// without the "<tenant>/" prefix.
+struct TenantScope {
+    std::string tenant;                  // empty: not scoped
+    std::string tenant_column;           // the collection's tenant column
+    bool strip_partition_prefix = false; // the first partition-key column is the tenant column
+    bool scoped() const { return !tenant.empty(); }
+    // Removes the tenant component from a partition key of this tenant.
+    void strip(std::string& partition_key) const;
+};
+
 struct ReadResult {
     std::vector<Change> changes;
     std::string position;  // where to resume after these changes (or after nothing)
@@ -18,13 +30,13 @@ struct ReadResult {
 
 // Reads at most `max` changes of one range after `since`.  Throws Error.
 ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max,
-                      int range, FeedMode mode);
+                      int range, FeedMode mode, const TenantScope& scope = {});
 
 // Several ranges that share one position, in one read: the result's position
 // is valid for every one of them (rows come in seq order across the ranges,
 // so a range without rows up to the last one returned has none before it).
 ReadResult read_ranges(pqxx::connection& c, const std::string& table, const std::string& since, int max,
-                       const std::vector<int>& ranges, FeedMode mode);
+                       const std::vector<int>& ranges, FeedMode mode, const TenantScope& scope = {});
 
 // What a subscription reads: every version of all ranges, filtered in the
 // database by a jsonpath (with its variables as jsonb text) and/or one document id.
@@ -32,6 +44,7 @@ struct ReadFilter {
     std::optional<std::string> jsonpath;
     std::optional<std::string> vars;
     std::optional<std::string> doc_id;
+    TenantScope tenant;
 };
 ReadResult read_filtered(pqxx::connection& c, const std::string& table, const std::string& since, int max,
                          const ReadFilter& filter);
@@ -39,11 +52,20 @@ ReadResult read_filtered(pqxx::connection& c, const std::string& table, const st
 struct BackfillPage {
     std::vector<Change> changes;
     std::optional<std::string> last_key;  // jsonb text of the last row's primary key
+    int scanned = 0;                      // rows the page read (before a tenant filter)
 };
 
 // The next keyset page of a range's current rows after `after`.  Throws Error.
+// With a scope, only the tenant's rows are returned (filtered here:
+// backfill_page() has no tenant argument), so a page may be empty while
+// last_key moves on.
 BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int range,
-                           const std::optional<std::string>& after, int max);
+                           const std::optional<std::string>& after, int max, const TenantScope& scope = {});
+
+// Checks that the connecting role may read the feed as asked (SELECT on the
+// table, row-level security, tenant bindings, the tenant's own rights) by
+// reading nothing from now.  Throws Error (permission_denied, ...).
+void probe_read(pqxx::connection& c, const std::string& table, const std::string& tenant);
 
 std::int64_t estimated_rows(pqxx::connection& c, const std::string& table);
 

@@ -3,6 +3,7 @@
 // paged, the window's end `hi` and the last seq delivered in it.
 #include <changefeed/in_memory.hpp>
 
+#include "names.hpp"
 #include "processor_impl.hpp"
 
 #include <boost/json/array.hpp>
@@ -153,8 +154,11 @@ public:
                     FeedMode mode)
         : store_(std::move(store)), name_(std::move(name)), handler_(std::move(handler)), opt_(std::move(opt)),
           mode_(mode) {
-        if (name_.empty()) throw Error(errc::processor_name_empty, "the processor name must not be empty");
-        if (name_.size() > 200) throw Error(errc::processor_name_empty, "the processor name is too long");
+        detail::check_processor_name(name_, name_);
+        // Tenants are not modelled here: refusing the option beats ignoring it
+        // (a test would see every tenant's changes and pass for the wrong reason).
+        if (!opt_.tenant.empty())
+            throw Error(errc::invalid_option, "the in-memory provider does not support the tenant option");
         if (mode_ == FeedMode::all_versions_and_deletes && opt_.start_from_beginning)
             throw Error(errc::start_from_beginning_not_supported,
                         "start_from_beginning is refused on the all-versions feed");
@@ -164,7 +168,7 @@ public:
         if (opt_.poll_interval <= std::chrono::milliseconds(0) || opt_.retry_delay < std::chrono::milliseconds(0))
             throw Error(errc::invalid_option, "intervals must be positive");
         instance_ = opt_.instance_name.empty() ? "in-memory" : opt_.instance_name;
-        if (instance_.size() > 200) throw Error(errc::instance_name_invalid, "the instance name is too long");
+        detail::check_instance_name(instance_);
     }
     ~MemoryProcessor() override { stop(); }
 

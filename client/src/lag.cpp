@@ -10,7 +10,7 @@ std::vector<RangeLag> estimate_lag(const Collection& collection, const std::stri
     if (count_limit < 1 || count_limit > 100000)
         throw Error(errc::invalid_option, "count_limit must be between 1 and 100000");
     auto conn = detail::connect(collection.conninfo());
-    return detail::translated([&] {
+    return detail::translated_names(processor, std::nullopt, [&] {
         pqxx::read_transaction tx(*conn);
         auto r = tx.exec_params(
             "SELECT range_id, owner, live, epoch,"

@@ -1,5 +1,7 @@
 // Calls of the lease functions.  Every call is its own short transaction, so
-// a lease change is visible to the other instances at once.
+// a lease change is visible to the other instances at once.  The functions
+// check that the calling role owns the processor (42501 otherwise); nothing
+// here reads the extension's tables directly.
 #include "lease_store.hpp"
 
 #include "db.hpp"
@@ -20,7 +22,7 @@ std::map<int, std::int64_t> range_epochs(const pqxx::result& r) {
 }  // namespace
 
 void init_leases(pqxx::connection& c, const LeaseKey& k, bool from_beginning) {
-    translated([&] {
+    translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
         tx.exec_params("SELECT changefeed.lease_init($1::regclass, $2, $3)", k.table, k.processor,
                        from_beginning);
@@ -31,7 +33,7 @@ void init_leases(pqxx::connection& c, const LeaseKey& k, bool from_beginning) {
 // acquire and renew take the same arguments and return (range_id, epoch) rows.
 std::map<int, std::int64_t> lease_step(pqxx::connection& c, const char* function, const LeaseKey& k,
                                        std::chrono::milliseconds duration) {
-    return translated([&] {
+    return translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
         auto r = tx.exec_params(std::string("SELECT range_id, epoch FROM changefeed.") + function +
                                     "($1::regclass, $2, $3, $4::interval)",
@@ -52,7 +54,7 @@ std::map<int, std::int64_t> renew_leases(pqxx::connection& c, const LeaseKey& k,
 }
 
 int release_leases(pqxx::connection& c, const LeaseKey& k) {
-    return translated([&] {
+    return translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
         auto r = tx.exec_params("SELECT changefeed.lease_release($1::regclass, $2, $3)", k.table,
                                 k.processor, k.instance);
@@ -62,14 +64,11 @@ int release_leases(pqxx::connection& c, const LeaseKey& k) {
 }
 
 std::map<int, RangeLease> load_leases(pqxx::connection& c, const LeaseKey& k) {
-    return translated([&] {
+    return translated_names(k.processor, k.instance, [&] {
         pqxx::read_transaction tx(c);
         auto r = tx.exec_params(
-            "SELECT l.range_id, l.epoch, l.checkpoint, l.backfill_done, l.backfill_after::text,"
-            "       l.backfill_rows"
-            "  FROM changefeed.lease l"
-            " WHERE l.collection_id = (changefeed.collection_of($1::regclass)).id"
-            "   AND l.processor = $2 AND l.owner = $3",
+            "SELECT range_id, epoch, checkpoint, backfill_done, backfill_after::text, backfill_rows"
+            "  FROM changefeed.lease_owned($1::regclass, $2, $3)",
             k.table, k.processor, k.instance);
         std::map<int, RangeLease> out;
         for (const auto& row : r) {
@@ -88,7 +87,7 @@ std::map<int, RangeLease> load_leases(pqxx::connection& c, const LeaseKey& k) {
 
 void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
                 const std::string& position) {
-    translated([&] {
+    translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
         // A checkpoint lost in a server crash only means a re-delivery (the
         // feed is at least once), so it need not wait for the WAL flush: that
@@ -102,7 +101,7 @@ void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t 
 
 void checkpoint_backfill(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
                          const std::optional<std::string>& after, std::int64_t rows, bool done) {
-    translated([&] {
+    translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
         tx.exec_params(
             "SELECT changefeed.lease_backfill_checkpoint($1::regclass, $2, $3, $4, $5, $6::jsonb, $7, $8)",
@@ -112,7 +111,7 @@ void checkpoint_backfill(pqxx::connection& c, const LeaseKey& k, int range, std:
 }
 
 std::string resync(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch) {
-    return translated([&] {
+    return translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
         auto r = tx.exec_params("SELECT changefeed.lease_resync($1::regclass, $2, $3, $4, $5)", k.table,
                                 k.processor, range, k.instance, epoch);

@@ -52,7 +52,9 @@ struct PgProcessor final : Processor::Impl {
     ProcessorOptions opt;
     FeedMode mode;
     std::string instance;
+    std::string stored_name;  // the name on the server: with the tenant prefix, if any
     detail::LeaseKey key;
+    detail::TenantScope scope;  // set by start() from the collection
 
     std::mutex start_mu;  // serializes start() and stop()
     bool started = false;
@@ -75,11 +77,12 @@ struct PgProcessor final : Processor::Impl {
     // reconnects, cleared by start()), and when maintain() runs next.
     std::set<int> halted;
     Clock::time_point next_maintain{};
+    bool maintain_denied_told = false;
 
     PgProcessor(Collection c, std::string n, Handler h, ProcessorOptions o, FeedMode m)
         : collection(std::move(c)), name(std::move(n)), handler(std::move(h)), opt(std::move(o)), mode(m) {
-        if (name.empty()) throw Error(errc::processor_name_empty, "the processor name must not be empty");
-        if (name.size() > 200) throw Error(errc::processor_name_empty, "the processor name is too long");
+        stored_name = stored_processor_name(name, opt.tenant);
+        detail::check_processor_name(name, stored_name);
         if (mode == FeedMode::all_versions_and_deletes && opt.start_from_beginning)
             throw Error(errc::start_from_beginning_not_supported,
                         "start_from_beginning is refused on the all-versions feed: "
@@ -89,7 +92,7 @@ struct PgProcessor final : Processor::Impl {
             throw Error(errc::invalid_option,
                         "resync is refused on the all-versions feed: the lost versions cannot be re-read");
         instance = opt.instance_name.empty() ? host_name() : opt.instance_name;
-        if (instance.size() > 200) throw Error(errc::instance_name_invalid, "the instance name is too long");
+        detail::check_instance_name(instance);
         using std::chrono::milliseconds;
         if (opt.lease_duration <= milliseconds(0) || opt.renew_interval <= milliseconds(0) ||
             opt.acquire_interval <= milliseconds(0) || opt.poll_interval <= milliseconds(0) ||
@@ -100,7 +103,7 @@ struct PgProcessor final : Processor::Impl {
             throw Error(errc::invalid_option, "renew_interval must be shorter than lease_duration");
         if (opt.max_batch_size < 1 || opt.max_batch_size > 100000)
             throw Error(errc::invalid_option, "max_batch_size must be between 1 and 100000");
-        key = {collection.table(), name, instance};
+        key = {collection.table(), stored_name, instance};
     }
 
     ~PgProcessor() override { stop(); }
@@ -141,7 +144,18 @@ struct PgProcessor final : Processor::Impl {
         std::unique_ptr<pqxx::connection> conn;
         try {
             info = collection.describe();
+            if (!opt.tenant.empty() && !info.tenant_column)
+                throw Error(errc::invalid_option, "the tenant option needs a collection with a tenant column; " +
+                                                      collection.table() + " has none (changefeed.enable(..., tenant_column => ...))");
+            scope = {};
+            if (!opt.tenant.empty()) {
+                scope.tenant = opt.tenant;
+                scope.tenant_column = *info.tenant_column;
+                scope.strip_partition_prefix = info.partition_key.size() > 1 && info.partition_key[0] == *info.tenant_column;
+            }
             conn = detail::connect(collection.conninfo());
+            // Refused reads fail here, before lease_init files the name under this role.
+            detail::probe_read(*conn, collection.table(), opt.tenant);
             detail::translated([&] {
                 pqxx::nontransaction tx(*conn);
                 tx.exec("SELECT changefeed.ensure_notifier()");
@@ -161,6 +175,7 @@ struct PgProcessor final : Processor::Impl {
         }
         halted.clear();
         next_maintain = Clock::now();
+        maintain_denied_told = false;
         stop_source = std::stop_source();
         listener = std::make_unique<detail::Listener>(
             collection.conninfo(), info.channel, [this] { wake_up(); }, opt.reconnect_min, opt.reconnect_max);
@@ -426,6 +441,11 @@ struct PgProcessor final : Processor::Impl {
             });
         } catch (const Error& e) {
             if (detail::is_connection_error(e)) throw;
+            // A role without the right to maintain: the worker or cron does it; say so once.
+            if (e.code() == make_error_code(errc::permission_denied)) {
+                if (maintain_denied_told) return;
+                maintain_denied_told = true;
+            }
             report(std::nullopt, e, std::current_exception());
         }
     }
@@ -456,7 +476,7 @@ struct PgProcessor final : Processor::Impl {
         set_state(State::history_lost);
         report(range,
                Error(errc::history_lost,
-                     detail::history_lost_runbook(collection.table(), name, range,
+                     detail::history_lost_runbook(collection.table(), stored_name, range,
                                                   mode == FeedMode::latest_version, e.what()),
                      e.sqlstate()),
                std::make_exception_ptr(e));
@@ -516,7 +536,7 @@ struct PgProcessor final : Processor::Impl {
 
         detail::ReadResult rr;
         try {
-            rr = detail::read_range(conn, collection.table(), st.lease.checkpoint, batch, range, mode);
+            rr = detail::read_range(conn, collection.table(), st.lease.checkpoint, batch, range, mode, scope);
         } catch (const Error& e) {
             if (e.code() != make_error_code(errc::history_lost)) throw;
             return history_lost(conn, ctx, st, e);
@@ -536,7 +556,7 @@ struct PgProcessor final : Processor::Impl {
                     std::map<int, RangeState>& ranges) {
         detail::ReadResult rr;
         try {
-            rr = detail::read_ranges(conn, collection.table(), since, opt.max_batch_size, group, mode);
+            rr = detail::read_ranges(conn, collection.table(), since, opt.max_batch_size, group, mode, scope);
         } catch (const Error& e) {
             if (e.code() != make_error_code(errc::history_lost)) throw;
             bool any = false;  // history loss is handled range by range
@@ -589,8 +609,8 @@ struct PgProcessor final : Processor::Impl {
         if (st.estimated < 0)
             st.estimated = detail::estimated_rows(conn, collection.table()) / std::max(1, info.ranges);
         auto page = detail::backfill_page(conn, collection.table(), range, st.lease.backfill_after,
-                                          opt.max_batch_size);
-        const bool done = static_cast<int>(page.changes.size()) < opt.max_batch_size;
+                                          opt.max_batch_size, scope);
+        const bool done = page.scanned < opt.max_batch_size;
         if (!page.changes.empty()) {
             if (stop_source.stop_requested()) return false;
             if (!call_handler(page.changes, ctx, st)) return false;
@@ -624,6 +644,17 @@ struct PgProcessor final : Processor::Impl {
         return out;
     }
 };
+
+std::string stored_processor_name(const std::string& name, const std::string& tenant) {
+    if (tenant.empty()) return name;
+    std::string out;
+    for (char ch : tenant) {
+        if (ch == '%') out += "%25";
+        else if (ch == '/') out += "%2F";
+        else out += ch;
+    }
+    return out + "/" + name;
+}
 
 Processor::Processor(Collection collection, std::string name, Handler handler, ProcessorOptions options,
                      FeedMode mode)

@@ -93,6 +93,7 @@ std::shared_ptr<detail::SubscriptionState> make_state(const Collection& collecti
         s->filter.vars = boost::json::serialize(f.vars);
     }
     s->filter.doc_id = options.document_id;
+    s->filter.tenant.tenant = options.tenant;  // the rest of the scope is set by Hub::add
     s->options = std::move(options);
     s->callback = std::move(callback);
     s->hub = detail::Hub::of(collection.conninfo());

@@ -93,10 +93,26 @@ void Hub::add(const std::shared_ptr<SubscriptionState>& s, const Collection& col
         translated([&] {
             pqxx::work tx(c);
             auto r = tx.exec_params(
-                "SELECT (changefeed.collection_of($1::regclass)).id, changefeed.current_position()",
+                "SELECT x.id, changefeed.current_position(), c.id IS NOT NULL, c.tenant_column,"
+                "       c.partition_key[1] = c.tenant_column AND cardinality(c.partition_key) > 1"
+                "  FROM (SELECT (changefeed.collection_of($1::regclass)).id) x"
+                "  LEFT JOIN changefeed.collections c ON c.id = x.id",
                 collection.table());
             s->channel = "changefeed_" + r[0][0].as<std::string>();
             s->position = r[0][1].as<std::string>();
+            if (!r[0][2].as<bool>())
+                throw Error(errc::permission_denied,
+                            "permission denied to read the change feed of " + collection.table() +
+                                ": the role may not SELECT the table",
+                            "42501");
+            auto& scope = s->filter.tenant;
+            if (scope.scoped()) {
+                if (r[0][3].is_null())
+                    throw Error(errc::invalid_option, "the tenant option needs a collection with a tenant column; " +
+                                                          collection.table() + " has none");
+                scope.tenant_column = r[0][3].as<std::string>();
+                scope.strip_partition_prefix = r[0][4].as<bool>();
+            }
             if (s->filter.jsonpath) {
                 try {  // refuse a bad filter now rather than on the first read
                     tx.exec_params("SELECT $1::jsonpath, $2::jsonb", *s->filter.jsonpath, *s->filter.vars);
@@ -107,6 +123,8 @@ void Hub::add(const std::shared_ptr<SubscriptionState>& s, const Collection& col
             tx.exec("SELECT changefeed.ensure_notifier()");
             tx.commit();
         });
+        // A role that may not read the feed (as asked) is refused now, not on the first read.
+        probe_read(c, collection.table(), s->filter.tenant.tenant);
         return 0;
     });
     {

@@ -16,7 +16,7 @@ void run(const std::string& cmd) {
 }  // namespace
 
 Cluster::Cluster(std::string name, int port, bool preload)
-    : dir_("/tmp/client-test-" + name), port_(port), preload_(preload) {}
+    : dir_(std::string(CF_TEST_DIR) + "-" + name), port_(port), preload_(preload) {}
 
 void Cluster::start() {
     run(std::string("bash ") + CF_CLUSTER_SH + " start " + dir_ + " --port " + std::to_string(port_) +
@@ -35,12 +35,16 @@ void Cluster::restart(bool immediate) {
     run(std::string("bash ") + CF_CLUSTER_SH + " restart " + dir_ + (immediate ? " --immediate" : ""));
 }
 
-std::string Cluster::conninfo() const {
-    return "host=" + dir_ + " port=" + std::to_string(port_) + " user=postgres dbname=postgres";
+std::string Cluster::conninfo() const { return conninfo_as("postgres"); }
+
+std::string Cluster::conninfo_as(const std::string& user) const {
+    return "host=" + dir_ + " port=" + std::to_string(port_) + " user=" + user + " dbname=postgres";
 }
 
-pqxx::result Cluster::exec(const std::string& sql) {
-    pqxx::connection c(conninfo());
+pqxx::result Cluster::exec(const std::string& sql) { return exec_as("postgres", sql); }
+
+pqxx::result Cluster::exec_as(const std::string& user, const std::string& sql) {
+    pqxx::connection c(conninfo_as(user));
     pqxx::work tx(c);
     auto r = tx.exec(sql);
     tx.commit();
@@ -65,6 +69,23 @@ void create_table(Cluster& c, const std::string& name, int ranges) {
     c.exec("CREATE TABLE " + name +
            " (id int PRIMARY KEY, v text, deleted bool NOT NULL DEFAULT false, doc jsonb);"
            "SELECT changefeed.enable('" + name + "', ranges => " + std::to_string(ranges) + ")");
+}
+
+void create_login_role(Cluster& c, const std::string& name, const std::vector<std::string>& member_of) {
+    std::string sql = "CREATE ROLE " + name + " LOGIN NOSUPERUSER";
+    for (const auto& m : member_of) sql += "; GRANT " + m + " TO " + name;
+    c.exec(sql);
+}
+
+std::string sqlstate_as(Cluster& c, const std::string& user, const std::string& sql) {
+    try {
+        c.exec_as(user, sql);
+    } catch (const pqxx::insufficient_privilege&) {
+        return "42501";  // libpqxx 6 leaves sqlstate() empty for this one
+    } catch (const pqxx::sql_error& e) {
+        return e.sqlstate().empty() ? "(unknown)" : e.sqlstate();
+    }
+    return "";
 }
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

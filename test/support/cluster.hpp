@@ -10,6 +10,7 @@
 #include <functional>
 #include <pqxx/pqxx>
 #include <string>
+#include <vector>
 
 namespace cftest {
 
@@ -19,9 +20,12 @@ public:
     void start();
     void stop(bool immediate = false);
     void restart(bool immediate = false);
-    std::string conninfo() const;
+    std::string conninfo() const;  // as the superuser postgres
+    // The same cluster as another role (trust auth on the socket: no password).
+    std::string conninfo_as(const std::string& user) const;
     // Runs SQL on a fresh connection, in one transaction.
     pqxx::result exec(const std::string& sql);
+    pqxx::result exec_as(const std::string& user, const std::string& sql);
     int port() const { return port_; }
 
 private:
@@ -53,6 +57,13 @@ private:
 
 // Creates `name` (id int primary key, v text, deleted bool, doc jsonb) and enables it.
 void create_table(Cluster& c, const std::string& name, int ranges = 16);
+
+// Creates a LOGIN role (not superuser) that is a member of `member_of`, e.g.
+// create_login_role(c, "billing_svc", {"changefeed_processor"}).
+void create_login_role(Cluster& c, const std::string& name, const std::vector<std::string>& member_of = {});
+
+// The SQLSTATE `sql` fails with when run as `user` ("" if it succeeds).
+std::string sqlstate_as(Cluster& c, const std::string& user, const std::string& sql);
 
 // Polls `condition` until it holds or `timeout` passed; returns whether it held.
 bool eventually(const std::function<bool()>& condition,

@@ -1,6 +1,7 @@
 // A handle on an enabled table: where it lives and what the server knows of it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@ struct CollectionInfo {
     int id = 0;
     std::string table_name;
     std::vector<std::string> key_columns;
+    std::vector<std::string> partition_key;   // the partition-key columns, in order
+    std::optional<std::string> tenant_column;  // the column naming each row's tenant, if any
     int ranges = 0;
     std::string channel;  // the LISTEN channel of its wake-ups
 };
@@ -25,7 +28,8 @@ public:
     const std::string& table() const noexcept { return table_; }
 
     // Looks the table up on the server.  Throws Error with
-    // collection_not_found or collection_not_enabled.
+    // collection_not_found, collection_not_enabled, or permission_denied when
+    // the connecting role may not SELECT the table (it may not read its feed).
     CollectionInfo describe() const;
 
 private:

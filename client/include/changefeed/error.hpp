@@ -25,6 +25,9 @@ enum class errc {
     handler_failed,                      // the handler threw; the batch is read again
     connection_failed,                   // the server is unreachable or the connection dropped
     database_error,                      // any other database error
+    permission_denied,                   // the role may not do this (SQLSTATE 42501): no SELECT on the
+                                         // table, a processor owned by another role, a tenant it is not bound to
+    processor_name_too_long,             // the processor name (with its tenant prefix) exceeds 200 characters
 };
 
 const std::error_category& changefeed_category() noexcept;

@@ -49,7 +49,7 @@ const char* to_string(State s) noexcept;
 // What the handler is told about a batch.
 struct Context {
     int range_id = 0;          // the range the batch comes from: the scope of the ordering
-    std::string processor;     // the processor name
+    std::string processor;     // the processor name as given (without the tenant prefix)
     std::string instance;      // this instance's name
     std::int64_t lease_epoch = 0;  // always 1 on the in-memory provider (no leases)
     // The range as text: the range id on PostgreSQL; on the in-memory provider
@@ -85,6 +85,13 @@ using Handler = std::function<void(const std::vector<Change>& batch, const Conte
 struct ProcessorOptions {
     // Unique among the instances of one processor name; empty = the host name.
     std::string instance_name;
+    // Multi-tenancy (seed 000): read only this tenant's changes (the
+    // collection needs a tenant column), under a lease set of the tenant's own
+    // -- the name stored on the server is stored_processor_name(name, tenant),
+    // "<tenant>/<name>" -- with partition keys that carry no tenant prefix.
+    // Empty: not scoped (a role bound to a tenant still reads only its
+    // tenant's changes).  Refused by the in-memory provider (invalid_option).
+    std::string tenant;
     // Without a checkpoint, deliver the table's current rows before the log
     // (latest-version feed only).  A checkpoint always wins over it.
     bool start_from_beginning = false;
@@ -114,7 +121,8 @@ struct ProcessorOptions {
     // How often the processor runs changefeed.maintain() (partitions ahead,
     // retention, TTL): at start, then at this interval.  Zero: never (use the
     // preloaded worker or cron).  maintain() runs one at a time cluster-wide;
-    // a busy one is skipped.
+    // a busy one is skipped.  Its failures never stop reading; a role not allowed
+    // to run it (42501) is told once through on_error, then ignored.
     std::chrono::milliseconds maintain_interval{std::chrono::minutes(5)};
 
     std::function<void(const ErrorInfo&)> on_error;
@@ -122,9 +130,17 @@ struct ProcessorOptions {
     std::function<void(const BackfillProgress&)> on_backfill_progress;
 };
 
+// The name a processor's leases are filed under on the server: `name`, or
+// with a tenant "<tenant>/<name>" ('%' and '/' in the tenant percent-encoded,
+// so two tenants never share a lease set).  What changefeed.lag(),
+// reset_checkpoint() and drop_processor() take.
+std::string stored_processor_name(const std::string& name, const std::string& tenant = {});
+
 class Processor {
 public:
-    // Throws Error(processor_name_empty) for an empty name and
+    // Throws Error(processor_name_empty) for an empty name,
+    // Error(processor_name_too_long) for one over 200 characters (with its
+    // tenant prefix), and
     // Error(start_from_beginning_not_supported) for start_from_beginning on the
     // all-versions feed.  Does not connect.
     Processor(Collection collection, std::string name, Handler handler, ProcessorOptions options = {},
@@ -137,7 +153,11 @@ public:
 
     // Checks the collection, creates the leases on the processor's first start
     // and begins reading in the background.  Throws Error: already_started,
-    // collection_not_found, collection_not_enabled, connection_failed, ...
+    // collection_not_found, collection_not_enabled, connection_failed,
+    // permission_denied (the role may not SELECT the table, is not a member of
+    // changefeed_processor, is bound to another tenant, or the processor name
+    // belongs to another role on this collection), invalid_option (a tenant on
+    // a collection without a tenant column), ...
     void start();
     // Stops reading (waits for a running handler, whose stop token is
     // signalled) and releases the leases.  Idempotent.  Called from inside the

@@ -21,6 +21,8 @@
 //   against the previous image when the collection keeps previous images, and
 //   passed through when it does not (there is nothing to test); Cleared
 //   always passes.
+// - subscribe() checks that the role may read the feed (SELECT on the table,
+//   its tenant binding): Error(permission_denied) otherwise.
 // - Subscriptions of one connection string share two connections (one
 //   LISTENing, one reading), however many there are.
 #pragma once
@@ -72,6 +74,11 @@ struct SubscriptionOptions {
     std::optional<Predicate> filter;
     // Only this document's changes (cleared passes too).  Set by watch().
     std::optional<std::string> document_id;
+    // Only this tenant's changes (cleared passes too), with partition keys
+    // without the tenant prefix, as a tenant-scoped processor sees them.  The
+    // collection needs a tenant column (invalid_option otherwise).  Empty: all
+    // (a role bound to a tenant still sees only its tenant's changes).
+    std::string tenant;
     // Fallback read interval when no notification arrives.
     std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
     // Most changes waiting for a slow consumer; reading pauses above it (nothing is dropped).

@@ -1,0 +1,23 @@
+// Internal: the rules for processor and instance names, shared by the
+// PostgreSQL processor, the in-memory one and the error translation.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace changefeed::detail {
+
+// The server's rule (changefeed.check_name): not blank (spaces only), at most
+// 200 characters (not bytes).
+constexpr std::size_t max_name_chars = 200;
+enum class NameProblem { none, empty, too_long };
+NameProblem name_problem(std::string_view name);
+
+// Throws Error: processor_name_empty for a blank name, processor_name_too_long
+// when the name as stored on the server (`stored`, with its tenant prefix) is too long.
+void check_processor_name(const std::string& name, const std::string& stored);
+// Throws Error(instance_name_invalid) for a blank or too long instance name.
+void check_instance_name(const std::string& instance);
+
+}  // namespace changefeed::detail

@@ -1,0 +1,233 @@
+// Multi-tenancy (seed 000): a tenant-scoped processor sees only its tenant's
+// changes, under a lease set of the tenant's own ("<tenant>/<name>"), with
+// partition keys that carry no tenant prefix; a role bound to a tenant sees
+// only that tenant whatever it runs.
+#include "support/cluster.hpp"
+#include "support/recorder.hpp"
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+using namespace std::chrono_literals;
+using changefeed::errc;
+using cftest::cluster;
+
+CF_CLUSTER_ENVIRONMENT("tenant", CF_TEST_PORT, true);
+
+namespace {
+
+template <class F>
+std::error_code code_of(F&& f) {
+    try {
+        f();
+    } catch (const changefeed::Error& e) {
+        return e.code();
+    }
+    return {};
+}
+
+changefeed::Handler noop() {
+    return [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {};
+}
+
+// (tenant, id) of what a recorder got, from the documents themselves.
+std::multiset<std::pair<std::string, int>> rows_of(const cftest::Recorder& rec) {
+    std::multiset<std::pair<std::string, int>> out;
+    for (const auto& h : rec.all())
+        out.emplace(std::string(h.change.current.at("tenant").as_string()),
+                    static_cast<int>(h.change.current.at("id").as_int64()));
+    return out;
+}
+
+std::multiset<std::pair<std::string, int>> expected(const std::string& tenant, int n) {
+    std::multiset<std::pair<std::string, int>> out;
+    for (int id = 1; id <= n; ++id) out.emplace(tenant, id);
+    return out;
+}
+
+changefeed::Processor as(const std::string& role, const std::string& table, const std::string& name,
+                         changefeed::Handler h, const std::string& tenant, const std::string& instance) {
+    auto o = cftest::fast_options(instance);
+    o.tenant = tenant;
+    return changefeed::make_latest_version_processor(changefeed::Collection(cluster().conninfo_as(role), table),
+                                                     name, std::move(h), o);
+}
+
+void create_tenant_table(const std::string& name) {
+    cluster().exec("CREATE TABLE " + name + " (tenant text, id int, v text, PRIMARY KEY (tenant, id));"
+                   "SELECT changefeed.enable('" + name + "', ranges => 4, tenant_column => 'tenant');"
+                   "GRANT SELECT ON " + name + " TO tn_svc, tn_bound");
+}
+
+class Tenants : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        cftest::create_login_role(cluster(), "tn_svc", {"changefeed_processor"});
+        cftest::create_login_role(cluster(), "tn_bound", {"changefeed_processor"});
+        cluster().exec("SELECT changefeed.bind_tenant('tn_bound', 'a')");
+        create_tenant_table("tn_orders");
+        cftest::create_table(cluster(), "tn_plain", 2);
+        cluster().exec("GRANT SELECT ON tn_plain TO tn_svc, tn_bound");
+    }
+};
+
+TEST_F(Tenants, EachProcessorSeesExactlyItsShare) {
+    cftest::Recorder a, b, all, bound;
+    // One processor name for all three: the tenants' lease sets must not collide.
+    auto pa = as("tn_svc", "tn_orders", "proj", a.handler(), "a", "a-1");
+    auto pb = as("tn_svc", "tn_orders", "proj", b.handler(), "b", "b-1");
+    auto pall = as("tn_svc", "tn_orders", "proj", all.handler(), "", "all-1");
+    auto pbound = as("tn_bound", "tn_orders", "bound-proj", bound.handler(), "", "bound-1");
+    for (auto* p : {&pa, &pb, &pall, &pbound}) p->start();
+
+    // Two tenants' writers at once, several transactions each.
+    auto writer = [](std::string tenant, int n) {
+        for (int from = 1; from <= n; from += 5)
+            cluster().exec("INSERT INTO tn_orders (tenant, id, v) SELECT '" + tenant + "', g, 'x'"
+                           " FROM generate_series(" + std::to_string(from) + ", " +
+                           std::to_string(std::min(n, from + 4)) + ") g");
+    };
+    std::thread wa(writer, "a", 40), wb(writer, "b", 25);
+    wa.join();
+    wb.join();
+
+    ASSERT_TRUE(cftest::eventually([&] {
+        return a.size() >= 40 && b.size() >= 25 && all.size() >= 65 && bound.size() >= 40;
+    }));
+    std::this_thread::sleep_for(500ms);  // room for anything extra to show up
+    EXPECT_EQ(rows_of(a), expected("a", 40));
+    EXPECT_EQ(rows_of(b), expected("b", 25));
+    auto both = expected("a", 40);
+    both.merge(expected("b", 25));
+    EXPECT_EQ(rows_of(all), both);
+    EXPECT_EQ(rows_of(bound), expected("a", 40));  // bound to a: only a, though not scoped
+
+    for (const auto& h : a.all()) {
+        EXPECT_EQ(h.change.tenant, "a");
+        EXPECT_EQ(h.change.partition_key, std::to_string(h.change.current.at("id").as_int64()));  // no prefix
+        EXPECT_EQ(h.context.processor, "proj");  // the name as given
+    }
+    for (const auto& h : b.all()) EXPECT_EQ(h.change.partition_key.find('/'), std::string::npos);
+    for (const auto& h : all.all())  // unscoped: the partition key as stored
+        EXPECT_EQ(h.change.partition_key, *h.change.tenant + "/" + std::to_string(h.change.current.at("id").as_int64()));
+
+    // Three lease sets of four ranges, filed under the stored names.
+    auto sets = cluster().exec(
+        "SELECT processor, count(*) FROM changefeed.leases WHERE table_name = 'tn_orders'::regclass"
+        " GROUP BY processor ORDER BY processor");
+    std::map<std::string, int> by_name;
+    for (const auto& r : sets) by_name[r[0].as<std::string>()] = r[1].as<int>();
+    EXPECT_EQ(by_name, (std::map<std::string, int>{{"a/proj", 4}, {"b/proj", 4}, {"bound-proj", 4}, {"proj", 4}}));
+    EXPECT_EQ(changefeed::stored_processor_name("proj", "a"), "a/proj");
+    for (auto* p : {&pa, &pb, &pall, &pbound}) p->stop();
+    // The tenant's processor's lag is asked under its stored name.
+    EXPECT_EQ(changefeed::estimate_lag(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_orders"),
+                                       changefeed::stored_processor_name("proj", "a"))
+                  .size(),
+              4u);
+}
+
+TEST_F(Tenants, ABoundRoleIsRefusedOtherTenantsAndCollectionsWithoutTenants) {
+    auto other = as("tn_bound", "tn_orders", "other", noop(), "b", "x-1");
+    EXPECT_EQ(code_of([&] { other.start(); }), errc::permission_denied);
+    auto plain = as("tn_bound", "tn_plain", "plain", noop(), "", "x-2");
+    EXPECT_EQ(code_of([&] { plain.start(); }), errc::permission_denied);
+    // Neither name was filed under the refused role.
+    auto filed = cluster().exec("SELECT count(*) FROM changefeed.leases WHERE processor IN ('b/other', 'plain')");
+    EXPECT_EQ(filed[0][0].as<int>(), 0);
+    // Its own tenant it may run scoped.
+    auto own = as("tn_bound", "tn_orders", "own", noop(), "a", "x-3");
+    EXPECT_EQ(code_of([&] { own.start(); }), std::error_code());
+    own.stop();
+}
+
+TEST_F(Tenants, TheTenantOptionNeedsATenantColumn) {
+    auto p = as("tn_svc", "tn_plain", "scoped", noop(), "a", "y-1");
+    EXPECT_EQ(code_of([&] { p.start(); }), errc::invalid_option);
+    changefeed::SubscriptionOptions o;
+    o.tenant = "a";
+    EXPECT_EQ(code_of([&] {
+                  changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_plain"),
+                                        [](const changefeed::DocumentChange&, std::stop_token) {}, o);
+              }),
+              errc::invalid_option);
+}
+
+TEST_F(Tenants, StartFromBeginningBackfillsOnlyTheTenantsRows) {
+    create_tenant_table("tn_backfill");
+    cluster().exec("INSERT INTO tn_backfill (tenant, id, v) SELECT t, g, 'old' FROM unnest(ARRAY['a', 'b']) t,"
+                   " generate_series(1, 30) g");
+    cftest::Recorder rec;
+    auto o = cftest::fast_options("bf-1");
+    o.tenant = "b";
+    o.start_from_beginning = true;
+    o.max_batch_size = 7;  // pages of mixed tenants, some without a row of b
+    auto p = changefeed::make_latest_version_processor(
+        changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_backfill"), "bf", rec.handler(), o);
+    p.start();
+    cluster().exec("INSERT INTO tn_backfill (tenant, id, v) VALUES ('a', 31, 'new'), ('b', 31, 'new')");
+    ASSERT_TRUE(cftest::eventually([&] { return rec.size() >= 31; }));
+    std::this_thread::sleep_for(500ms);
+    // A row written during the scan may come twice (from the table and the
+    // log): a backfill is at least once.  Distinct rows must be b's exactly.
+    auto got = rows_of(rec);
+    auto want = expected("b", 31);
+    EXPECT_EQ(std::set(got.begin(), got.end()), std::set(want.begin(), want.end()));
+    for (const auto& h : rec.all()) {
+        EXPECT_EQ(h.change.partition_key, std::to_string(h.change.current.at("id").as_int64()));
+        EXPECT_EQ(h.change.tenant, "b");
+    }
+    p.stop();
+}
+
+TEST_F(Tenants, ASubscriptionMayBeScopedToATenant) {
+    create_tenant_table("tn_sub");
+    changefeed::SubscriptionOptions o;
+    o.tenant = "b";
+    std::mutex mu;
+    std::vector<changefeed::DocumentChange> seen;
+    auto sub = changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_sub"),
+                                     [&](const changefeed::DocumentChange& c, std::stop_token) {
+                                         std::lock_guard lock(mu);
+                                         seen.push_back(c);
+                                     },
+                                     o);
+    cluster().exec("INSERT INTO tn_sub (tenant, id, v) VALUES ('a', 1, 'x'), ('b', 1, 'x'), ('b', 2, 'x')");
+    ASSERT_TRUE(cftest::eventually([&] {
+        std::lock_guard lock(mu);
+        return seen.size() >= 2;
+    }));
+    std::this_thread::sleep_for(300ms);
+    std::lock_guard lock(mu);
+    ASSERT_EQ(seen.size(), 2u);
+    for (const auto& c : seen) {
+        EXPECT_EQ(c.document.at("tenant").as_string(), "b");
+        EXPECT_EQ(c.partition_key.find('/'), std::string::npos);
+    }
+}
+
+TEST(TenantNames, StoredNamesOfTwoTenantsNeverCollide) {
+    EXPECT_EQ(changefeed::stored_processor_name("proj"), "proj");
+    EXPECT_EQ(changefeed::stored_processor_name("b/c", "a"), "a/b/c");
+    EXPECT_EQ(changefeed::stored_processor_name("c", "a/b"), "a%2Fb/c");
+    EXPECT_EQ(changefeed::stored_processor_name("c", "100%"), "100%25/c");
+    // The prefix counts towards the server's 200 characters.
+    changefeed::ProcessorOptions o;
+    o.tenant = std::string(10, 't');
+    EXPECT_EQ(code_of([&] {
+                  changefeed::make_latest_version_processor(changefeed::Collection("", "t"), std::string(195, 'p'),
+                                                            noop(), o);
+              }),
+              errc::processor_name_too_long);
+}
+
+TEST(TenantNames, TheInMemoryProviderRefusesTheTenantOption) {
+    changefeed::InMemoryCollection users;
+    changefeed::ProcessorOptions o;
+    o.tenant = "a";
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(users, "p", noop(), o); }),
+              errc::invalid_option);
+}
+
+}  // namespace
