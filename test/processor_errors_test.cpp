@@ -207,6 +207,9 @@ TEST_F(Errors, HistoryLostHaltsWithARunbook) {
         ASSERT_FALSE(errors.empty());
         EXPECT_EQ(errors.back().code, errc::history_lost);
         EXPECT_NE(errors.back().message.find("runbook"), std::string::npos);
+        EXPECT_NE(errors.back().message.find("SELECT changefeed.drop_processor('err_history', 'p');"),
+                  std::string::npos)
+            << errors.back().message;
     }
     p.stop();
     EXPECT_EQ(p.state(), changefeed::State::history_lost);
