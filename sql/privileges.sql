@@ -97,6 +97,8 @@ SELECT try($$SELECT changefeed.lease_init('public.priv_orders', 'reader-proc')$$
 CREATE FUNCTION pg_temp.leak(t regclass) RETURNS bool LANGUAGE plpgsql COST 0.0001 AS $$
 BEGIN RAISE NOTICE 'saw %', t; RETURN true; END $$;
 SELECT table_name FROM changefeed.collections WHERE pg_temp.leak(table_name) ORDER BY 1;
+SELECT table_name, channel IS NOT NULL AS has_channel FROM changefeed.collections ORDER BY 1;
+SELECT try($$SELECT count(*) FROM changefeed.leases$$);   -- a processor role's view
 RESET ROLE;
 
 -- Row-level security: the feed cannot apply policies, so it refuses.
@@ -161,7 +163,9 @@ SELECT tenant, count(*) FROM changefeed.read('public.priv_orders', (SELECT p FRO
 SELECT tenant, count(*) FROM changefeed.read('public.priv_orders', (SELECT p FROM pos), tenant => 'a') GROUP BY 1;
 SELECT try($$SELECT count(*) FROM changefeed.read('public.priv_orders', (SELECT p FROM pos), tenant => 'b')$$);
 RESET ROLE;
--- read(tenant => ...) narrows any reader's feed.
+-- read(tenant => ...) narrows any reader's feed; on a table without a tenant
+-- column it is an error, not an empty feed.
+SELECT try($$SELECT count(*) FROM changefeed.read('public.priv_notes', (SELECT p FROM pos), tenant => 'a')$$);
 SET ROLE regress_cf_reader;
 SELECT tenant, count(*) FROM changefeed.read('public.priv_orders', (SELECT p FROM pos), tenant => 'b') GROUP BY 1;
 RESET ROLE;

@@ -114,6 +114,10 @@ BEGIN
                   DETAIL = 'The table has row-level security; its feed carries whole rows and cannot apply the policies.',
                   HINT = 'Read it as the table owner or a role with BYPASSRLS.';
     END IF;
+    IF wanted IS NOT NULL AND tenant_column IS NULL THEN
+        RAISE EXCEPTION 'table % has no tenant column', tbl
+            USING ERRCODE = 'CF003', HINT = 'Enable it with tenant_column => ... to read by tenant.';
+    END IF;
     IF cardinality(bound) = 0 THEN
         RETURN CASE WHEN wanted IS NULL THEN NULL ELSE ARRAY[wanted] END;
     END IF;

@@ -75,6 +75,7 @@ GRANT EXECUTE ON FUNCTION
     changefeed.read(regclass, text, int, int[], text, jsonpath, jsonb, text[], text),
     changefeed.current_position(),
     changefeed.range_of(text, int),
+    changefeed.channel_of(int),
     changefeed.collection_of(regclass),
     changefeed.lag(regclass, text, int),
     changefeed.ensure_notifier(),
