@@ -3,9 +3,12 @@
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
 #      and logical replication into enabled tables (test/replication.sh),
-#   3. the client's GoogleTest suites (they start their own clusters),
-#   4. the torture test in its short mode, and the benchmark harness on tiny sizes.
+#   3. PostgreSQL's own regression suite with and without the extension, and a
+#      dump and restore round trip of a database using it,
+#   4. the client's GoogleTest suites (they start their own clusters),
+#   5. the torture test in its short mode, and the benchmark harness on tiny sizes.
 # Usage (as root on Debian 12): bash test/run-all.sh
+# Ends with `run-all: N passed, M failed`, counting the stages above.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -26,51 +29,72 @@ cleanup() {
 }
 trap cleanup EXIT
 
-failed=0
+passed=0 failed=0 failed_stages=()
+# stage NAME COMMAND...: runs one stage and counts its outcome.
+stage() {
+    local name=$1
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        failed_stages+=("$name")
+    fi
+}
 run_sql_tests() {  # $1 cluster dir, then make variables
     eval "$(bash test/cluster.sh env "$1")"
     shift
     if ! make -s installcheck "$@"; then
-        failed=1
         cat regression.diffs output_iso/regression.diffs 2>/dev/null | head -200 || true
+        return 1
     fi
+}
+bench_smoke() {
+    if ! bash bench/run.sh --smoke >"$scratch/bench-smoke.log" 2>&1; then
+        tail -40 "$scratch/bench-smoke.log"
+        return 1
+    fi
+    tail -1 "$scratch/bench-smoke.log"
 }
 
 echo "== SQL tests, library preloaded"
 # The worker's periodic maintain() would race the retention test; the notifier
 # test turns it on for itself.
 bash test/cluster.sh start "$scratch/preload" --port 55490 --fsync-off --conf "changefeed.maintain_interval = 0"
-run_sql_tests "$scratch/preload"
+stage "SQL tests, library preloaded" run_sql_tests "$scratch/preload"
 bash test/cluster.sh stop "$scratch/preload"
 
 echo "== SQL tests, library not preloaded (NOTIFY fallback)"
 bash test/cluster.sh start "$scratch/plain" --port 55491 --fsync-off --no-preload
-run_sql_tests "$scratch/plain" REGRESS_PRELOADED=
+stage "SQL tests, library not preloaded" run_sql_tests "$scratch/plain" REGRESS_PRELOADED=
 bash test/cluster.sh stop "$scratch/plain"
 
 echo "== logical replication into enabled tables (own cluster, wal_level = logical)"
-if ! bash test/replication.sh --port 55492; then failed=1; fi
+stage "logical replication" bash test/replication.sh --port 55496
+echo "== PostgreSQL's own regression suite, with and without the extension"
+stage "PostgreSQL's regression suite" bash test/core-regress.sh --port 55492
+echo "== dump and restore of a database using the extension"
+stage "dump and restore" bash test/dump_restore.sh --port 55494
 
 if [ -f CMakeLists.txt ]; then
     echo "== client library and its tests"
     cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=ON >/dev/null
     cmake --build build -j2
-    if ! ctest --test-dir build --output-on-failure; then failed=1; fi
+    stage "client tests" ctest --test-dir build --output-on-failure
 
     echo "== torture test (short): concurrent writers, killed consumers, a checker"
-    if ! bash test/torture/run.sh --short --build-dir build --no-build; then failed=1; fi
+    stage "torture test" bash test/torture/run.sh --short --build-dir build --no-build
 
     echo "== benchmark harness, tiny sizes"
-    if ! bash bench/run.sh --smoke >"$scratch/bench-smoke.log" 2>&1; then
-        failed=1
-        tail -40 "$scratch/bench-smoke.log"
-    else
-        tail -1 "$scratch/bench-smoke.log"
-    fi
+    stage "benchmark harness" bench_smoke
 fi
 
+echo
 if [ "$failed" -ne 0 ]; then
-    echo "SOME TESTS FAILED"
-    exit 1
+    echo "SOME TESTS FAILED: ${failed_stages[*]}"
+else
+    echo "ALL TESTS PASSED"
 fi
-echo "ALL TESTS PASSED"
+# The last word, after the stages' own summaries (dump_restore.sh prints one).
+echo "run-all: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
