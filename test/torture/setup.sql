@@ -1,4 +1,4 @@
--- Torture test schema: two enabled tables, the truth of what committed, and
+-- Torture test schema: two enabled tables (one partitioned), the truth of what committed, and
 -- what the consumers were delivered.
 \set ON_ERROR_STOP on
 CREATE EXTENSION changefeed;
@@ -10,7 +10,13 @@ CREATE SEQUENCE torture.id_seq_1;    -- keys of docs2
 -- vid: this version's id; kver: the key's version number (1, 2, ...), bumped
 -- under the row lock, so it is the key's commit order.
 CREATE TABLE public.docs  (id bigint PRIMARY KEY, vid bigint NOT NULL, kver int NOT NULL, body jsonb NOT NULL);
-CREATE TABLE public.docs2 (id bigint PRIMARY KEY, vid bigint NOT NULL, kver int NOT NULL, body jsonb NOT NULL);
+-- docs2 is partitioned, and one partition has another column order: capture
+-- maps columns by name in each partition.
+CREATE TABLE public.docs2 (id bigint PRIMARY KEY, vid bigint NOT NULL, kver int NOT NULL, body jsonb NOT NULL)
+    PARTITION BY HASH (id);
+CREATE TABLE public.docs2_p0 PARTITION OF public.docs2 FOR VALUES WITH (MODULUS 2, REMAINDER 0);
+CREATE TABLE public.docs2_p1 (body jsonb NOT NULL, kver int NOT NULL, vid bigint NOT NULL, id bigint NOT NULL);
+ALTER TABLE public.docs2 ATTACH PARTITION public.docs2_p1 FOR VALUES WITH (MODULUS 2, REMAINDER 1);
 SELECT changefeed.enable('public.docs');
 SELECT changefeed.enable('public.docs2', ranges => 4);
 
