@@ -28,6 +28,11 @@ SELECT p.oid::regprocedure AS unpinned
  WHERE p.pronamespace = 'changefeed'::regnamespace AND l.lanname IN ('sql', 'plpgsql')
    AND NOT 'search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}'));
 
+-- Catalog hygiene PostgreSQL's own opr_sanity asks of every function.
+SELECT p.oid::regprocedure AS immutable_but_parallel_unsafe
+  FROM pg_proc p WHERE p.pronamespace = 'changefeed'::regnamespace
+   AND p.provolatile = 'i' AND p.proparallel = 'u';
+
 -- The same, tried: a user's operator in public that would run as whoever
 -- resolves it there.  Code of the extension run by a superuser never does.
 SET ROLE regress_cf_owner;

@@ -40,6 +40,15 @@ CREATE FUNCTION changefeed.attaches_partition(cmd pg_ddl_command) RETURNS bool
 CREATE FUNCTION changefeed.replaces_trigger(cmd pg_ddl_command) RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_replaces_trigger' LANGUAGE C STRICT;
 
+-- Whether any table of the database has a capture trigger: the guards' first,
+-- cheap question, answered from the system catalog alone, so that DDL in a
+-- database with no enabled table never even locks changefeed.collection.
+CREATE FUNCTION changefeed.any_capture_trigger() RETURNS bool
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
+                    WHERE tgfoid = 'changefeed.capture_row()'::pg_catalog.regprocedure)
+$$;
+
 -- The enabled tables at or above `rel` in its inheritance/partition tree.
 CREATE FUNCTION changefeed.enabled_above(rel oid) RETURNS SETOF changefeed.collection
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -60,7 +69,7 @@ $$;
 
 -- The columns capture depends on: key, partition key, tenant, TTL.
 CREATE FUNCTION changefeed.watched_columns(c changefeed.collection) RETURNS text[]
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT array_agg(DISTINCT col ORDER BY col)
       FROM unnest(c.key_columns || c.partition_key || ARRAY[c.tenant_column, c.ttl_column]) col
      WHERE col IS NOT NULL
@@ -76,7 +85,7 @@ $$;
 
 -- Trigger arguments (see capture_row/capture_truncate in 20_enable.sql).
 CREATE FUNCTION changefeed.capture_row_arguments(c changefeed.collection) RETURNS text[]
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT ARRAY[c.id::text, c.ranges::text,
                  CASE WHEN c.keep_previous THEN 't' ELSE 'f' END,
                  CASE WHEN c.replicated THEN 't' ELSE 'f' END,
@@ -86,13 +95,13 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 CREATE FUNCTION changefeed.capture_truncate_arguments(c changefeed.collection) RETURNS text[]
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT ARRAY[c.id::text, c.ranges::text, CASE WHEN c.replicated THEN 't' ELSE 'f' END]
 $$;
 
 -- Arguments as a CREATE TRIGGER argument list, and as pg_trigger.tgargs holds them.
 CREATE FUNCTION changefeed.trigger_arguments_sql(args text[]) RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT string_agg(quote_literal(a), ', ' ORDER BY o) FROM unnest(args) WITH ORDINALITY u(a, o)
 $$;
 
@@ -314,7 +323,7 @@ DECLARE
     q text;
     t pg_trigger;
 BEGIN
-    IF changefeed.guard_suspended() OR NOT EXISTS (SELECT 1 FROM changefeed.collection) THEN
+    IF changefeed.guard_suspended() OR NOT changefeed.any_capture_trigger() THEN
         RETURN;
     END IF;
     FOR cmd IN SELECT * FROM pg_event_trigger_ddl_commands()
@@ -375,7 +384,11 @@ DECLARE
     guard_id int;
     problems text[];
 BEGIN
-    IF changefeed.guard_suspended() OR NOT EXISTS (SELECT 1 FROM changefeed.collection) THEN
+    -- A dropped capture trigger or TRUNCATE guard may have been the last one.
+    IF changefeed.guard_suspended()
+       OR (NOT changefeed.any_capture_trigger()
+           AND NOT EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects()
+                            WHERE object_type = 'trigger' AND address_names[3] LIKE 'changefeed\_%')) THEN
         RETURN;
     END IF;
     FOR d IN SELECT * FROM pg_event_trigger_dropped_objects()

@@ -79,7 +79,7 @@ $$;
 -- Rejects NULL and infinite times: maintenance must never act on a time it
 -- was not given (NULL once meant "drop every partition, future ones too").
 CREATE FUNCTION changefeed.require_finite(t timestamptz, what text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF t IS NULL THEN
         RAISE EXCEPTION '% must not be null', what
