@@ -4,24 +4,11 @@
 
 using changefeed::errc;
 using cftest::cluster;
+using cftest::code_of;
 
 CF_CLUSTER_ENVIRONMENT("errors", CF_TEST_PORT, true);
 
 namespace {
-
-changefeed::Handler noop() {
-    return [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {};
-}
-
-template <class F>
-std::error_code code_of(F&& f) {
-    try {
-        f();
-    } catch (const changefeed::Error& e) {
-        return e.code();
-    }
-    return {};
-}
 
 class Errors : public ::testing::Test {
 protected:
@@ -33,18 +20,18 @@ protected:
 };
 
 TEST_F(Errors, EmptyProcessorName) {
-    EXPECT_EQ(code_of([&] { changefeed::Processor p(enabled(), "", noop()); }), errc::processor_name_empty);
+    EXPECT_EQ(code_of([&] { changefeed::Processor p(enabled(), "", cftest::noop_handler()); }), errc::processor_name_empty);
 }
 
 TEST_F(Errors, StartFromBeginningOnAllVersions) {
     changefeed::ProcessorOptions o;
     o.start_from_beginning = true;
-    EXPECT_EQ(code_of([&] { changefeed::make_all_versions_processor(enabled(), "audit", noop(), o); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_all_versions_processor(enabled(), "audit", cftest::noop_handler(), o); }),
               errc::start_from_beginning_not_supported);
 }
 
 TEST_F(Errors, AlreadyStarted) {
-    auto p = changefeed::make_latest_version_processor(enabled(), "twice", noop(), cftest::fast_options("i"));
+    auto p = changefeed::make_latest_version_processor(enabled(), "twice", cftest::noop_handler(), cftest::fast_options("i"));
     p.start();
     EXPECT_EQ(code_of([&] { p.start(); }), errc::already_started);
     p.stop();
@@ -53,38 +40,38 @@ TEST_F(Errors, AlreadyStarted) {
 }
 
 TEST_F(Errors, CollectionNotFound) {
-    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "no_such_table"}, "p", noop());
+    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "no_such_table"}, "p", cftest::noop_handler());
     auto code = code_of([&] { p.start(); });
     EXPECT_EQ(code, errc::collection_not_found);
     EXPECT_EQ(p.state(), changefeed::State::stopped);
 }
 
 TEST_F(Errors, CollectionNotEnabled) {
-    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_plain"}, "p", noop());
+    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_plain"}, "p", cftest::noop_handler());
     EXPECT_EQ(code_of([&] { p.start(); }), errc::collection_not_enabled);
     EXPECT_EQ(code_of([&] { changefeed::Collection(cluster().conninfo(), "err_plain").describe(); }),
               errc::collection_not_enabled);
 }
 
 TEST_F(Errors, ServerUnreachable) {
-    auto p = changefeed::make_latest_version_processor({"host=/nonexistent port=1", "t"}, "p", noop());
+    auto p = changefeed::make_latest_version_processor({"host=/nonexistent port=1", "t"}, "p", cftest::noop_handler());
     EXPECT_EQ(code_of([&] { p.start(); }), errc::connection_failed);
 }
 
 TEST_F(Errors, InvalidInstanceName) {
     auto o = cftest::fast_options(std::string(300, 'x'));
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", noop(), o); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", cftest::noop_handler(), o); }),
               errc::instance_name_invalid);
 }
 
 TEST_F(Errors, InvalidOptions) {
     auto o = cftest::fast_options("i");
     o.renew_interval = o.lease_duration;
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", noop(), o); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", cftest::noop_handler(), o); }),
               errc::invalid_option);
     o = cftest::fast_options("i");
     o.max_batch_size = 0;
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", noop(), o); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", cftest::noop_handler(), o); }),
               errc::invalid_option);
 }
 
@@ -145,7 +132,7 @@ TEST_F(Errors, DisablingTheTableStopsARunningProcessor) {
         std::lock_guard lock(mu);
         codes.push_back(e.code);
     };
-    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_disabled"}, "p", noop(), o);
+    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_disabled"}, "p", cftest::noop_handler(), o);
     p.start();
     ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
     cluster().exec("SELECT changefeed.disable('err_disabled')");

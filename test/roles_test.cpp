@@ -10,24 +10,11 @@
 using namespace std::chrono_literals;
 using changefeed::errc;
 using cftest::cluster;
+using cftest::code_of;
 
 CF_CLUSTER_ENVIRONMENT("roles", CF_TEST_PORT, true);
 
 namespace {
-
-template <class F>
-std::error_code code_of(F&& f) {
-    try {
-        f();
-    } catch (const changefeed::Error& e) {
-        return e.code();
-    }
-    return {};
-}
-
-changefeed::Handler noop() {
-    return [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {};
-}
 
 changefeed::Processor as(const std::string& role, const std::string& table, const std::string& name,
                          changefeed::Handler h, changefeed::ProcessorOptions o) {
@@ -153,7 +140,7 @@ TEST_F(Roles, AnotherRoleCannotStartStealOrCheckpointAProcessorAndNothingIsSkipp
 }
 
 TEST_F(Roles, ARoleWithoutSelectIsRefusedAtStartAndClaimsNothing) {
-    auto p = as("nosel_svc", "ro_nosel", "proj", noop(), cftest::fast_options("n-1"));
+    auto p = as("nosel_svc", "ro_nosel", "proj", cftest::noop_handler(), cftest::fast_options("n-1"));
     try {
         p.start();
         FAIL() << "start() without SELECT succeeded";
@@ -179,7 +166,7 @@ TEST_F(Roles, ARoleWithoutSelectIsRefusedAtStartAndClaimsNothing) {
 }
 
 TEST_F(Roles, AReaderOnlyRoleMaySubscribeButNotRunAProcessor) {
-    auto p = as("reader_svc", "ro_e2e", "reader-proc", noop(), cftest::fast_options("r-1"));
+    auto p = as("reader_svc", "ro_e2e", "reader-proc", cftest::noop_handler(), cftest::fast_options("r-1"));
     EXPECT_EQ(code_of([&] { p.start(); }), errc::permission_denied);
     std::atomic<int> seen{0};
     auto sub = changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("reader_svc"), "ro_e2e"),
@@ -237,7 +224,7 @@ TEST_F(Roles, ResetCheckpointByTheOwnerMovesRunningInstancesAnotherRoleIsRefused
               "42501");
     EXPECT_EQ(cftest::sqlstate_as(cluster(), "owner_svc", "SELECT changefeed.drop_processor('ro_reset', 'mover')"),
               "");
-    auto q = as("thief_svc", "ro_reset", "mover", noop(), cftest::fast_options("t-1"));
+    auto q = as("thief_svc", "ro_reset", "mover", cftest::noop_handler(), cftest::fast_options("t-1"));
     EXPECT_EQ(code_of([&] { q.start(); }), std::error_code());
     q.stop();
 }
@@ -270,10 +257,10 @@ TEST_F(Roles, NameErrorsOfTheServerAreClassifiedByTheNameAtFault) {
     // 200 characters of two bytes each is a valid name: the server counts characters.
     std::string wide;
     for (int i = 0; i < 200; ++i) wide += "\xc3\xa9";
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(c, wide, noop()); }), std::error_code());
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(c, std::string(201, 'x'), noop()); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(c, wide, cftest::noop_handler()); }), std::error_code());
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(c, std::string(201, 'x'), cftest::noop_handler()); }),
               errc::processor_name_too_long);
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(c, "   ", noop()); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(c, "   ", cftest::noop_handler()); }),
               errc::processor_name_empty);
     EXPECT_EQ(changefeed::make_error_code(errc::permission_denied).message().find("permission denied"), 0u);
 }

@@ -12,24 +12,11 @@
 using namespace std::chrono_literals;
 using changefeed::errc;
 using cftest::cluster;
+using cftest::code_of;
 
 CF_CLUSTER_ENVIRONMENT("tenant", CF_TEST_PORT, true);
 
 namespace {
-
-template <class F>
-std::error_code code_of(F&& f) {
-    try {
-        f();
-    } catch (const changefeed::Error& e) {
-        return e.code();
-    }
-    return {};
-}
-
-changefeed::Handler noop() {
-    return [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {};
-}
 
 // (tenant, id) of what a recorder got, from the documents themselves.
 std::multiset<std::pair<std::string, int>> rows_of(const cftest::Recorder& rec) {
@@ -129,21 +116,21 @@ TEST_F(Tenants, EachProcessorSeesExactlyItsShare) {
 }
 
 TEST_F(Tenants, ABoundRoleIsRefusedOtherTenantsAndCollectionsWithoutTenants) {
-    auto other = as("tn_bound", "tn_orders", "other", noop(), "b", "x-1");
+    auto other = as("tn_bound", "tn_orders", "other", cftest::noop_handler(), "b", "x-1");
     EXPECT_EQ(code_of([&] { other.start(); }), errc::permission_denied);
-    auto plain = as("tn_bound", "tn_plain", "plain", noop(), "", "x-2");
+    auto plain = as("tn_bound", "tn_plain", "plain", cftest::noop_handler(), "", "x-2");
     EXPECT_EQ(code_of([&] { plain.start(); }), errc::permission_denied);
     // Neither name was filed under the refused role.
     auto filed = cluster().exec("SELECT count(*) FROM changefeed.leases WHERE processor IN ('b/other', 'plain')");
     EXPECT_EQ(filed[0][0].as<int>(), 0);
     // Its own tenant it may run scoped.
-    auto own = as("tn_bound", "tn_orders", "own", noop(), "a", "x-3");
+    auto own = as("tn_bound", "tn_orders", "own", cftest::noop_handler(), "a", "x-3");
     EXPECT_EQ(code_of([&] { own.start(); }), std::error_code());
     own.stop();
 }
 
 TEST_F(Tenants, TheTenantOptionNeedsATenantColumn) {
-    auto p = as("tn_svc", "tn_plain", "scoped", noop(), "a", "y-1");
+    auto p = as("tn_svc", "tn_plain", "scoped", cftest::noop_handler(), "a", "y-1");
     EXPECT_EQ(code_of([&] { p.start(); }), errc::invalid_option);
     changefeed::SubscriptionOptions o;
     o.tenant = "a";
@@ -217,7 +204,7 @@ TEST(TenantNames, StoredNamesOfTwoTenantsNeverCollide) {
     o.tenant = std::string(10, 't');
     EXPECT_EQ(code_of([&] {
                   changefeed::make_latest_version_processor(changefeed::Collection("", "t"), std::string(195, 'p'),
-                                                            noop(), o);
+                                                            cftest::noop_handler(), o);
               }),
               errc::processor_name_too_long);
 }
@@ -226,7 +213,7 @@ TEST(TenantNames, TheInMemoryProviderRefusesTheTenantOption) {
     changefeed::InMemoryCollection users;
     changefeed::ProcessorOptions o;
     o.tenant = "a";
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(users, "p", noop(), o); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(users, "p", cftest::noop_handler(), o); }),
               errc::invalid_option);
 }
 

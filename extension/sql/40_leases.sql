@@ -113,6 +113,18 @@ BEGIN
 END
 $$;
 
+-- The leases `instance` holds, with where each range resumes.
+CREATE FUNCTION changefeed.leases_held(collection_id int, processor text, instance text)
+RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
+               backfill_after jsonb, backfill_rows bigint, backfill_position text)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT l.range_id, l.epoch, l.checkpoint, l.backfill_done, l.backfill_after, l.backfill_rows,
+           l.backfill_position
+      FROM changefeed.lease l
+     WHERE l.collection_id = $1 AND l.processor = $2 AND l.owner = $3
+     ORDER BY l.range_id
+$$;
+
 -- One balancing step for `instance`: take free and expired leases up to an
 -- equal share of the live instances, else steal one lease from the instance
 -- holding the most when it holds at least two more than we do.  Returns the
@@ -181,12 +193,7 @@ BEGIN
         END IF;
     END IF;
 
-    RETURN QUERY
-    SELECT l.range_id, l.epoch, l.checkpoint, l.backfill_done, l.backfill_after, l.backfill_rows,
-           l.backfill_position
-      FROM changefeed.lease l
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
-     ORDER BY l.range_id;
+    RETURN QUERY SELECT * FROM changefeed.leases_held(c.id, processor, instance);
 END
 $$;
 
@@ -418,12 +425,7 @@ BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     PERFORM changefeed.check_name(instance, 'instance');
     PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
-    RETURN QUERY
-    SELECT l.range_id, l.epoch, l.checkpoint, l.backfill_done, l.backfill_after, l.backfill_rows,
-           l.backfill_position
-      FROM changefeed.lease l
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
-     ORDER BY l.range_id;
+    RETURN QUERY SELECT * FROM changefeed.leases_held(c.id, processor, instance);
 END
 $$;
 

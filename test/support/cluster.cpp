@@ -97,6 +97,10 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
     return condition();
 }
 
+changefeed::Handler noop_handler() {
+    return [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {};
+}
+
 changefeed::ProcessorOptions fast_options(const std::string& instance) {
     using namespace std::chrono_literals;
     changefeed::ProcessorOptions o;

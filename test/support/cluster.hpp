@@ -69,6 +69,20 @@ std::string sqlstate_as(Cluster& c, const std::string& user, const std::string& 
 bool eventually(const std::function<bool()>& condition,
                 std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+// A handler that does nothing.
+changefeed::Handler noop_handler();
+
+// The error code `f` throws (a changefeed::Error), or none.
+template <class F>
+std::error_code code_of(F&& f) {
+    try {
+        f();
+    } catch (const changefeed::Error& e) {
+        return e.code();
+    }
+    return {};
+}
+
 // Short intervals so that the suites run quickly.
 changefeed::ProcessorOptions fast_options(const std::string& instance);
 
