@@ -70,6 +70,6 @@ SELECT seq, range_id, operation, doc_id, current ->> 'email' AS email, previous 
 SQL
 echo "== feed may read, not write"
 psql -qX -U feed -c "UPDATE users SET name = 'x'" 2>&1 | sed 's/^/   /' || true
-echo "== notifier"
-psql -qX -c "SELECT pid, backend_type FROM pg_stat_activity WHERE backend_type = 'changefeed notifier'"
+echo "== the extension's background workers"
+psql -qX -c "SELECT pid, backend_type FROM pg_stat_activity WHERE backend_type LIKE 'changefeed %'"
 exit "$status"
