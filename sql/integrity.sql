@@ -67,6 +67,11 @@ ALTER TABLE accounts ATTACH PARTITION accounts_sa FOR VALUES IN ('br');
 SELECT tgrelid::regclass, regexp_replace(tgname, '_[0-9]+$', '_<id>') AS tgname, tgenabled FROM pg_trigger
  WHERE tgrelid IN ('accounts_sa'::regclass, 'accounts_sa_br'::regclass) ORDER BY 1, 2;
 INSERT INTO accounts VALUES (7, 'br', 'b7'), (8, 'asia', 'a8');
+-- A table attached with rows in it would bring them in without a change: refused.
+CREATE TABLE accounts_mx (name text, id int NOT NULL, region text NOT NULL);
+INSERT INTO accounts_mx VALUES ('m1', 1, 'mx');
+SELECT try_detail($$ALTER TABLE accounts ATTACH PARTITION accounts_mx FOR VALUES IN ('mx')$$);
+DROP TABLE accounts_mx;
 SELECT operation, doc_id FROM next_changes('accounts', 'accounts');
 SELECT try_detail('TRUNCATE accounts_sa_br');
 SELECT try_detail('ALTER TABLE accounts_sa DETACH PARTITION accounts_sa_br');

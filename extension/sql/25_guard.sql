@@ -308,6 +308,25 @@ BEGIN
 END
 $$;
 
+-- Whether any plain table of the tree under `rel` holds a row (read as the
+-- extension's owner: no policy or user function runs).
+CREATE FUNCTION changefeed.holds_rows(rel oid) RETURNS bool
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t oid;
+    found_row bool;
+BEGIN
+    FOR t IN SELECT x FROM changefeed.tree_of(rel) x
+              WHERE (SELECT relkind FROM pg_class WHERE oid = x) = 'r' LOOP
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM ONLY %s)', t::regclass) INTO found_row;
+        IF found_row THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
+END
+$$;
+
 -- ddl_command_end: refuses what would leave capture with a hole; installs the
 -- TRUNCATE guard of partitions created or attached under an enabled table.
 CREATE FUNCTION changefeed.guard_ddl() RETURNS event_trigger
@@ -353,6 +372,16 @@ BEGIN
                      THEN ARRAY(SELECT changefeed.tree_of(cmd.objid)) ELSE ARRAY[cmd.objid] END;
         FOREACH rel IN ARRAY rels LOOP
             FOR c IN SELECT * FROM changefeed.enabled_above(rel) LOOP
+                -- A table just attached (no TRUNCATE guard yet) must be empty: its
+                -- rows would join the enabled table without a change.
+                IF added AND c.relid <> rel AND cmd.command_tag <> 'CREATE TABLE'
+                   AND NOT EXISTS (SELECT 1 FROM pg_trigger
+                                    WHERE tgrelid = rel AND tgname = changefeed.truncate_guard_name(c))
+                   AND changefeed.holds_rows(rel) THEN
+                    PERFORM changefeed.refuse_hole('ATTACH PARTITION', c,
+                        ARRAY[format('%s holds rows that would join %s without a change (attach it empty, then insert its rows)',
+                                     rel::regclass, c.relid)]);
+                END IF;
                 -- A partition created or attached under an installed enabled table gets its TRUNCATE guard.
                 IF added AND c.relid <> rel
                    AND EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = c.relid AND tgname = 'changefeed_capture')
