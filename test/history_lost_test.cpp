@@ -98,6 +98,52 @@ TEST(HistoryLost, HaltsWithTheRunbookAndDeliversNothingMore) {
     p.stop();
 }
 
+// A checkpoint the database never issued (as after a restore into another
+// database) is a lost history too: the range halts with a runbook that says
+// why, instead of reading from nothing or from now.
+TEST(HistoryLost, ACheckpointFromAnotherDatabaseHaltsWithTheRunbook) {
+    cftest::create_table(cluster(), "hl_foreign", 2);
+    cftest::Recorder rec;
+    cftest::ErrorLog errors;
+    auto o = cftest::fast_options("one");
+    o.on_error = errors.sink();
+    auto p = changefeed::make_all_versions_processor(coll("hl_foreign"), "audit", rec.handler(), o);
+    p.start();
+    wait_running(p);
+    p.stop();
+
+    std::string foreign;
+    {
+        pqxx::connection admin(cluster().conninfo());
+        pqxx::nontransaction(admin).exec("CREATE DATABASE hl_other");
+        pqxx::connection other(cluster().conninfo() + " dbname=hl_other");
+        pqxx::work tx(other);
+        tx.exec("CREATE EXTENSION changefeed");
+        foreign = tx.exec1("SELECT changefeed.current_position()")[0].as<std::string>();
+        tx.commit();
+    }
+    cluster().exec("UPDATE changefeed.lease SET checkpoint = " + pqxx::connection(cluster().conninfo()).quote(foreign) +
+                   " WHERE processor = 'audit'"
+                   "   AND collection_id = (changefeed.collection_of('hl_foreign')).id");
+    cluster().exec("INSERT INTO hl_foreign (id, v) VALUES (1, 'after restore')");
+
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::history_lost; }));
+    ASSERT_TRUE(cftest::eventually([&] { return errors.messages(errc::history_lost).size() >= 2; }));
+    for (const auto& m : errors.messages(errc::history_lost)) {
+        EXPECT_NE(m.find("another database or cluster"), std::string::npos) << m;
+        EXPECT_NE(m.find("SELECT changefeed.reset_checkpoint('hl_foreign', 'audit');"), std::string::npos) << m;
+    }
+    EXPECT_EQ(rec.size(), 0u);
+    p.stop();
+    cluster().exec("SELECT changefeed.reset_checkpoint('hl_foreign', 'audit')");
+    p.start();
+    wait_running(p);
+    cluster().exec("INSERT INTO hl_foreign (id, v) VALUES (2, 'after reset')");
+    ASSERT_TRUE(cftest::eventually([&] { return rec.has("2"); }));
+    p.stop();
+}
+
 TEST(HistoryLost, ResyncRereadsTheTableThenContinues) {
     cftest::create_table(cluster(), "hl_resync", 2);
     cftest::Recorder rec;

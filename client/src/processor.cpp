@@ -450,8 +450,24 @@ struct PgProcessor final : Processor::Impl {
         }
     }
 
-    // CF006 on a range: resync it from the table when asked to, else halt it.
-    // Never a restart from "now".  Returns whether there was work.
+    // A checkpoint the feed cannot resume from: history lost (CF006), or a
+    // position of another database or cluster (CF005: a restored database)
+    // or damaged (CF004: a checkpoint from before an upgrade).  Each is a lost
+    // history for this range, never a restart from now.
+    static bool unusable_checkpoint(const Error& e) {
+        return e.code() == make_error_code(errc::history_lost) ||
+               e.code() == make_error_code(errc::foreign_position) ||
+               e.code() == make_error_code(errc::malformed_position);
+    }
+
+    static detail::LostBecause lost_because(const Error& e) {
+        if (e.code() == make_error_code(errc::foreign_position)) return detail::LostBecause::other_database;
+        if (e.code() == make_error_code(errc::malformed_position)) return detail::LostBecause::invalid_position;
+        return detail::LostBecause::retention;
+    }
+
+    // An unusable checkpoint on a range: resync it from the table when asked
+    // to, else halt it.  Never a restart from "now".  Returns whether there was work.
     bool history_lost(pqxx::connection& conn, const Context& ctx, RangeState& st, const Error& e) {
         const int range = ctx.range_id;
         if (opt.resync && mode == FeedMode::latest_version) {
@@ -477,7 +493,7 @@ struct PgProcessor final : Processor::Impl {
         report(range,
                Error(errc::history_lost,
                      detail::history_lost_runbook(collection.table(), stored_name, range,
-                                                  mode == FeedMode::latest_version, e.what()),
+                                                  mode == FeedMode::latest_version, lost_because(e), e.what()),
                      e.sqlstate()),
                std::make_exception_ptr(e));
         return false;
@@ -538,7 +554,7 @@ struct PgProcessor final : Processor::Impl {
         try {
             rr = detail::read_range(conn, collection.table(), st.lease.checkpoint, batch, range, mode, scope);
         } catch (const Error& e) {
-            if (e.code() != make_error_code(errc::history_lost)) throw;
+            if (!unusable_checkpoint(e)) throw;
             return history_lost(conn, ctx, st, e);
         }
         if (rr.changes.empty()) {
@@ -558,7 +574,7 @@ struct PgProcessor final : Processor::Impl {
         try {
             rr = detail::read_ranges(conn, collection.table(), since, opt.max_batch_size, group, mode, scope);
         } catch (const Error& e) {
-            if (e.code() != make_error_code(errc::history_lost)) throw;
+            if (!unusable_checkpoint(e)) throw;
             bool any = false;  // history loss is handled range by range
             for (int range : group) any |= step(conn, range, ranges.at(range));
             return any;

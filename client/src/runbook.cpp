@@ -18,13 +18,26 @@ std::string literal(const std::string& text) {
 }  // namespace
 
 std::string history_lost_runbook(const std::string& table, const std::string& processor, int range,
-                                 bool latest_version, const std::string& server_message) {
+                                 bool latest_version, LostBecause why, const std::string& server_message) {
     const std::string args = literal(table) + ", " + literal(processor);
     std::string out;
     out += "HISTORY LOST: processor \"" + processor + "\" on " + table + ", range " + std::to_string(range) +
            " halted (state history_lost); it will not restart from now by itself.\n";
-    out += "What was lost: retention dropped changes written after this range's checkpoint, before the"
-           " processor read them; they cannot be read again. Server: " + server_message + "\n";
+    switch (why) {
+        case LostBecause::retention:
+            out += "What was lost: retention dropped changes written after this range's checkpoint, before the"
+                   " processor read them; they cannot be read again.";
+            break;
+        case LostBecause::other_database:
+            out += "What was lost: the checkpoint was taken in another database or cluster (this database was"
+                   " restored from a dump or cloned); this database's log does not hold the changes after it.";
+            break;
+        case LostBecause::invalid_position:
+            out += "What was lost: the checkpoint is not a valid position here (stored before an upgrade of"
+                   " changefeed, or damaged); the feed cannot say which changes came after it.";
+            break;
+    }
+    out += " Server: " + server_message + "\n";
     out += "Runbook (docs/runbooks/history-lost.md), as the processor's owning role or a changefeed_admin:\n";
     out += "  1. See what is affected: SELECT * FROM changefeed.horizons WHERE table_name = " + literal(table) +
            "::regclass; SELECT * FROM changefeed.lag(" + args + ");\n";

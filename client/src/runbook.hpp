@@ -5,9 +5,16 @@
 
 namespace changefeed::detail {
 
+// Why a range's checkpoint cannot be resumed from.
+enum class LostBecause {
+    retention,        // CF006: retention dropped changes after it
+    other_database,   // CF005: taken in another database or cluster (a restore, a clone)
+    invalid_position, // CF004: not a valid position here (from before an upgrade, or damaged)
+};
+
 // What was lost and how to rebuild, for `table`/`processor`/`range`;
-// `server_message` is the CF006 error (its DETAIL names the dropped window).
+// `server_message` is the server's error (CF006's DETAIL names the dropped window).
 std::string history_lost_runbook(const std::string& table, const std::string& processor, int range,
-                                 bool latest_version, const std::string& server_message);
+                                 bool latest_version, LostBecause why, const std::string& server_message);
 
 }  // namespace changefeed::detail
