@@ -27,9 +27,11 @@ void _PG_init(void) {
                                "Why rows are deleted: 'ttl' marks captured deletes as expired.",
                                NULL, &changefeed_delete_reason, "", PGC_SUSET, 0, NULL, NULL,
                                NULL);
-    MarkGUCPrefixReserved("changefeed");
     changefeed_notifier_init();
     changefeed_maintainer_init();
+    // Last: reserving the prefix drops every changefeed.* placeholder not yet
+    // defined, which would discard the values postgresql.conf gave them.
+    MarkGUCPrefixReserved("changefeed");
 }
 
 // range_of(partition_key text, ranges int): FNV-1a 32 of the key's bytes mod ranges.

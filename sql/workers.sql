@@ -1,6 +1,9 @@
 -- The workers of a database: a notifier and a maintainer, started together;
 -- DROP DATABASE stops them only when the drop is allowed.
 \set SHOW_CONTEXT never
+-- Settings given in postgresql.conf are honoured (the test run starts this
+-- cluster with changefeed.maintain_interval = 0 there).
+SELECT current_setting('changefeed.maintain_interval') AS maintain_interval;
 \set regress_db :DBNAME
 CREATE DATABASE regress_cf_other;
 \c regress_cf_other
