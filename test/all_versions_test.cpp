@@ -3,6 +3,7 @@
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -30,11 +31,30 @@ TEST(AllVersions, EveryWriteArrivesInOrderWithDeletes) {
     EXPECT_EQ(changes[1].operation, changefeed::Operation::replace);
     EXPECT_EQ(changes[1].current.at("v").as_string(), "b");
     EXPECT_EQ(changes[1].previous.at("v").as_string(), "a");
-    EXPECT_EQ(changes[2].operation, changefeed::Operation::remove);
+    EXPECT_EQ(changes[2].operation, changefeed::Operation::delete_);
     EXPECT_TRUE(changes[2].current.is_null());
     EXPECT_EQ(changes[2].previous.at("v").as_string(), "b");
     EXPECT_LT(changes[0].seq, changes[1].seq);
     EXPECT_LT(changes[1].seq, changes[2].seq);
+}
+
+// written_at is the writing transaction's start (now() in it), to the microsecond.
+TEST(AllVersions, WrittenAtIsTheWritingTransactionsStart) {
+    cftest::create_table(cluster(), "av_time", 2);
+    cftest::Recorder rec;
+    auto p = changefeed::make_all_versions_processor({cluster().conninfo(), "av_time"}, "audit", rec.handler(),
+                                                     cftest::fast_options("one"));
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    auto before = std::chrono::system_clock::now();
+    cluster().exec("INSERT INTO av_time (id, v) VALUES (1, (extract(epoch FROM now()) * 1000000)::bigint::text)");
+    ASSERT_TRUE(cftest::eventually([&] { return rec.of("1").size() == 1; }));
+    auto c = rec.of("1")[0];
+    ASSERT_TRUE(c.written_at.has_value());
+    auto now_us = std::stoll(std::string(c.current.at("v").as_string()));
+    EXPECT_EQ(std::chrono::duration_cast<std::chrono::microseconds>(c.written_at->time_since_epoch()).count(), now_us);
+    // Same machine, same clock: within a generous minute of the client's view.
+    EXPECT_LT(std::chrono::abs(*c.written_at - before), std::chrono::minutes(1));
 }
 
 }  // namespace
@@ -69,7 +89,7 @@ TEST(AllVersions, PreviousImagesSeqAndCommitWindow) {
     EXPECT_EQ(c[1].current.at("v").as_string(), "b");
     EXPECT_EQ(c[2].previous.at("v").as_string(), "b");
     EXPECT_EQ(c[2].current.at("v").as_string(), "c");
-    EXPECT_EQ(c[3].operation, Operation::remove);
+    EXPECT_EQ(c[3].operation, Operation::delete_);
     EXPECT_FALSE(c[3].has_current());
     EXPECT_EQ(c[3].previous.at("v").as_string(), "c");
     EXPECT_EQ(c[3].previous.at("id").as_int64(), 1);
@@ -117,7 +137,7 @@ TEST(AllVersions, WithoutPreviousImages) {
     EXPECT_EQ(c[1].operation, Operation::replace);
     EXPECT_EQ(c[1].current.at("v").as_string(), "b");
     EXPECT_FALSE(c[1].has_previous());  // not kept: absent, never a stand-in
-    EXPECT_EQ(c[2].operation, Operation::remove);
+    EXPECT_EQ(c[2].operation, Operation::delete_);
     EXPECT_FALSE(c[2].has_current());
     EXPECT_FALSE(c[2].has_previous());
     EXPECT_EQ(c[2].doc_id, "1");  // the id still says what was deleted
@@ -135,7 +155,7 @@ TEST(AllVersions, TtlDeletesAreMarked) {
     cluster().exec("DELETE FROM av_ttl WHERE id = 2");
     ASSERT_TRUE(cftest::eventually([&] { return rec.of("1").size() == 2 && rec.of("2").size() == 1; }));
     auto expired = rec.of("1").back();
-    EXPECT_EQ(expired.operation, Operation::remove);
+    EXPECT_EQ(expired.operation, Operation::delete_);
     EXPECT_TRUE(expired.ttl_expired);
     EXPECT_TRUE(expired.has_previous());
     EXPECT_FALSE(rec.of("2")[0].ttl_expired);  // an explicit delete
@@ -154,7 +174,7 @@ TEST(AllVersions, ProcessorsRunMaintenanceThemselves) {
     // No maintain() call here: the processor's own expires the row.
     ASSERT_TRUE(cftest::eventually([&] {
         auto c = rec.of("1");
-        return !c.empty() && c.back().operation == Operation::remove;
+        return !c.empty() && c.back().operation == Operation::delete_;
     }));
     EXPECT_TRUE(rec.of("1").back().ttl_expired);
     EXPECT_EQ(cluster().exec("SELECT count(*) FROM av_maint")[0][0].as<int>(), 0);

@@ -52,7 +52,10 @@ TEST(Backfill, DeliversEveryRowThenTheLogWithProgress) {
     auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "bf_all"}, "bf", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 2000; }));
-    for (const auto& h : rec.all()) EXPECT_TRUE(h.change.from_backfill);
+    for (const auto& h : rec.all()) {
+        EXPECT_TRUE(h.change.from_backfill);
+        EXPECT_FALSE(h.change.written_at.has_value());  // read from the table: no write time
+    }
     cluster().exec("UPDATE bf_all SET v = 'after' WHERE id = 1");
     ASSERT_TRUE(cftest::eventually([&] { return rec.of("1").size() == 2; }));
     EXPECT_FALSE(rec.of("1").back().from_backfill);

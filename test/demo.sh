@@ -15,7 +15,7 @@ echo "== building and installing the extension"
 make -s
 make -s install >/dev/null
 echo "== building the client and its example"
-cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=OFF >/dev/null
+cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=OFF -DCHANGEFEED_BUILD_EXAMPLES=ON >/dev/null
 cmake --build build-demo -j2 --target print_changes >/dev/null
 
 dir=/tmp/changefeed-demo

@@ -6,6 +6,7 @@
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
+#include <chrono>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -208,7 +209,10 @@ TEST(Lag, EstimatorReturnsWhatTheServerSays) {
         EXPECT_TRUE(r.pending_exact);
     }
     p.stop();
-    cluster().exec("INSERT INTO lag_t (id) SELECT g FROM generate_series(1, 30) g");
+    // v: the writing transaction's start in microseconds, which oldest_pending must equal.
+    cluster().exec("INSERT INTO lag_t (id, v)"
+                   "  SELECT g, (extract(epoch FROM now()) * 1000000)::bigint::text FROM generate_series(1, 30) g");
+    auto written_us = std::stoll(cluster().exec("SELECT v FROM lag_t LIMIT 1")[0][0].as<std::string>());
     auto lag = changefeed::estimate_lag(coll("lag_t"), "dash");
     auto sql = cluster().exec("SELECT range_id, owner, pending, pending_exact, history_lost"
                               "  FROM changefeed.lag('lag_t', 'dash') ORDER BY range_id");
@@ -224,7 +228,14 @@ TEST(Lag, EstimatorReturnsWhatTheServerSays) {
         EXPECT_FALSE(lag[i].history_lost);
         EXPECT_GE(lag[i].retention_used, 0.0);
         EXPECT_LT(lag[i].retention_used, 1.0);
-        if (*lag[i].pending > 0) EXPECT_TRUE(lag[i].oldest_pending.has_value());
+        if (*lag[i].pending > 0) {
+            ASSERT_TRUE(lag[i].oldest_pending.has_value());
+            EXPECT_EQ(std::chrono::duration_cast<std::chrono::microseconds>(
+                          lag[i].oldest_pending->time_since_epoch()).count(),
+                      written_us);
+        } else {
+            EXPECT_FALSE(lag[i].oldest_pending.has_value());
+        }
         total += *lag[i].pending;
     }
     EXPECT_EQ(total, 30);

@@ -80,7 +80,7 @@ TEST_F(LatestVersion, AHardDeleteIsNotOnTheFeed) {
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("2"); }));
     p.stop();
     EXPECT_FALSE(rec.has("1"));
-    for (const auto& h : rec.all()) EXPECT_NE(h.change.operation, changefeed::Operation::remove);
+    for (const auto& h : rec.all()) EXPECT_NE(h.change.operation, changefeed::Operation::delete_);
 }
 
 TEST_F(LatestVersion, ASoftDeleteIsOnTheFeed) {

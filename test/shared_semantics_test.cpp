@@ -4,6 +4,7 @@
 #include "support/recorder.hpp"
 
 #include <atomic>
+#include <chrono>
 
 using namespace std::chrono_literals;
 using changefeed::Operation;
@@ -50,9 +51,9 @@ private:
 
 class MemoryProvider {
 public:
-    void insert(int id, const std::string& v) { coll_.insert({{"id", id}, {"v", v}}); }
+    void insert(int id, const std::string& v) { coll_.create({{"id", id}, {"v", v}}); }
     void update(int id, const std::string& v) { coll_.replace({{"id", id}, {"v", v}}); }
-    void remove(int id) { coll_.remove(std::to_string(id)); }
+    void remove(int id) { coll_.delete_(std::to_string(id)); }
     changefeed::Processor processor(const std::string& name, changefeed::Handler h, changefeed::ProcessorOptions o,
                                     changefeed::FeedMode mode) {
         return coll_.make_processor(name, std::move(h), std::move(o), mode);
@@ -146,8 +147,12 @@ TYPED_TEST(SharedSemantics, AllVersionsCarriesEveryWriteWithPreviousImages) {
     EXPECT_EQ(c[1].operation, Operation::replace);
     EXPECT_EQ(std::string(c[1].previous.at("v").as_string()), "a");
     EXPECT_EQ(this->v_of(c[1]), "b");
-    EXPECT_EQ(c[2].operation, Operation::remove);
+    EXPECT_EQ(c[2].operation, Operation::delete_);
     EXPECT_FALSE(c[2].has_current());
+    for (const auto& ch : c) {  // a write's time, as the server or the in-memory store saw it
+        ASSERT_TRUE(ch.written_at.has_value());
+        EXPECT_LT(std::chrono::abs(*ch.written_at - std::chrono::system_clock::now()), std::chrono::minutes(1));
+    }
     EXPECT_EQ(std::string(c[2].previous.at("v").as_string()), "b");
     EXPECT_LT(c[0].seq, c[1].seq);
     EXPECT_LT(c[1].seq, c[2].seq);
@@ -238,8 +243,8 @@ TEST(InMemory, RangeIsThePartitionKeyValue) {
     cftest::Recorder rec;
     auto p = changefeed::make_all_versions_processor(orders, "p", rec.handler(), cftest::fast_options("one"));
     p.start();
-    orders.insert({{"id", "o1"}, {"region", "eu"}, {"city", "Oslo"}});
-    orders.insert({{"id", "o2"}, {"region", "us"}, {"city", "Austin"}});
+    orders.create({{"id", "o1"}, {"region", "eu"}, {"city", "Oslo"}});
+    orders.create({{"id", "o2"}, {"region", "us"}, {"city", "Austin"}});
     ASSERT_TRUE(cftest::eventually([&] { return rec.size() == 2; }));
     auto all = rec.all();
     EXPECT_EQ(all[0].context.range, "eu/Oslo");
@@ -256,19 +261,19 @@ TEST(InMemory, TwoInstancesOfOneNameEachSeeEverything) {
     auto q = changefeed::make_latest_version_processor(c, "p", b.handler(), cftest::fast_options("b"));
     p.start();
     q.start();
-    for (int id = 1; id <= 5; ++id) c.insert({{"id", id}});
+    for (int id = 1; id <= 5; ++id) c.create({{"id", id}});
     ASSERT_TRUE(cftest::eventually([&] { return a.counts().size() == 5 && b.counts().size() == 5; }));
 }
 
 TEST(InMemory, CompositeKeysAndWriteErrors) {
     changefeed::InMemoryCollection c({.key = {"tenant", "id"}});
     EXPECT_EQ(c.id_of({{"tenant", "t1"}, {"id", 7}}), "[\"t1\",\"7\"]");
-    c.insert({{"tenant", "t1"}, {"id", 7}});
-    EXPECT_THROW(c.insert({{"tenant", "t1"}, {"id", 7}}), changefeed::Error);
+    c.create({{"tenant", "t1"}, {"id", 7}});
+    EXPECT_THROW(c.create({{"tenant", "t1"}, {"id", 7}}), changefeed::Error);
     EXPECT_THROW(c.replace({{"tenant", "t1"}, {"id", 8}}), changefeed::Error);
-    EXPECT_THROW(c.insert({{"id", 9}}), changefeed::Error);
-    EXPECT_TRUE(c.remove("[\"t1\",\"7\"]"));
-    EXPECT_FALSE(c.remove("[\"t1\",\"7\"]"));
+    EXPECT_THROW(c.create({{"id", 9}}), changefeed::Error);
+    EXPECT_TRUE(c.delete_("[\"t1\",\"7\"]"));
+    EXPECT_FALSE(c.delete_("[\"t1\",\"7\"]"));
 }
 
 }  // namespace

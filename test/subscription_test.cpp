@@ -9,7 +9,7 @@
 #include <thread>
 
 using namespace std::chrono_literals;
-using changefeed::ChangeType;
+using changefeed::Operation;
 using changefeed::DocumentChange;
 using changefeed::field;
 using cftest::cluster;
@@ -53,7 +53,7 @@ struct Sink {
     }
 };
 
-TEST(Subscription, IsHotAndCarriesEveryChangeType) {
+TEST(Subscription, IsHotAndCarriesEveryOperation) {
     cftest::create_table(cluster(), "sub_types", 4);
     cluster().exec("INSERT INTO sub_types (id, v) VALUES (1, 'before')");
     Sink sink;
@@ -67,18 +67,18 @@ TEST(Subscription, IsHotAndCarriesEveryChangeType) {
     ASSERT_TRUE(cftest::eventually([&] { return sink.has("4"); }));
     auto got = sink.all();
     ASSERT_EQ(got.size(), 6u);  // nothing from before the subscription; one Cleared per TRUNCATE
-    EXPECT_EQ(got[0].type, ChangeType::inserted);
+    EXPECT_EQ(got[0].operation, Operation::create);
     EXPECT_EQ(got[0].id, "2");
     EXPECT_EQ(got[0].document.at("v").as_string(), "a");
-    EXPECT_EQ(got[1].type, ChangeType::updated);
+    EXPECT_EQ(got[1].operation, Operation::replace);
     EXPECT_EQ(got[1].document.at("v").as_string(), "b");
     EXPECT_TRUE(got[1].document.as_object().contains("deleted"));  // untouched columns too
     EXPECT_EQ(got[1].previous.at("v").as_string(), "a");
-    EXPECT_EQ(got[2].type, ChangeType::removed);
+    EXPECT_EQ(got[2].operation, Operation::delete_);
     EXPECT_TRUE(got[2].document.is_null());
     EXPECT_EQ(got[2].previous.at("v").as_string(), "b");
-    EXPECT_EQ(got[3].type, ChangeType::inserted);
-    EXPECT_EQ(got[4].type, ChangeType::cleared);
+    EXPECT_EQ(got[3].operation, Operation::create);
+    EXPECT_EQ(got[4].operation, Operation::clear);
     EXPECT_TRUE(got[4].id.empty());
     EXPECT_TRUE(got[4].document.is_null());
     EXPECT_EQ(got[5].id, "4");
@@ -98,11 +98,11 @@ TEST(Subscription, WatchesOneDocumentAndPassesClears) {
         ASSERT_TRUE(c);
         got.push_back(*c);
     }
-    EXPECT_EQ(got[0].type, ChangeType::inserted);
+    EXPECT_EQ(got[0].operation, Operation::create);
     EXPECT_EQ(got[0].id, "7");
-    EXPECT_EQ(got[1].type, ChangeType::updated);
+    EXPECT_EQ(got[1].operation, Operation::replace);
     EXPECT_EQ(got[1].id, "7");
-    EXPECT_EQ(got[2].type, ChangeType::cleared);
+    EXPECT_EQ(got[2].operation, Operation::clear);
     EXPECT_FALSE(sub.try_next());
 }
 
@@ -187,7 +187,7 @@ TEST(Subscription, RemovedIsTestedOnThePreviousImageWhenKept) {
     EXPECT_EQ(kept.ids(), (std::vector<std::string>{"1", "99"}));  // the closed one filtered out
     EXPECT_EQ(plain.ids(), (std::vector<std::string>{"1", "2", "99"}));  // nothing to test: passed
     for (const auto& c : plain.all())
-        if (c.type == ChangeType::removed) EXPECT_TRUE(c.previous.is_null());
+        if (c.operation == Operation::delete_) EXPECT_TRUE(c.previous.is_null());
 }
 
 TEST(Subscription, RolledBackWritesNeverArrive) {

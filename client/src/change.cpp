@@ -8,7 +8,7 @@ const char* to_string(Operation op) noexcept {
     switch (op) {
     case Operation::create: return "create";
     case Operation::replace: return "replace";
-    case Operation::remove: return "delete";
+    case Operation::delete_: return "delete";
     case Operation::clear: return "clear";
     }
     return "unknown";

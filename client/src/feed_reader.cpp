@@ -4,6 +4,7 @@
 #include "feed_reader.hpp"
 
 #include "db.hpp"
+#include "server_time.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -19,7 +20,7 @@ boost::json::value json_of(const pqxx::field& f) {
 Operation operation_of(const std::string& s) {
     if (s == "create") return Operation::create;
     if (s == "replace") return Operation::replace;
-    if (s == "delete") return Operation::remove;
+    if (s == "delete") return Operation::delete_;
     return Operation::clear;
 }
 
@@ -27,9 +28,9 @@ Operation operation_of(const std::string& s) {
 
 namespace {
 
-const char* const read_columns =
+const std::string read_columns =
     "SELECT seq, range_id, operation, doc_id, partition_key, current::text, previous::text,"
-    "       ttl_expired, written_at::text, tenant, \"position\", txid::text";
+    "       ttl_expired, " + epoch_microseconds_sql("written_at") + ", tenant, \"position\", txid::text";
 
 // Rows of changefeed.read(), then the position to resume from (after nothing:
 // current_position() in the read's own snapshot).
@@ -51,7 +52,7 @@ ReadResult collect(Tx& tx, const pqxx::result& r, const TenantScope& scope) {
         ch.current = json_of(row[5]);
         ch.previous = json_of(row[6]);
         ch.ttl_expired = row[7].as<bool>();
-        ch.written_at = row[8].as<std::string>();
+        if (!row[8].is_null()) ch.written_at = time_of_epoch_microseconds(row[8].as<std::int64_t>());
         if (!row[9].is_null()) ch.tenant = row[9].as<std::string>();
         if (scope.scoped()) scope.strip(ch.partition_key);
         ch.txid = std::stoull(row[11].c_str());

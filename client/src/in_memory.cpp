@@ -10,8 +10,8 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
-#include <ctime>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -27,8 +27,11 @@ struct Entry {
     std::string doc_id;
     std::string range;
     boost::json::value current, previous;
-    std::string written_at;
+    std::chrono::system_clock::time_point written_at;
 };
+
+// What a write call asks for; the operation it records follows from whether the id exists.
+enum class WriteKind { create, replace, upsert };
 
 struct Position {
     std::int64_t lo = 0, hi = 0, after = 0;  // hi = 0: no window open
@@ -77,13 +80,6 @@ struct MemoryStore {
         return out;
     }
 
-    static std::string now_text() {
-        std::time_t t = std::time(nullptr);
-        char buf[32];
-        std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S+00", std::gmtime(&t));
-        return buf;
-    }
-
     // Under mu.
     void record(Operation op, const std::string& id, const std::string& range, boost::json::value current,
                 boost::json::value previous) {
@@ -91,25 +87,25 @@ struct MemoryStore {
         ++last_seq;
         if (!recording) return;
         if (!options.keep_previous) previous = nullptr;
-        log.push_back(Entry{last_seq, op, id, range, std::move(current), std::move(previous), now_text()});
+        log.push_back(Entry{last_seq, op, id, range, std::move(current), std::move(previous),
+                            std::chrono::system_clock::now()});
     }
 
-    void write(Operation op, boost::json::object doc) {
+    void write(WriteKind kind, boost::json::object doc) {
         {
             std::lock_guard lock(mu);
             auto id = id_of(doc);
             auto range = range_of(doc);
             auto it = docs.find(id);
-            if (op == Operation::create && it != docs.end())
+            if (kind == WriteKind::create && it != docs.end())
                 throw Error(errc::invalid_option, "a document with id " + id + " exists");
-            if (op == Operation::replace && it == docs.end())
+            if (kind == WriteKind::replace && it == docs.end())
                 throw Error(errc::invalid_option, "no document with id " + id);
             boost::json::value previous = nullptr;
+            auto op = Operation::create;
             if (it != docs.end()) {
                 previous = it->second;
                 op = Operation::replace;
-            } else {
-                op = Operation::create;
             }
             docs[id] = doc;
             range_of_doc[id] = range;
@@ -289,7 +285,7 @@ private:
                     else latest[e->doc_id] = e;
                 }
                 for (const auto& [id, e] : latest)
-                    if (e->op != Operation::remove && e->seq > last_clear) picked.push_back(e);
+                    if (e->op != Operation::delete_ && e->seq > last_clear) picked.push_back(e);
                 std::sort(picked.begin(), picked.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
             }
             std::size_t remaining = 0;
@@ -413,12 +409,11 @@ InMemoryCollection::InMemoryCollection(InMemoryOptions options) : store_(std::ma
 
 InMemoryCollection::~InMemoryCollection() = default;
 
-void InMemoryCollection::insert(boost::json::object d) { store_->write(Operation::create, std::move(d)); }
-void InMemoryCollection::replace(boost::json::object d) { store_->write(Operation::replace, std::move(d)); }
-// Operation::remove stands for "either": create or replace, whichever applies.
-void InMemoryCollection::upsert(boost::json::object d) { store_->write(Operation::remove, std::move(d)); }
+void InMemoryCollection::create(boost::json::object d) { store_->write(detail::WriteKind::create, std::move(d)); }
+void InMemoryCollection::replace(boost::json::object d) { store_->write(detail::WriteKind::replace, std::move(d)); }
+void InMemoryCollection::upsert(boost::json::object d) { store_->write(detail::WriteKind::upsert, std::move(d)); }
 
-bool InMemoryCollection::remove(const std::string& id) {
+bool InMemoryCollection::delete_(const std::string& id) {
     {
         std::lock_guard lock(store_->mu);
         auto it = store_->docs.find(id);
@@ -427,7 +422,7 @@ bool InMemoryCollection::remove(const std::string& id) {
         boost::json::value previous = std::move(it->second);
         store_->docs.erase(it);
         store_->range_of_doc.erase(id);
-        store_->record(Operation::remove, id, range, nullptr, std::move(previous));
+        store_->record(Operation::delete_, id, range, nullptr, std::move(previous));
     }
     store_->cv.notify_all();
     return true;

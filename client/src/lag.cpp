@@ -2,6 +2,7 @@
 #include <changefeed/lag.hpp>
 
 #include "db.hpp"
+#include "server_time.hpp"
 
 namespace changefeed {
 
@@ -15,7 +16,8 @@ std::vector<RangeLag> estimate_lag(const Collection& collection, const std::stri
         auto r = tx.exec_params(
             "SELECT range_id, owner, live, epoch,"
             "       (extract(epoch FROM checkpoint_age) * 1000)::bigint,"
-            "       pending, pending_exact, oldest_pending::text, retention_used::float8, history_lost"
+            "       pending, pending_exact, " + detail::epoch_microseconds_sql("oldest_pending") + ","
+            "       retention_used::float8, history_lost"
             "  FROM changefeed.lag($1::regclass, $2, $3) ORDER BY range_id",
             collection.table(), processor, count_limit);
         std::vector<RangeLag> out;
@@ -29,7 +31,7 @@ std::vector<RangeLag> estimate_lag(const Collection& collection, const std::stri
             l.checkpoint_age = std::chrono::milliseconds(row[4].is_null() ? 0 : row[4].as<std::int64_t>());
             if (!row[5].is_null()) l.pending = row[5].as<std::int64_t>();
             l.pending_exact = row[6].as<bool>();
-            if (!row[7].is_null()) l.oldest_pending = row[7].as<std::string>();
+            if (!row[7].is_null()) l.oldest_pending = detail::time_of_epoch_microseconds(row[7].as<std::int64_t>());
             l.retention_used = row[8].is_null() ? 0 : row[8].as<double>();
             l.history_lost = row[9].as<bool>();
             out.push_back(std::move(l));

@@ -8,16 +8,6 @@
 
 namespace changefeed {
 
-const char* to_string(ChangeType t) noexcept {
-    switch (t) {
-    case ChangeType::inserted: return "inserted";
-    case ChangeType::updated: return "updated";
-    case ChangeType::removed: return "removed";
-    case ChangeType::cleared: return "cleared";
-    }
-    return "unknown";
-}
-
 namespace detail {
 
 void SubscriptionState::push(std::vector<DocumentChange> changes) {

@@ -19,13 +19,8 @@ constexpr auto backoff_max = std::chrono::seconds(5);
 
 DocumentChange document_change(Change&& c) {
     DocumentChange d;
-    switch (c.operation) {
-    case Operation::create: d.type = ChangeType::inserted; break;
-    case Operation::replace: d.type = ChangeType::updated; break;
-    case Operation::remove: d.type = ChangeType::removed; break;
-    case Operation::clear: d.type = ChangeType::cleared; break;
-    }
-    if (d.type != ChangeType::cleared) d.id = std::move(c.doc_id);
+    d.operation = c.operation;
+    if (d.operation != Operation::clear) d.id = std::move(c.doc_id);
     d.document = std::move(c.current);
     d.previous = std::move(c.previous);
     d.partition_key = std::move(c.partition_key);

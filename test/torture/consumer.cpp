@@ -49,7 +49,7 @@ const char* op_code(changefeed::Operation op) {
     switch (op) {
         case changefeed::Operation::create: return "c";
         case changefeed::Operation::replace: return "r";
-        case changefeed::Operation::remove: return "d";
+        case changefeed::Operation::delete_: return "d";
         case changefeed::Operation::clear: return "t";
     }
     return "?";
@@ -83,7 +83,7 @@ std::string delivery_values(int tbl, const std::string& inst, const changefeed::
     if (c.operation == changefeed::Operation::create || c.operation == changefeed::Operation::replace) {
         vid = num(json_int(c.current, "vid"));
         kver = num(json_int(c.current, "kver"));
-    } else if (c.operation == changefeed::Operation::remove) {
+    } else if (c.operation == changefeed::Operation::delete_) {
         prev = num(json_int(c.previous, "vid"));
         kver = num(json_int(c.previous, "kver") + 1);
     }

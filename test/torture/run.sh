@@ -65,7 +65,7 @@ if [ "$build" = 1 ]; then
     echo "== building the extension and the torture programs"
     make -s >/dev/null
     make -s install >/dev/null
-    [ -f "$build_dir/CMakeCache.txt" ] || cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    [ -f "$build_dir/CMakeCache.txt" ] || cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=ON >/dev/null
     cmake --build "$build_dir" -j2 --target torture_writer torture_consumer >/dev/null
 fi
 writer_bin=$(find "$build_dir" -name torture_writer -type f -perm -u+x | head -1)

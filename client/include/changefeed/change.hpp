@@ -2,17 +2,21 @@
 #pragma once
 
 #include <boost/json/value.hpp>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace changefeed {
 
+// The operations as the change log names them (changefeed.log.operation and
+// to_string()).  `delete` is a C++ keyword, so that one enumerator carries the
+// customary trailing underscore; it still reads, and greps, as the SQL word.
 enum class Operation {
-    create,   // a new row
-    replace,  // an update: `current` is the whole row, whatever columns the write touched
-    remove,   // a delete (all-versions feed only); `previous` holds the row if kept
-    clear,    // TRUNCATE of the table (all-versions feed only)
+    create,   // INSERT: a new row
+    replace,  // UPDATE: `current` is the whole row, whatever columns the write touched
+    delete_,  // DELETE (all-versions feed and subscriptions); `previous` holds the row if kept
+    clear,    // TRUNCATE of the table (all-versions feed and subscriptions)
 };
 
 const char* to_string(Operation op) noexcept;
@@ -27,11 +31,13 @@ struct Change {
     std::string doc_id;          // primary key as text, a JSON array of texts for a composite key
     std::string partition_key;   // partition-key text (components joined by '/')
     int range_id = 0;
-    boost::json::value current;  // the row after the write; null for remove/clear
+    boost::json::value current;  // the row after the write; null for delete/clear
     boost::json::value previous; // the row before (all-versions feed, if the collection keeps it)
     bool ttl_expired = false;    // a delete made by the TTL sweeper
     std::optional<std::string> tenant;
-    std::string written_at;      // server time of the write (ISO text); empty for backfill rows
+    // Server time of the write (the writing transaction's start, microseconds);
+    // none for rows of a backfill.
+    std::optional<std::chrono::system_clock::time_point> written_at;
     std::int64_t seq = 0;        // log sequence number; 0 for rows of a backfill
     // The writing transaction (xid8).  Changes of one transaction share it and
     // commit together: it names the change's commit window.  0 for backfill rows.

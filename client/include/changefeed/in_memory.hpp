@@ -6,7 +6,7 @@
 //   changefeed::InMemoryCollection users;          // documents keyed by "id"
 //   auto p = changefeed::make_latest_version_processor(users, "projection", handler);
 //   p.start();
-//   users.upsert({{"id", 1}, {"name", "Ann"}});     // the handler sees it
+//   users.upsert({{"id", 1}, {"name", "Ann"}});     // the handler sees it (a create)
 //
 // Same semantics as PostgreSQL where they should agree: only writes after the
 // first start (or from the checkpoint), latest-version collapsing and no
@@ -55,14 +55,14 @@ public:
     InMemoryCollection(const InMemoryCollection&) = delete;
     InMemoryCollection& operator=(const InMemoryCollection&) = delete;
 
-    // Writes; each is one transaction.  Throw Error(invalid_option) for a
-    // document without its key fields, an insert of an existing id, a replace
-    // of a missing one.
-    void insert(boost::json::object document);
-    void replace(boost::json::object document);
-    void upsert(boost::json::object document);
-    bool remove(const std::string& id);  // false if there was none
-    void clear();                        // as TRUNCATE: one clear per range
+    // Writes, named for the operation they record (Operation); each is one
+    // transaction.  Throw Error(invalid_option) for a document without its key
+    // fields, a create of an existing id, a replace of a missing one.
+    void create(boost::json::object document);   // as INSERT
+    void replace(boost::json::object document);  // as UPDATE
+    void upsert(boost::json::object document);   // a create or a replace, whichever applies
+    bool delete_(const std::string& id);         // as DELETE; false if there was none
+    void clear();                                // as TRUNCATE: one clear per range
 
     std::optional<boost::json::object> get(const std::string& id) const;
     std::size_t size() const;

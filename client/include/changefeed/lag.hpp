@@ -24,7 +24,8 @@ struct RangeLag {
     // when pending_exact, a lower bound otherwise; none when history is lost.
     std::optional<std::int64_t> pending;
     bool pending_exact = false;
-    std::optional<std::string> oldest_pending;  // written_at of the oldest waiting change (ISO text)
+    // written_at of the oldest waiting change; none when nothing waits or history is lost.
+    std::optional<std::chrono::system_clock::time_point> oldest_pending;
     double retention_used = 0;  // share of the retention window the oldest waiting change used (1 = lost)
     bool history_lost = false;
 };

@@ -2,7 +2,7 @@
 // in-process -- the light sibling of a Processor.
 //
 //   auto sub = changefeed::subscribe(users, [](const changefeed::DocumentChange& c, std::stop_token) {
-//       std::cout << changefeed::to_string(c.type) << ' ' << c.id << '\n';
+//       std::cout << changefeed::to_string(c.operation) << ' ' << c.id << '\n';
 //   });                                  // runs until sub is cancelled or destroyed
 //
 //   auto open = changefeed::subscribe(orders, {.filter = changefeed::field("status") == "open"});
@@ -16,10 +16,10 @@
 //   writes of every connection and process are seen; a transaction's changes
 //   arrive together, in write order, after it committed; rolled-back writes
 //   never arrive.  Survives reconnects without loss (the position is kept).
-// - Filters run in the database (changefeed.read's jsonpath filter).  Inserted
-//   and Updated changes are tested against the new document; a Removed change
+// - Filters run in the database (changefeed.read's jsonpath filter).  Create
+//   and replace changes are tested against the new document; a delete
 //   against the previous image when the collection keeps previous images, and
-//   passed through when it does not (there is nothing to test); Cleared
+//   passed through when it does not (there is nothing to test); a clear
 //   always passes.
 // - subscribe() checks that the role may read the feed (SELECT on the table,
 //   its tenant binding): Error(permission_denied) otherwise.
@@ -27,6 +27,7 @@
 //   LISTENing, one reading), however many there are.
 #pragma once
 
+#include <changefeed/change.hpp>
 #include <changefeed/collection.hpp>
 #include <changefeed/filter.hpp>
 #include <changefeed/processor.hpp>
@@ -45,36 +46,31 @@
 
 namespace changefeed {
 
-enum class ChangeType {
-    inserted,  // INSERT
-    updated,   // UPDATE, whatever it touched: `document` is the whole row
-    removed,   // DELETE: `document` is null, `previous` holds the row if kept
-    cleared,   // TRUNCATE: every document is gone; `id` is empty
-};
-
-const char* to_string(ChangeType t) noexcept;
-
+// `operation` is the change log's (Operation, change.hpp): create (INSERT),
+// replace (UPDATE, whatever it touched: `document` is the whole row), delete_
+// (DELETE: `document` is null, `previous` holds the row if kept), clear
+// (TRUNCATE: every document is gone; `id` is empty).
 struct DocumentChange {
-    ChangeType type = ChangeType::inserted;
-    std::string id;               // the document id (primary key text); empty for cleared
-    boost::json::value document;  // the whole row after the write; null for removed and cleared
-    boost::json::value previous;  // the row before (updated, removed) when the collection keeps it
+    Operation operation = Operation::create;
+    std::string id;               // the document id (primary key text); empty for clear
+    boost::json::value document;  // the whole row after the write; null for delete and clear
+    boost::json::value previous;  // the row before (replace, delete) when the collection keeps it
     std::string partition_key;
     int range_id = 0;
     std::int64_t seq = 0;         // log order
     std::uint64_t txid = 0;       // the writing transaction: its changes share it
-    bool ttl_expired = false;     // removed by the TTL sweeper
+    bool ttl_expired = false;     // a delete made by the TTL sweeper
 
     template <class T>
     T as() const { return boost::json::value_to<T>(document); }
 };
 
 struct SubscriptionOptions {
-    // Only changes whose document matches (see the header comment for removed/cleared).
+    // Only changes whose document matches (see the header comment for delete/clear).
     std::optional<Predicate> filter;
-    // Only this document's changes (cleared passes too).  Set by watch().
+    // Only this document's changes (a clear passes too).  Set by watch().
     std::optional<std::string> document_id;
-    // Only this tenant's changes (cleared passes too), with partition keys
+    // Only this tenant's changes (a clear passes too), with partition keys
     // without the tenant prefix, as a tenant-scoped processor sees them.  The
     // collection needs a tenant column (invalid_option otherwise).  Empty: all
     // (a role bound to a tenant still sees only its tenant's changes).
