@@ -13,6 +13,7 @@
 //
 // Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
+#include "settings.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -26,8 +27,6 @@ extern "C" {
 
 PG_FUNCTION_INFO_V1(changefeed_expire_rows);
 }
-
-extern char *changefeed_delete_reason;
 
 namespace {
 

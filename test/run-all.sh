@@ -57,6 +57,9 @@ bench_smoke() {
     tail -1 "$scratch/bench-smoke.log"
 }
 
+echo "== incremental build: touching a header rebuilds its dependants"
+stage "incremental build" bash test/incremental_build.sh
+
 echo "== SQL tests, library preloaded"
 # The worker's periodic maintain() would race the retention test; the notifier
 # test turns it on for itself.
