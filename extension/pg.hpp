@@ -34,10 +34,15 @@ namespace changefeed {
 // Library loaded through shared_preload_libraries (set in _PG_init).
 extern bool preloaded;
 
-// Our SQLSTATEs (class CF); see extension/sql/20_enable.sql.
+// The SQLSTATEs of ours raised from C++: every one is here, and its meaning is
+// documented once, in the registry extension/sql/00_sqlstates.sql.
 constexpr int kNoPrimaryKey = MAKE_SQLSTATE('C', 'F', '0', '0', '1');
+constexpr int kNotEnabled = MAKE_SQLSTATE('C', 'F', '0', '0', '2');
+constexpr int kInvalidOption = MAKE_SQLSTATE('C', 'F', '0', '0', '3');
 constexpr int kInvalidPosition = MAKE_SQLSTATE('C', 'F', '0', '0', '4');
 constexpr int kForeignPosition = MAKE_SQLSTATE('C', 'F', '0', '0', '5');
+constexpr int kDdlRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '3');
+constexpr int kWriteRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '4');
 
 }  // namespace changefeed
 

@@ -59,6 +59,8 @@ bench_smoke() {
 
 echo "== incremental build: touching a header rebuilds its dependants"
 stage "incremental build" bash test/incremental_build.sh
+echo "== SQLSTATE registry: every code raised is listed, the README agrees"
+stage "SQLSTATE registry" bash test/sqlstates.sh
 
 echo "== SQL tests, library preloaded"
 # The worker's periodic maintain() would race the retention test; the notifier
