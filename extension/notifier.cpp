@@ -1,8 +1,9 @@
-// Wake-up without serializing writers (DESIGN.md 3.3).
+// Wake-up without serializing writers.
 //
 // NOTIFY takes a cluster-wide lock at commit, so writers must not send it.
 // When the library is preloaded, capture only notes which collections the
-// transaction touched; a commit callback hands them to shared memory and sets
+// transaction touched (xact_tracking.cpp); at commit they are handed to shared
+// memory here (changefeed_notifier_publish), which sets
 // the latch of this database's notifier, a background worker that sends one
 // `NOTIFY changefeed_<collection id>` per wake-up, however many commits it
 // coalesces.  The first capture (or enable()) in a database starts its
