@@ -1,4 +1,5 @@
-// Module entry: load-time set-up, settings, small SQL helpers.
+// Module entry: load-time set-up (settings, transaction tracking, the
+// notifier's hooks) and small SQL helpers.
 #include "pg.hpp"
 #include "position_codec.hpp"
 #include "settings.hpp"

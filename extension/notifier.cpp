@@ -2,9 +2,9 @@
 //
 // NOTIFY takes a cluster-wide lock at commit, so writers must not send it.
 // When the library is preloaded, capture only notes which collections the
-// transaction touched (xact_tracking.cpp); at commit they are handed to shared
-// memory here (changefeed_notifier_publish), which sets
-// the latch of this database's notifier, a background worker that sends one
+// transaction touched (xact_tracking.cpp); at commit they are queued in shared
+// memory here (changefeed_notifier_publish) and the latch of this database's
+// notifier is set: a background worker that sends one
 // `NOTIFY changefeed_<collection id>` per wake-up, however many commits it
 // coalesces.  The first capture (or enable()) in a database starts its
 // notifier.  Without preloading, capture falls back to an in-transaction
@@ -259,7 +259,7 @@ void process_utility(PlannedStmt *pstmt, const char *query, bool read_only_tree,
         standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
 }
 
-// ---- wake-ups published at commit (xact_tracking.cpp calls this) ----------
+// ---- the interface of capture (xact_tracking.cpp) ----------------------------
 
 }  // namespace
 

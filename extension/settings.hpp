@@ -15,5 +15,6 @@ extern int changefeed_maintain_interval;
 // changefeed.maintenance_lock_timeout: how long a maintenance step waits for a
 // lock (ms, 0: no limit).
 extern int changefeed_maintenance_lock_timeout;
-// changefeed.delete_reason: 'ttl' marks deletes of this transaction as expiry.
+// changefeed.delete_reason: 'ttl' (SET LOCAL) marks the deletes of this
+// transaction as time-to-live expiry.
 extern char *changefeed_delete_reason;
