@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of changefeed on throwaway local clusters:
+#   0. an incremental build after touching a header rebuilds its dependants,
+#      and the SQLSTATE registry agrees with the sources and the README,
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
 #      and logical replication into enabled tables (test/replication.sh),
