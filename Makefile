@@ -5,6 +5,8 @@
 MODULE_big = changefeed
 OBJS = \
 	extension/module.o \
+	extension/settings.o \
+	extension/xact_tracking.o \
 	extension/caller.o \
 	extension/capture.o \
 	extension/position.o \
@@ -24,14 +26,15 @@ DATA_built = extension/changefeed--$(EXTVERSION).sql
 
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED=`.
-REGRESS_COMMON = setup enable capture read positions retention lag maintenance privileges integrity
+REGRESS_COMMON = setup enable capture read positions retention lag leases maintenance privileges integrity
 REGRESS_PRELOADED = notifier ticks workers
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed
-ISOLATION = late_commit row_order concurrent_reader partition_race
+ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence
 ISOLATION_OPTS = --inputdir=. --load-extension=changefeed
 
-PG_CXXFLAGS = -std=c++17 -Wno-register
+PG_CXXFLAGS = -std=c++17 -Wno-register -MMD -MP
+EXTRA_CLEAN = $(OBJS:.o=.d)
 SHLIB_LINK = -lstdc++
 
 # Bitcode for JIT would need clang; the extension does not need JIT inlining.
@@ -44,5 +47,9 @@ include $(PGXS)
 extension/changefeed--$(EXTVERSION).sql: $(SQL_PARTS)
 	cat $^ > $@
 
-# The extension's C++ objects depend on the shared header.
-$(OBJS): extension/pg.hpp
+# Each object depends on every header it includes: the compiler writes those
+# lists (-MMD, into extension/*.d) and make reads them back, so touching a
+# header rebuilds exactly its dependants.  An object built before it had a .d
+# file is rebuilt when this Makefile changes.  test/incremental_build.sh checks.
+$(OBJS): Makefile
+-include $(OBJS:.o=.d)

@@ -8,20 +8,12 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rate=${1:-1000} secs=${2:-20} rounds=${3:-3} bin=${4:?bench binaries}
-dir=/tmp/changefeed-bench-latency
-start_bench_cluster "$dir" 55462 yes
-conn_env "$dir"
-pgctl_conf() { echo "$1" >>"$dir/data/postgresql.conf"; }
-pgctl_conf "track_commit_timestamp = on"
-bash "$BENCH_ROOT/test/cluster.sh" restart "$dir"
-conninfo="host=$PGHOST port=$PGPORT user=postgres dbname=postgres"
+start_bench_cluster latency 2 yes
+conn_env latency
+echo "track_commit_timestamp = on" >>"$(bench_dir latency)/data/postgresql.conf"
+bash "$BENCH_ROOT/test/cluster.sh" restart "$(bench_dir latency)"
+conninfo=$(bench_conninfo)
 pgqd_pid=
-cleanup() {
-    [ -n "$pgqd_pid" ] && kill "$pgqd_pid" 2>/dev/null || true
-    pkill -f "pg_recvlogical.*bench_lat" 2>/dev/null || true
-    stop_bench_cluster "$dir"
-}
-trap cleanup EXIT
 
 psql -qX -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
 CREATE EXTENSION changefeed;
@@ -56,18 +48,18 @@ initial_database = postgres
 database_list = postgres
 ticker_period = $1
 INI
-    pgqd "$work/pgqd.ini" >/dev/null 2>&1 &
-    pgqd_pid=$!
+    bench_background pgqd "$work/pgqd.ini" >/dev/null 2>&1
+    pgqd_pid=$bench_last_pid
 }
-stop_pgqd() { kill "$pgqd_pid" 2>/dev/null || true; wait "$pgqd_pid" 2>/dev/null || true; pgqd_pid=; }
+stop_pgqd() { bench_stop "$pgqd_pid"; pgqd_pid=; }
 measure() {  # variant, then the consumer command; the consumer runs a bit longer than the writes
     local variant=$1
     shift
-    "$@" >"$work/out" &
-    local consumer=$!
+    bench_background "$@" >"$work/out"
+    local consumer=$bench_last_pid
     sleep 1
     write "$table"
-    wait "$consumer"
+    bench_wait "$consumer"
     read -r n p50 p95 p99 <"$work/out"
     record latency "$variant" "p50" "$round" "$p50" ms
     record latency "$variant" "p95" "$round" "$p95" ms

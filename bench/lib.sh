@@ -2,18 +2,65 @@
 # Results are appended to $BENCH_OUT/raw.tsv as: part  variant  case  round  value  unit
 BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH_OUT=${BENCH_OUT:-$BENCH_ROOT/bench/out}
-PGBIN=/usr/lib/postgresql/15/bin
+# The PostgreSQL to run (test/cluster.sh honours the same variable).
+export PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+# Where the benchmark clusters live and the first of the five ports they take
+# (BENCH_PORT_BASE .. +4), so that two checkouts can run side by side.
+BENCH_SCRATCH=${BENCH_SCRATCH:-/tmp/changefeed-bench}
+BENCH_PORT_BASE=${BENCH_PORT_BASE:-55460}
 mkdir -p "$BENCH_OUT"
+
+# What bench_cleanup stops when the script exits: clusters and background
+# processes, each by the directory or pid recorded when it started.
+bench_clusters=()
+bench_pids=()
+bench_cleanup() {
+    local pid dir
+    for pid in "${bench_pids[@]}"; do bench_stop "$pid"; done
+    for dir in "${bench_clusters[@]}"; do stop_bench_cluster "$dir"; done
+}
+trap bench_cleanup EXIT
+
+# Runs a command in the background in a process group of its own, recorded
+# for bench_cleanup; its pid is in $bench_last_pid.  Redirect its output on
+# the call: bench_background cmd args >file
+bench_background() {
+    setsid -w "$@" &
+    bench_last_pid=$!
+    bench_pids+=("$bench_last_pid")
+}
+
+# Waits for a process started by bench_background to end by itself.
+bench_wait() {
+    local pid=$1 kept=() p rc=0
+    wait "$pid" || rc=$?
+    for p in "${bench_pids[@]}"; do [ "$p" = "$pid" ] || kept+=("$p"); done
+    bench_pids=("${kept[@]}")
+    return "$rc"
+}
+
+# Stops a process started by bench_background, with everything it started
+# (its process group), and waits for it.
+bench_stop() {
+    kill -TERM -- "-$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null || true
+    bench_wait "$1" 2>/dev/null || true
+}
 
 record() {  # part variant case round value unit
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$BENCH_OUT/raw.tsv"
 }
 
-# Starts a benchmark cluster: fsync on, logical decoding allowed for wal2json.
-start_bench_cluster() {  # dir port preload(yes|no)
-    local preload_opt=()
+bench_dir() { echo "$BENCH_SCRATCH-$1"; }  # name -> the cluster's directory
+
+# Starts benchmark cluster NAME on port BENCH_PORT_BASE + OFFSET, stopped at
+# exit: fsync on, logical decoding allowed for wal2json.
+start_bench_cluster() {  # name offset preload(yes|no)
+    local dir port preload_opt=()
+    dir=$(bench_dir "$1")
+    port=$((BENCH_PORT_BASE + $2))
     [ "$3" = no ] && preload_opt=(--no-preload)
-    bash "$BENCH_ROOT/test/cluster.sh" start "$1" --port "$2" "${preload_opt[@]}" \
+    bench_clusters+=("$dir")
+    bash "$BENCH_ROOT/test/cluster.sh" start "$dir" --port "$port" "${preload_opt[@]}" \
         --conf "shared_buffers = 1GB" --conf "max_wal_size = 8GB" --conf "checkpoint_timeout = 30min" \
         --conf "wal_level = logical" --conf "max_replication_slots = 8" --conf "max_wal_senders = 8" \
         --conf "output_plugin_libraries = 'wal2json'" --conf "changefeed.maintain_interval = 0"
@@ -23,8 +70,11 @@ stop_bench_cluster() {
     bash "$BENCH_ROOT/test/cluster.sh" stop "$1" >/dev/null 2>&1 || true
 }
 
-conn_env() {  # dir -> exports PGHOST/PGPORT/PGUSER/PGDATABASE
-    eval "$(bash "$BENCH_ROOT/test/cluster.sh" env "$1")"
+conn_env() {  # name -> exports PGHOST/PGPORT/PGUSER/PGDATABASE
+    eval "$(bash "$BENCH_ROOT/test/cluster.sh" env "$(bench_dir "$1")")"
 }
+
+# The libpq connection string of the cluster conn_env last chose.
+bench_conninfo() { echo "host=$PGHOST port=$PGPORT user=postgres dbname=postgres"; }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }

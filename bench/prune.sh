@@ -9,10 +9,8 @@ rounds=${1:-1}
 shift || true
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10000 100000 1000000)
-dir=/tmp/changefeed-bench-prune
-start_bench_cluster "$dir" 55464 yes
-trap 'stop_bench_cluster "$dir"' EXIT
-conn_env "$dir"
+start_bench_cluster prune 4 yes
+conn_env prune
 
 fill() {  # captures $1 changes into today's partition
     psql -qX >/dev/null 2>&1 <<SQL

@@ -3,6 +3,9 @@
 # consumer throughput, retention.  Writes bench/RESULTS.md and bench/results.png.
 #   bash bench/run.sh            full sizes (about 25 minutes on 2 cores)
 #   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
+# The clusters take ports BENCH_PORT_BASE .. +4 (default 55460) and live in
+# BENCH_SCRATCH-* (default /tmp/changefeed-bench-*): set both to run two
+# checkouts side by side.  PGBIN chooses the PostgreSQL (see test/cluster.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -7,11 +7,9 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 n=${1:-1000000} rounds=${2:-1} bin=${3:?bench binaries}
-dir=/tmp/changefeed-bench-throughput
-start_bench_cluster "$dir" 55463 yes
-trap 'pkill -f "pg_recvlogical.*bench_tp" 2>/dev/null || true; stop_bench_cluster "$dir"' EXIT
-conn_env "$dir"
-conninfo="host=$PGHOST port=$PGPORT user=postgres dbname=postgres"
+start_bench_cluster throughput 3 yes
+conn_env throughput
+conninfo=$(bench_conninfo)
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
 now() { date +%s.%N; }
 

@@ -7,10 +7,9 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rows=${1:-100000} secs=${2:-15} rounds=${3:-3} clients=${4:-8}
 sync_modes=${SYNC_MODES:-on off}
-pre=/tmp/changefeed-bench-pre plain=/tmp/changefeed-bench-plain
-start_bench_cluster "$pre" 55460 yes
-start_bench_cluster "$plain" 55461 no
-trap 'pkill -f "pg_recvlogical.*bench_w2j" 2>/dev/null || true; stop_bench_cluster "$pre"; stop_bench_cluster "$plain"' EXIT
+pre=pre plain=plain
+start_bench_cluster "$pre" 0 yes
+start_bench_cluster "$plain" 1 no
 
 setup_sql() {  # the tables of one cluster; $1 = preloaded|plain
     cat <<SQL
@@ -85,12 +84,12 @@ for round in $(seq 1 "$rounds"); do
                         conn_env "$pre"
                         # Decode only this run's WAL: skip what other variants wrote.
                         psql -qXAt -c "SELECT pg_replication_slot_advance('bench_w2j', pg_current_wal_lsn())" >/dev/null
-                        "$PGBIN/pg_recvlogical" --slot bench_w2j --start -o format-version=2 -f /dev/null \
-                            -d "host=$PGHOST port=$PGPORT dbname=postgres user=postgres" &
-                        recv=$!
+                        bench_background "$PGBIN/pg_recvlogical" --slot bench_w2j --start \
+                            -o format-version=2 -f /dev/null -d "$(bench_conninfo)"
+                        recv=$bench_last_pid
                         sleep 0.5
                         tps=$(bench "$pre" "$workload" t_wal2json "$sync")
-                        kill "$recv"; wait "$recv" 2>/dev/null || true
+                        bench_stop "$recv"
                         ;;
                 esac
                 record write "$variant" "$case_name" "$round" "$tps" tps

@@ -1,5 +1,5 @@
 // Entry points that run as their caller and hand the call to a SECURITY
-// DEFINER implementation (DESIGN.md 7).
+// DEFINER implementation.
 //
 // Inside a SECURITY DEFINER function the caller is gone: current_user is the
 // function's owner, and session_user ignores SET ROLE and enclosing SECURITY

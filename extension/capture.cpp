@@ -45,8 +45,6 @@ struct CaptureState {
     FmgrInfo to_jsonb;
 };
 
-constexpr int kWriteRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '4');
-
 char *relation_name(Relation rel) {
     return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
                                       RelationGetRelationName(rel));
@@ -66,7 +64,7 @@ AttrNumber resolve_column(Relation rel, const char *name, const char *what) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
         if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0) return att->attnum;
     }
-    ereport(ERROR, (errcode(kWriteRefused),
+    ereport(ERROR, (errcode(changefeed::kWriteRefused),
                     errmsg("table %s has no %s column \"%s\": the write cannot be captured",
                            relation_name(rel), what, name),
                     errhint("Run SELECT * FROM changefeed.verify(); to see what changed, then restore the "
@@ -145,7 +143,7 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
 // enabled with replicated => true; otherwise it is refused, never let through.
 void check_replica_mode(bool replicated, Relation rel) {
     if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA || replicated) return;
-    ereport(ERROR, (errcode(kWriteRefused),
+    ereport(ERROR, (errcode(changefeed::kWriteRefused),
                     errmsg("write to %s with session_replication_role = replica would escape capture",
                            relation_name(rel)),
                     errdetail("The table is enabled for changefeed without replicated => true."),

@@ -56,8 +56,6 @@ void register_callbacks(void) {
     callbacks_registered = true;
 }
 
-constexpr int kDdlRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '3');
-
 // Whether `rel` or one of its ancestors is an enabled table (asked in SQL,
 // where the collection catalog lives).  Returns the enabled table's name or NULL.
 char *enabled_table_above(Oid rel) {
@@ -124,7 +122,7 @@ Datum changefeed_guard_truncate(PG_FUNCTION_ARGS) {
     } else if (truncating_collection != collection_id) {
         Relation rel = trig->tg_relation;
         ereport(ERROR,
-                (errcode(kDdlRefused),
+                (errcode(changefeed::kDdlRefused),
                  errmsg("TRUNCATE of partition %s would let its rows leave an enabled table without a change",
                         quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
                                                    RelationGetRelationName(rel))),
@@ -190,7 +188,7 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
     char *enabled = enabled_table_above(parent);
     if (enabled != NULL)
         ereport(ERROR,
-                (errcode(kDdlRefused),
+                (errcode(changefeed::kDdlRefused),
                  errmsg("DETACH PARTITION from %s would let rows leave an enabled table without a change",
                         stmt->relation->relname),
                  errdetail("Table %s is enabled for changefeed.", enabled),

@@ -17,6 +17,7 @@
 //
 // Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
+#include "settings.hpp"
 
 extern "C" {
 #include "pgstat.h"
@@ -30,28 +31,11 @@ extern "C" {
 PGDLLEXPORT void changefeed_maintainer_main(Datum arg);
 }
 
-// changefeed.maintain_interval: seconds between maintenance rounds (0: never).
-int changefeed_maintain_interval = 300;
-// changefeed.maintenance_lock_timeout: how long a maintenance step waits for a lock (ms, 0: no limit).
-int changefeed_maintenance_lock_timeout = 1000;
-
 void changefeed_set_local_lock_timeout(void) {
     char value[32];
     snprintf(value, sizeof value, "%dms", changefeed_maintenance_lock_timeout);
     (void)set_config_option("lock_timeout", value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
                             false);
-}
-
-void changefeed_maintainer_init(void) {
-    DefineCustomIntVariable("changefeed.maintain_interval",
-                            "Seconds between the maintenance worker's rounds (0 disables).", NULL,
-                            &changefeed_maintain_interval, 300, 0, 7 * 24 * 3600, PGC_SIGHUP, GUC_UNIT_S,
-                            NULL, NULL, NULL);
-    DefineCustomIntVariable("changefeed.maintenance_lock_timeout",
-                            "How long each maintenance step waits for a lock before it gives up until "
-                            "the next round (0: no limit).",
-                            NULL, &changefeed_maintenance_lock_timeout, 1000, 0, INT_MAX, PGC_SUSET,
-                            GUC_UNIT_MS, NULL, NULL, NULL);
 }
 
 namespace {

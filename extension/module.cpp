@@ -1,6 +1,8 @@
-// Module entry: load-time set-up, settings, small SQL helpers.
+// Module entry: load-time set-up (settings, transaction tracking, the
+// notifier's hooks) and small SQL helpers.
 #include "pg.hpp"
 #include "position_codec.hpp"
+#include "settings.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;
@@ -15,23 +17,11 @@ namespace changefeed {
 bool preloaded = false;
 }
 
-// changefeed.delete_reason: 'ttl' marks deletes of this transaction (SET LOCAL)
-// as time-to-live expiry.  Superuser only: a writer must not be able to pass
-// its own deletes off as expiry.  The TTL sweeper (ttl.cpp) marks its deletes
-// without it.
-char *changefeed_delete_reason = NULL;
-
 void _PG_init(void) {
     changefeed::preloaded = process_shared_preload_libraries_in_progress;
-    DefineCustomStringVariable("changefeed.delete_reason",
-                               "Why rows are deleted: 'ttl' marks captured deletes as expired.",
-                               NULL, &changefeed_delete_reason, "", PGC_SUSET, 0, NULL, NULL,
-                               NULL);
+    changefeed_define_settings();
+    changefeed_xact_tracking_init();
     changefeed_notifier_init();
-    changefeed_maintainer_init();
-    // Last: reserving the prefix drops every changefeed.* placeholder not yet
-    // defined, which would discard the values postgresql.conf gave them.
-    MarkGUCPrefixReserved("changefeed");
 }
 
 // range_of(partition_key text, ranges int): FNV-1a 32 of the key's bytes mod ranges.

@@ -1,9 +1,10 @@
-// Wake-up without serializing writers (DESIGN.md 3.3).
+// Wake-up without serializing writers.
 //
 // NOTIFY takes a cluster-wide lock at commit, so writers must not send it.
 // When the library is preloaded, capture only notes which collections the
-// transaction touched; a commit callback hands them to shared memory and sets
-// the latch of this database's notifier, a background worker that sends one
+// transaction touched (xact_tracking.cpp); at commit they are queued in shared
+// memory here (changefeed_notifier_publish) and the latch of this database's
+// notifier is set: a background worker that sends one
 // `NOTIFY changefeed_<collection id>` per wake-up, however many commits it
 // coalesces.  The first capture (or enable()) in a database starts its
 // notifier.  Without preloading, capture falls back to an in-transaction
@@ -14,6 +15,7 @@
 // notifier itself only sends notifications and records ticks, each in a
 // guarded transaction: an error is logged and retried, never fatal.
 #include "pg.hpp"
+#include "settings.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -43,7 +45,6 @@ namespace {
 
 constexpr int kSlots = 64;            // databases with a notifier
 constexpr int kPending = 64;          // collections queued per database before "all"
-constexpr int kTouched = 64;          // collections noted per transaction before "all"
 constexpr long kIdleWaitMs = 60000;   // the worker sleeps on its latch; this is a safety net
 constexpr long kStartTimeoutMs = 10000;
 constexpr long kRetryMinMs = 100;     // first retry of failed wake-ups or a failed tick
@@ -81,16 +82,6 @@ shmem_request_hook_type prev_shmem_request = NULL;
 shmem_startup_hook_type prev_shmem_startup = NULL;
 ProcessUtility_hook_type prev_process_utility = NULL;
 
-// Collections captured by the current transaction, with the subtransaction
-// level that first captured each (an aborted subtransaction forgets its own).
-struct Touched {
-    int32 collection_id;
-    int level;
-};
-Touched touched[kTouched];
-int ntouched = 0;
-bool touched_overflow = false;
-int64 xact_rows = 0;  // rows captured by this transaction (an upper bound)
 bool warned_no_worker = false;
 
 bool slot_in_use(const Slot *slot) {
@@ -268,68 +259,43 @@ void process_utility(PlannedStmt *pstmt, const char *query, bool read_only_tree,
         standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
 }
 
-// ---- transaction tracking -------------------------------------------------
+// ---- the interface of capture (xact_tracking.cpp) ----------------------------
 
-void publish_commit(void) {
-    if (shared == NULL || (ntouched == 0 && !touched_overflow)) return;
+}  // namespace
+
+void changefeed_notifier_publish(const int32 *collection_ids, int n, bool overflow, int64 rows) {
+    if (shared == NULL || (n == 0 && !overflow)) return;
     Latch *latch = NULL;
     SpinLockAcquire(&shared->mutex);
     Slot *slot = find_slot(MyDatabaseId);
     if (slot != NULL && slot->workers[kNotifier].state != kFree) {
-        for (int i = 0; i < ntouched && !slot->overflow; i++) {
+        for (int i = 0; i < n && !slot->overflow; i++) {
             bool queued = false;
             for (int j = 0; j < slot->npending && !queued; j++)
-                queued = slot->pending[j] == touched[i].collection_id;
+                queued = slot->pending[j] == collection_ids[i];
             if (queued) continue;
             if (slot->npending < kPending)
-                slot->pending[slot->npending++] = touched[i].collection_id;
+                slot->pending[slot->npending++] = collection_ids[i];
             else
                 slot->overflow = true;
         }
-        if (touched_overflow) slot->overflow = true;
-        slot->rows_since_tick += xact_rows;
+        if (overflow) slot->overflow = true;
+        slot->rows_since_tick += rows;
         latch = slot->workers[kNotifier].latch;
     }
     SpinLockRelease(&shared->mutex);
     if (latch) SetLatch(latch);
 }
 
-void forget_touched(void) {
-    ntouched = 0;
-    touched_overflow = false;
-    xact_rows = 0;
+bool changefeed_notifier_ensure(void) {
+    return ensure_notifier();
 }
 
-void on_xact(XactEvent event, void *) {
-    switch (event) {
-        case XACT_EVENT_COMMIT:
-        case XACT_EVENT_PARALLEL_COMMIT:
-            // Runs after the commit is visible; must not raise an error.
-            if (changefeed::preloaded) publish_commit();
-            forget_touched();
-            break;
-        case XACT_EVENT_ABORT:
-        case XACT_EVENT_PARALLEL_ABORT:
-        case XACT_EVENT_PREPARE:  // COMMIT PREPARED wakes no one; consumers' polling covers it
-            forget_touched();
-            break;
-        default:
-            break;
-    }
+void changefeed_notify_collection(int32 collection_id) {
+    notify_collection(collection_id);
 }
 
-void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void *) {
-    int level = GetCurrentTransactionNestLevel();
-    if (event == SUBXACT_EVENT_ABORT_SUB) {
-        int kept = 0;
-        for (int i = 0; i < ntouched; i++)
-            if (touched[i].level < level) touched[kept++] = touched[i];
-        ntouched = kept;
-    } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
-        for (int i = 0; i < ntouched; i++)
-            if (touched[i].level >= level) touched[i].level = level - 1;
-    }
-}
+namespace {
 
 // ---- the workers ------------------------------------------------------------
 
@@ -476,22 +442,7 @@ bool changefeed_worker_exit_requested(void) {
     return requested;
 }
 
-// changefeed.tick_rows / tick_interval: a tick after this many captured rows,
-// or this many milliseconds after the first row since the last tick.
-int changefeed_tick_rows = 1000;
-int changefeed_tick_interval = 1000;
-
 void changefeed_notifier_init(void) {
-    DefineCustomIntVariable("changefeed.tick_rows",
-                            "Captured rows after which the background worker records a tick.",
-                            NULL, &changefeed_tick_rows, 1000, 100, 10000000, PGC_SIGHUP, 0, NULL,
-                            NULL, NULL);
-    DefineCustomIntVariable("changefeed.tick_interval",
-                            "Longest time between a captured commit and the next tick.", NULL,
-                            &changefeed_tick_interval, 1000, 10, 3600000, PGC_SIGHUP, GUC_UNIT_MS,
-                            NULL, NULL, NULL);
-    RegisterXactCallback(on_xact, NULL);
-    RegisterSubXactCallback(on_subxact, NULL);
     if (!changefeed::preloaded) return;
     prev_shmem_request = shmem_request_hook;
     shmem_request_hook = request_shmem;
@@ -499,22 +450,6 @@ void changefeed_notifier_init(void) {
     shmem_startup_hook = startup_shmem;
     prev_process_utility = ProcessUtility_hook;
     ProcessUtility_hook = process_utility;
-}
-
-void changefeed_note_capture(int32 collection_id) {
-    xact_rows++;
-    for (int i = 0; i < ntouched; i++)
-        if (touched[i].collection_id == collection_id) return;
-    if (ntouched == 0 && changefeed::preloaded) ensure_notifier();
-    if (ntouched < kTouched)
-        touched[ntouched++] = Touched{collection_id, GetCurrentTransactionNestLevel()};
-    else
-        touched_overflow = true;
-    if (!changefeed::preloaded) notify_collection(collection_id);
-}
-
-bool changefeed_xact_captured(void) {
-    return ntouched > 0 || touched_overflow;
 }
 
 void changefeed_notifier_main(Datum arg) {

@@ -1,11 +1,15 @@
 // PostgreSQL headers for the extension's C++ sources.
 //
-// Rules (DESIGN.md 6): PostgreSQL errors longjmp, so a function that can raise
-// one never has C++ objects with destructors in its frame; C++ code that can
-// throw (the position codec) is pure and is called through
-// changefeed::call_pure(), which turns an exception into an ereport only after
-// the C++ frames are gone.
+// Rules: PostgreSQL errors longjmp, so a function that can raise one never has
+// C++ objects with destructors in its frame (the longjmp would skip them); C++
+// code that can throw (the position codec, position_codec.cpp) is pure, never
+// includes this header, and is called through C wrappers that catch every
+// exception and return a status (ChangefeedCodecStatus), which the caller turns
+// into an ereport only after the C++ frames are gone.
 #pragma once
+
+// position_codec.cpp refuses to compile when this is defined.
+#define CHANGEFEED_PG_HEADERS 1
 
 extern "C" {
 #include "postgres.h"
@@ -30,17 +34,35 @@ namespace changefeed {
 // Library loaded through shared_preload_libraries (set in _PG_init).
 extern bool preloaded;
 
-// Our SQLSTATEs (class CF); see extension/sql/20_enable.sql.
+// The SQLSTATEs of ours raised from C++: every one is here, and its meaning is
+// documented once, in the registry extension/sql/00_sqlstates.sql.
 constexpr int kNoPrimaryKey = MAKE_SQLSTATE('C', 'F', '0', '0', '1');
+constexpr int kNotEnabled = MAKE_SQLSTATE('C', 'F', '0', '0', '2');
+constexpr int kInvalidOption = MAKE_SQLSTATE('C', 'F', '0', '0', '3');
 constexpr int kInvalidPosition = MAKE_SQLSTATE('C', 'F', '0', '0', '4');
 constexpr int kForeignPosition = MAKE_SQLSTATE('C', 'F', '0', '0', '5');
+constexpr int kDdlRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '3');
+constexpr int kWriteRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '4');
 
 }  // namespace changefeed
 
-// Notifier interface used by capture (extension/notifier.cpp).
-void changefeed_notifier_init(void);
+// Capture-side transaction tracking (extension/xact_tracking.cpp).
+void changefeed_xact_tracking_init(void);
+// Notes that this transaction captured a row of `collection_id`.
 void changefeed_note_capture(int32 collection_id);
+// Whether this transaction captured any row.
 bool changefeed_xact_captured(void);
+
+// The notifier (extension/notifier.cpp).
+void changefeed_notifier_init(void);
+// At commit: queues wake-ups of `collection_ids` (or of every collection when
+// `overflow`) for this database's notifier and counts `rows` towards its next
+// tick.  Never raises an error.
+void changefeed_notifier_publish(const int32 *collection_ids, int n, bool overflow, int64 rows);
+// Starts this database's workers unless they run; whether the notifier runs.
+bool changefeed_notifier_ensure(void);
+// In-transaction NOTIFY changefeed_<collection_id> (without preloading).
+void changefeed_notify_collection(int32 collection_id);
 
 // The cluster's position key (extension/position_key.cpp): created on first
 // need, cached per backend; raises an error if it cannot be read or created.
@@ -55,10 +77,7 @@ bool changefeed_worker_attach(Oid database, int kind);
 // In a worker: whether it was asked to exit (DROP DATABASE).
 bool changefeed_worker_exit_requested(void);
 
-// Maintenance (extension/maintainer.cpp): its settings and worker.
-void changefeed_maintainer_init(void);
-extern int changefeed_maintain_interval;
-extern int changefeed_maintenance_lock_timeout;
+// Maintenance (extension/maintainer.cpp).
 // SET LOCAL lock_timeout = changefeed.maintenance_lock_timeout.
 void changefeed_set_local_lock_timeout(void);
 

@@ -49,9 +49,9 @@ Datum changefeed_position_encode(PG_FUNCTION_ARGS) {
     char *out = (char *)palloc(outlen);
     char err[256];
     const uint8 *key = changefeed_position_key();
-    int rc = changefeed_codec_encode(lo, hi, last_seq, GetSystemIdentifier(), MyDatabaseId, key,
+    ChangefeedCodecStatus rc = changefeed_codec_encode(lo, hi, last_seq, GetSystemIdentifier(), MyDatabaseId, key,
                                      out, outlen, err, sizeof err);
-    if (rc != 0)
+    if (rc != CHANGEFEED_CODEC_OK)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot encode position: %s", err)));
     PG_RETURN_TEXT_P(cstring_to_text(out));
 }
@@ -84,7 +84,7 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
     // server that writes checks for positions from its future.
     uint64 next_xid =
         RecoveryInProgress() ? 0 : U64FromFullTransactionId(ReadNextFullTransactionId());
-    int rc = changefeed_codec_decode(VARDATA_ANY(encoded), textlen, GetSystemIdentifier(),
+    ChangefeedCodecStatus rc = changefeed_codec_decode(VARDATA_ANY(encoded), textlen, GetSystemIdentifier(),
                                      MyDatabaseId, key, next_xid, cap, lo, hi, snaplen, &last_seq,
                                      &has_hi, err, sizeof err);
     if (rc == CHANGEFEED_CODEC_OUTDATED)
@@ -108,7 +108,7 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
         ereport(ERROR, (errcode(changefeed::kForeignPosition), errmsg("%s", err),
                         errdetail("Positions are valid only in the database that issued them."),
                         errhint("A restored or cloned cluster needs new positions; resync the consumer.")));
-    if (rc != 0)
+    if (rc != CHANGEFEED_CODEC_OK)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot decode position: %s", err)));
 
     TupleDesc desc;

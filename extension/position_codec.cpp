@@ -4,6 +4,14 @@
 #include <cstdio>
 #include <cstring>
 
+// This file throws C++ exceptions, so it must not call PostgreSQL: an
+// ereport() here would longjmp over C++ destructors, and an exception must
+// never reach PostgreSQL.  Keeping PostgreSQL's headers out enforces that at
+// compile time (pg.hpp defines CHANGEFEED_PG_HEADERS; postgres.h, POSTGRES_H).
+#if defined(CHANGEFEED_PG_HEADERS) || defined(POSTGRES_H)
+#error "position_codec.cpp is pure C++: do not include pg.hpp or PostgreSQL headers here"
+#endif
+
 namespace changefeed::codec {
 namespace {
 
@@ -398,7 +406,7 @@ namespace {
 
 using namespace changefeed::codec;
 
-int report(const std::exception &e, int kind, char *err, size_t errlen) noexcept {
+ChangefeedCodecStatus report(const std::exception &e, ChangefeedCodecStatus kind, char *err, size_t errlen) noexcept {
     std::snprintf(err, errlen, "%s", e.what());
     return kind;
 }
@@ -411,7 +419,7 @@ bool copy_out(const std::string &s, char *out, size_t outlen) noexcept {
 
 }  // namespace
 
-extern "C" int changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq,
+extern "C" ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq,
                                        uint64_t system_id, uint32_t database, const uint8_t *key,
                                        char *out, size_t outlen, char *err, size_t errlen) {
     try {
@@ -423,7 +431,7 @@ extern "C" int changefeed_codec_encode(const char *lo, const char *hi, int64_t l
         p.last_seq = hi ? last_seq : 0;
         if (!copy_out(encode(p, key), out, outlen))
             throw std::length_error("position buffer too small");
-        return 0;
+        return CHANGEFEED_CODEC_OK;
     } catch (const std::exception &e) {
         return report(e, CHANGEFEED_CODEC_INTERNAL, err, errlen);
     } catch (...) {
@@ -432,7 +440,7 @@ extern "C" int changefeed_codec_encode(const char *lo, const char *hi, int64_t l
     }
 }
 
-extern "C" int changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
+extern "C" ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
                                        uint32_t database, const uint8_t *key, uint64_t next_xid,
                                        size_t max_text, char *lo, char *hi, size_t snaplen,
                                        int64_t *last_seq, int *has_hi, char *err, size_t errlen) {
@@ -449,7 +457,7 @@ extern "C" int changefeed_codec_decode(const char *text, size_t textlen, uint64_
             throw std::length_error("snapshot buffer too small");
         *has_hi = p.hi ? 1 : 0;
         *last_seq = p.last_seq;
-        return 0;
+        return CHANGEFEED_CODEC_OK;
     } catch (const OutdatedPosition &e) {
         return report(e, CHANGEFEED_CODEC_OUTDATED, err, errlen);
     } catch (const ForgedPosition &e) {

@@ -96,21 +96,22 @@ uint32_t fnv1a32(std::string_view bytes);
 
 }  // namespace changefeed::codec
 
-// C-callable wrappers that never throw: they return 0 on success, or one of
-// the error kinds below with a message in `err`.
+// C-callable wrappers that never throw: they return CHANGEFEED_CODEC_OK, or
+// one of the error kinds below with a message in `err`.
 extern "C" {
-enum {
+typedef enum ChangefeedCodecStatus {
+    CHANGEFEED_CODEC_OK = 0,
     CHANGEFEED_CODEC_INVALID = 1,   // CF004
     CHANGEFEED_CODEC_FOREIGN = 2,   // CF005
     CHANGEFEED_CODEC_INTERNAL = 3,  // a bug or a buffer too small
     CHANGEFEED_CODEC_OUTDATED = 4,  // CF004, a cf1 position
     CHANGEFEED_CODEC_FORGED = 5,    // CF004, tag mismatch
     CHANGEFEED_CODEC_FUTURE = 6,    // CF004, newer than the database
-};
-int changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq, uint64_t system_id,
+} ChangefeedCodecStatus;
+ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq, uint64_t system_id,
                             uint32_t database, const uint8_t *key, char *out, size_t outlen,
                             char *err, size_t errlen);
-int changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
+ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
                             uint32_t database, const uint8_t *key, uint64_t next_xid,
                             size_t max_text, char *lo, char *hi, size_t snaplen,
                             int64_t *last_seq, int *has_hi, char *err, size_t errlen);

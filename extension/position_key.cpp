@@ -7,7 +7,8 @@
 // replication roles (a base backup copies it, as a restored or standby
 // cluster needs it).
 //
-// Plain C frames only (DESIGN.md 6): everything here may raise an error.
+// Plain C frames only: everything here may raise an error, and its longjmp
+// would skip C++ destructors.
 #include "pg.hpp"
 #include "position_codec.hpp"
 

@@ -13,6 +13,7 @@
 //
 // Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
+#include "settings.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -27,12 +28,7 @@ extern "C" {
 PG_FUNCTION_INFO_V1(changefeed_expire_rows);
 }
 
-extern char *changefeed_delete_reason;
-
 namespace {
-
-constexpr int kInvalidOption = MAKE_SQLSTATE('C', 'F', '0', '0', '3');
-constexpr int kNotEnabled = MAKE_SQLSTATE('C', 'F', '0', '0', '2');
 
 // The collection whose sweep runs in this backend now, if any.
 bool sweep_active = false;
@@ -75,14 +71,14 @@ bool changefeed_ttl_sweep_active(int32 collection_id) {
 // The caller must be able to act as the table owner or own the extension.
 extern "C" Datum changefeed_expire_rows(PG_FUNCTION_ARGS) {
     if (PG_ARGISNULL(0))
-        ereport(ERROR, (errcode(kInvalidOption), errmsg("collection_id must not be null")));
+        ereport(ERROR, (errcode(changefeed::kInvalidOption), errmsg("collection_id must not be null")));
     if (PG_ARGISNULL(1))
-        ereport(ERROR, (errcode(kInvalidOption), errmsg("as_of must not be null"),
+        ereport(ERROR, (errcode(changefeed::kInvalidOption), errmsg("as_of must not be null"),
                         errhint("Pass the time up to which rows are expired, e.g. now().")));
     int32 collection_id = PG_GETARG_INT32(0);
     TimestampTz as_of = PG_GETARG_TIMESTAMPTZ(1);
     if (TIMESTAMP_NOT_FINITE(as_of))
-        ereport(ERROR, (errcode(kInvalidOption), errmsg("as_of must be a finite time, not %s",
+        ereport(ERROR, (errcode(changefeed::kInvalidOption), errmsg("as_of must be a finite time, not %s",
                                                         TIMESTAMP_IS_NOBEGIN(as_of) ? "-infinity" : "infinity"),
                         errhint("Pass the time up to which rows are expired, e.g. now().")));
 
@@ -94,22 +90,22 @@ extern "C" Datum changefeed_expire_rows(PG_FUNCTION_ARGS) {
         args, NULL, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "changefeed: cannot read collection %d", collection_id);
     if (SPI_processed == 0)
-        ereport(ERROR, (errcode(kNotEnabled), errmsg("collection %d is not enabled", collection_id)));
+        ereport(ERROR, (errcode(changefeed::kNotEnabled), errmsg("collection %d is not enabled", collection_id)));
     bool isnull;
     Oid relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
     char *ttl_column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
     if (ttl_column == NULL)
-        ereport(ERROR, (errcode(kInvalidOption), errmsg("collection %d has no TTL column", collection_id)));
+        ereport(ERROR, (errcode(changefeed::kInvalidOption), errmsg("collection %d has no TTL column", collection_id)));
 
     // Checked before the lock (no waiting on a table one may not touch) and
     // again under it, where owner and name cannot change until the DELETE ran.
     Oid owner;
     char *qualified;
     if (!read_table(relid, &owner, &qualified) || !may_expire(owner, qualified))
-        ereport(ERROR, (errcode(kNotEnabled), errmsg("the table of collection %d no longer exists", collection_id)));
+        ereport(ERROR, (errcode(changefeed::kNotEnabled), errmsg("the table of collection %d no longer exists", collection_id)));
     LockRelationOid(relid, RowExclusiveLock);  // waits at most lock_timeout
     if (!read_table(relid, &owner, &qualified) || !may_expire(owner, qualified))
-        ereport(ERROR, (errcode(kNotEnabled), errmsg("the table of collection %d no longer exists", collection_id)));
+        ereport(ERROR, (errcode(changefeed::kNotEnabled), errmsg("the table of collection %d no longer exists", collection_id)));
 
     char *sql = psprintf("DELETE FROM %s WHERE %s OPERATOR(pg_catalog.<) $1", qualified,
                          quote_identifier(ttl_column));

@@ -20,7 +20,7 @@ TEST(AllVersions, EveryWriteArrivesInOrderWithDeletes) {
     auto p = changefeed::make_all_versions_processor({cluster().conninfo(), "av_audit"}, "audit", rec.handler(),
                                                      cftest::fast_options("one"));
     p.start();
-    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO av_audit (id, v) VALUES (1, 'a')");
     cluster().exec("UPDATE av_audit SET v = 'b' WHERE id = 1");
     cluster().exec("DELETE FROM av_audit WHERE id = 1");
@@ -67,7 +67,7 @@ changefeed::Processor running_audit(const std::string& table, cftest::Recorder& 
                                     changefeed::ProcessorOptions o = cftest::fast_options("one")) {
     auto p = changefeed::make_all_versions_processor({cluster().conninfo(), table}, "audit", rec.handler(), o);
     p.start();
-    EXPECT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    EXPECT_TRUE(cftest::wait_running(p));
     return p;
 }
 

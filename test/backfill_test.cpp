@@ -1,16 +1,11 @@
 // start_from_beginning: a checkpointed keyset backfill of the table's current
 // rows, then the log from the backfill's position; interrupted (stop or
 // SIGKILL) it resumes from its last key and loses nothing.
+#include "support/child.hpp"
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
 #include <fstream>
-
-extern char** environ;
 
 using namespace std::chrono_literals;
 using cftest::cluster;
@@ -119,24 +114,17 @@ TEST(Backfill, StoppedMidwayItResumesFromItsLastKeyWithoutLoss) {
 TEST(Backfill, KilledMidwayItResumesWithoutLoss) {
     cftest::create_table(cluster(), "bf_kill", 2);
     fill("bf_kill", 2000);
-    const std::string out = std::string(CF_TEST_DIR) + "-backfill-killed.txt";
-    std::remove(out.c_str());
-    std::vector<std::string> args = {CF_RUNNER, cluster().conninfo(), "bf_kill", "bf", "doomed", out,
-                                     "--from-beginning", "--batch", "50", "--slow-ms", "20"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = -1;
-    ASSERT_EQ(posix_spawn(&pid, CF_RUNNER, nullptr, nullptr, argv.data(), environ), 0);
+    const std::string out = cftest::test_file("handled.txt");
+    auto doomed = cftest::processor_runner({cluster().conninfo(), "bf_kill", "bf", "doomed", out,
+                                            "--from-beginning", "--batch", "50", "--slow-ms", "20"});
+    ASSERT_TRUE(doomed.running());
     auto rows_done = [] {
         auto r = cluster().exec("SELECT coalesce(sum(backfill_rows), 0) FROM changefeed.leases"
                                 " WHERE table_name = 'bf_kill'::regclass AND processor = 'bf'");
         return r[0][0].as<long>();
     };
     bool progressed = cftest::eventually([&] { return rows_done() >= 300; });
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
+    doomed.kill_hard();
     ASSERT_TRUE(progressed);
     ASSERT_LT(rows_done(), 2000);
 

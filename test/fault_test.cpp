@@ -1,15 +1,10 @@
 // Faults: a killed instance's ranges are taken over after expiry; terminated
 // connections and a server restart are survived without losing changes.
+#include "support/child.hpp"
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
 #include <fstream>
-
-extern char** environ;
 
 using namespace std::chrono_literals;
 using cftest::cluster;
@@ -17,30 +12,6 @@ using cftest::cluster;
 CF_CLUSTER_ENVIRONMENT("fault", CF_TEST_PORT, true);
 
 namespace {
-
-// A processor instance in a child process (test/support/processor_runner.cpp).
-class Child {
-public:
-    explicit Child(std::vector<std::string> args) {
-        args.insert(args.begin(), CF_RUNNER);
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        if (posix_spawn(&pid_, CF_RUNNER, nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    }
-    ~Child() { kill_hard(); }
-    bool running() const { return pid_ > 0; }
-    void kill_hard() {
-        if (pid_ <= 0) return;
-        ::kill(pid_, SIGKILL);
-        int status = 0;
-        waitpid(pid_, &status, 0);
-        pid_ = -1;
-    }
-
-private:
-    pid_t pid_ = -1;
-};
 
 int owned_by(const std::string& table, const std::string& instance) {
     return cluster()
@@ -75,7 +46,7 @@ void insert_range(const std::string& table, int from, int to) {
 
 TEST(Faults, AKilledInstancesRangesAreTakenOverAfterExpiry) {
     cftest::create_table(cluster(), "ft_kill", 8);
-    Child victim({cluster().conninfo(), "ft_kill", "killme", "victim", "/dev/null"});
+    auto victim = cftest::processor_runner({cluster().conninfo(), "ft_kill", "killme", "victim", "/dev/null"});
     ASSERT_TRUE(victim.running());
     ASSERT_TRUE(cftest::eventually([] { return owned_by("ft_kill", "victim") == 8; }));
 
@@ -83,12 +54,12 @@ TEST(Faults, AKilledInstancesRangesAreTakenOverAfterExpiry) {
     auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "ft_kill"}, "killme",
                                                        rec.handler(), cftest::fast_options("survivor"));
     p.start();
-    ASSERT_TRUE(cftest::eventually([&] { return p.owned_ranges().size() == 4; }));
+    ASSERT_TRUE(cftest::wait_running(p, 4));
     ASSERT_EQ(owned_by("ft_kill", "victim"), 4);
 
     victim.kill_hard();  // no release: its leases must expire
     insert_range("ft_kill", 1, 80);
-    ASSERT_TRUE(cftest::eventually([&] { return p.owned_ranges().size() == 8; }));
+    ASSERT_TRUE(cftest::wait_running(p, 8));
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 80; }));
     for (const auto& h : rec.all()) EXPECT_EQ(h.context.instance, "survivor");
 }
@@ -101,7 +72,7 @@ TEST(Faults, TerminatedConnectionsAreResumedWithoutLoss) {
     o.on_state_change = [&](changefeed::State s) { states.add(s); };
     auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "ft_term"}, "term", rec.handler(), o);
     p.start();
-    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    ASSERT_TRUE(cftest::wait_running(p));
     insert_range("ft_term", 1, 20);
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 20; }));
 
@@ -122,7 +93,7 @@ TEST(Faults, AServerRestartIsResumedWithoutLoss) {
     auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "ft_restart"}, "restart",
                                                        rec.handler(), o);
     p.start();
-    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    ASSERT_TRUE(cftest::wait_running(p));
     insert_range("ft_restart", 1, 20);
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 20; }));
 

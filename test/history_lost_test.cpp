@@ -27,10 +27,6 @@ void drop_history(const std::string& table) {
     cluster().exec("DELETE FROM changefeed.log_default; SELECT changefeed.create_partitions()");
 }
 
-void wait_running(const changefeed::Processor& p) {
-    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
-}
-
 TEST(HistoryLost, HaltsWithTheRunbookAndDeliversNothingMore) {
     cftest::create_table(cluster(), "hl_halt", 2);
     cftest::Recorder rec;
@@ -39,7 +35,7 @@ TEST(HistoryLost, HaltsWithTheRunbookAndDeliversNothingMore) {
     o.on_error = errors.sink();
     auto p = changefeed::make_all_versions_processor(coll("hl_halt"), "audit", rec.handler(), o);
     p.start();
-    wait_running(p);
+    ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO hl_halt (id, v) VALUES (1, 'read')");
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("1"); }));
     p.stop();
@@ -70,7 +66,7 @@ TEST(HistoryLost, HaltsWithTheRunbookAndDeliversNothingMore) {
                                                            cftest::fast_options("w"));
     // The witness starts at now: it only proves wake-ups and polls happened.
     witness.start();
-    wait_running(witness);
+    ASSERT_TRUE(cftest::wait_running(witness));
     cluster().exec("INSERT INTO hl_halt (id, v) VALUES (101, 'after')");
     ASSERT_TRUE(cftest::eventually([&] { return probe.has("101"); }));
     std::this_thread::sleep_for(1s);  // several poll intervals of p
@@ -92,7 +88,7 @@ TEST(HistoryLost, HaltsWithTheRunbookAndDeliversNothingMore) {
     // Following the runbook: the checkpoints move to now and the processor runs again.
     cluster().exec("SELECT changefeed.reset_checkpoint('hl_halt', 'audit')");
     p.start();
-    wait_running(p);
+    ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO hl_halt (id, v) VALUES (200, 'after reset')");
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("200"); }));
     EXPECT_FALSE(rec.has("100"));  // skipped deliberately by the reset
@@ -110,7 +106,7 @@ TEST(HistoryLost, ACheckpointFromAnotherDatabaseHaltsWithTheRunbook) {
     o.on_error = errors.sink();
     auto p = changefeed::make_all_versions_processor(coll("hl_foreign"), "audit", rec.handler(), o);
     p.start();
-    wait_running(p);
+    ASSERT_TRUE(cftest::wait_running(p));
     p.stop();
 
     std::string foreign;
@@ -139,7 +135,7 @@ TEST(HistoryLost, ACheckpointFromAnotherDatabaseHaltsWithTheRunbook) {
     p.stop();
     cluster().exec("SELECT changefeed.reset_checkpoint('hl_foreign', 'audit')");
     p.start();
-    wait_running(p);
+    ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO hl_foreign (id, v) VALUES (2, 'after reset')");
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("2"); }));
     p.stop();
@@ -154,7 +150,7 @@ TEST(HistoryLost, ResyncRereadsTheTableThenContinues) {
     o.resync = true;
     auto p = changefeed::make_latest_version_processor(coll("hl_resync"), "view", rec.handler(), o);
     p.start();
-    wait_running(p);
+    ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO hl_resync (id, v) VALUES (1, 'one'), (2, 'two')");
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("1") && rec.has("2"); }));
     p.stop();
@@ -198,8 +194,7 @@ TEST(Lag, EstimatorReturnsWhatTheServerSays) {
     auto p = changefeed::make_latest_version_processor(coll("lag_t"), "dash", rec.handler(),
                                                        cftest::fast_options("pod-1"));
     p.start();
-    wait_running(p);
-    ASSERT_TRUE(cftest::eventually([&] { return p.owned_ranges().size() == 4; }));
+    ASSERT_TRUE(cftest::wait_running(p, 4));
     auto live = changefeed::estimate_lag(coll("lag_t"), "dash");
     ASSERT_EQ(live.size(), 4u);
     for (const auto& r : live) {

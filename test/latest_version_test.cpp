@@ -1,5 +1,8 @@
-// The latest-version feed as seed 000 describes it: one test per row of its
-// "what the feed carries" and "where a processor starts" tables, plus the
+// The latest-version feed's contract, one test per case.  What it carries: a
+// document's latest version, whole, once per read however often it changed;
+// a soft delete (a row update) but not a hard delete.  Where a processor
+// starts: at the end of the feed without a checkpoint, at the existing rows
+// with start_from_beginning, at its checkpoint when it has one.  Plus the
 // handler contract (non-empty batches, context, independent names).
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
@@ -16,8 +19,7 @@ namespace {
 class LatestVersion : public ::testing::Test {
 protected:
     void SetUp() override {
-        table_ = std::string("lv_") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-        for (auto& ch : table_) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        table_ = cftest::test_table("lv");
         cftest::create_table(cluster(), table_, 4);
     }
 
@@ -30,9 +32,7 @@ protected:
     // Starts, waits until running with all ranges leased.
     void start(changefeed::Processor& p) {
         p.start();
-        ASSERT_TRUE(cftest::eventually([&] {
-            return p.state() == changefeed::State::running && p.owned_ranges().size() == 4;
-        }));
+        ASSERT_TRUE(cftest::wait_running(p, 4));
     }
 
     void sql(const std::string& s) { cluster().exec(s); }
@@ -201,13 +201,10 @@ TEST_F(LatestVersion, NothingIsReadBeforeStart) {
 TEST_F(LatestVersion, AThrowingHandlerGetsTheBatchAgainAndOnErrorIsTold) {
     std::mutex mu;
     int calls = 0;
-    std::vector<changefeed::ErrorInfo> errors;
+    cftest::ErrorLog log;
     cftest::Recorder rec;
     auto o = cftest::fast_options("one");
-    o.on_error = [&](const changefeed::ErrorInfo& e) {
-        std::lock_guard lock(mu);
-        errors.push_back(e);
-    };
+    o.on_error = log.sink();
     auto p = changefeed::make_latest_version_processor(
         changefeed::Collection(cluster().conninfo(), table_), "thrower",
         [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
@@ -222,7 +219,7 @@ TEST_F(LatestVersion, AThrowingHandlerGetsTheBatchAgainAndOnErrorIsTold) {
     sql("INSERT INTO " + table_ + " (id, v) VALUES (7, 'x')");
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("7"); }));
     p.stop();
-    std::lock_guard lock(mu);
+    auto errors = log.all();
     ASSERT_GE(errors.size(), 2u);
     EXPECT_EQ(errors[0].code, changefeed::errc::handler_failed);
     auto range = cluster().exec("SELECT changefeed.range_of('7', 4)")[0][0].as<int>();

@@ -68,11 +68,11 @@ TEST(Leases, StopHandsTheLeasesOverWithoutWaitingForExpiry) {
     auto a = make("ls_stop", "handover", ra.handler(), oa);
     auto b = make("ls_stop", "handover", rb.handler(), ob);
     a.start();
-    ASSERT_TRUE(cftest::eventually([&] { return a.owned_ranges().size() == 8; }));
+    ASSERT_TRUE(cftest::wait_running(a, 8));
     b.start();
-    ASSERT_TRUE(cftest::eventually([&] { return b.owned_ranges().size() == 4; }));
+    ASSERT_TRUE(cftest::wait_running(b, 4));
     a.stop();
-    ASSERT_TRUE(cftest::eventually([&] { return b.owned_ranges().size() == 8; }, 20s));
+    ASSERT_TRUE(cftest::wait_running(b, 8, 20s));
     cluster().exec("INSERT INTO ls_stop (id, v) SELECT g, 'x' FROM generate_series(1, 40) g");
     ASSERT_TRUE(cftest::eventually([&] { return rb.counts().size() == 40; }, 20s));
 }
@@ -82,14 +82,11 @@ TEST(Leases, AFencedInstanceCannotCheckpoint) {
     std::mutex mu;
     std::condition_variable cv;
     bool entered = false, release = false;
-    std::vector<changefeed::ErrorInfo> errors;
+    cftest::ErrorLog errors;
     auto o = cftest::fast_options("slow");
     o.lease_duration = 600s;
     o.renew_interval = 100s;
-    o.on_error = [&](const changefeed::ErrorInfo& e) {
-        std::lock_guard lock(mu);
-        errors.push_back(e);
-    };
+    o.on_error = errors.sink();
     auto p = make("ls_fence", "fenced",
                   [&](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {
                       std::unique_lock lock(mu);
@@ -99,7 +96,7 @@ TEST(Leases, AFencedInstanceCannotCheckpoint) {
                   },
                   o);
     p.start();
-    ASSERT_TRUE(cftest::eventually([&] { return p.owned_ranges().size() == 1; }));
+    ASSERT_TRUE(cftest::wait_running(p, 1));
     auto before = cluster().exec("SELECT checkpoint, epoch FROM changefeed.leases WHERE table_name = "
                                  "'ls_fence'::regclass AND processor = 'fenced'");
     cluster().exec("INSERT INTO ls_fence (id) VALUES (1)");
@@ -114,20 +111,12 @@ TEST(Leases, AFencedInstanceCannotCheckpoint) {
         release = true;
     }
     cv.notify_all();
-    ASSERT_TRUE(cftest::eventually([&] {
-        std::lock_guard lock(mu);
-        for (const auto& e : errors)
-            if (e.code == changefeed::errc::lease_lost) return true;
-        return false;
-    }));
-    {
-        std::lock_guard lock(mu);
-        for (const auto& e : errors)
-            if (e.code == changefeed::errc::lease_lost) {
-                ASSERT_TRUE(e.range_id.has_value());
-                EXPECT_EQ(*e.range_id, 0);
-            }
-    }
+    ASSERT_TRUE(cftest::eventually([&] { return errors.has(changefeed::errc::lease_lost); }));
+    for (const auto& e : errors.all())
+        if (e.code == changefeed::errc::lease_lost) {
+            ASSERT_TRUE(e.range_id.has_value());
+            EXPECT_EQ(*e.range_id, 0);
+        }
     auto after = cluster().exec("SELECT checkpoint, epoch, owner FROM changefeed.leases WHERE table_name = "
                                 "'ls_fence'::regclass AND processor = 'fenced'");
     EXPECT_EQ(after[0][0].as<std::string>(), before[0][0].as<std::string>());

@@ -23,6 +23,7 @@ namespace {
 const char* const kName = "maintenance";
 CF_CLUSTER_ENVIRONMENT(kName, CF_TEST_PORT, true);
 
+// The cluster's folder is CF_TEST_DIR-<name> (support/cluster.cpp).
 std::string server_log_path() { return std::string(CF_TEST_DIR) + "-" + kName + "/server.log"; }
 
 // The server log from `offset` on.

@@ -125,21 +125,17 @@ namespace {
 
 TEST_F(Errors, DisablingTheTableStopsARunningProcessor) {
     cftest::create_table(cluster(), "err_disabled", 2);
-    std::mutex mu;
-    std::vector<std::error_code> codes;
+    cftest::ErrorLog errors;
     auto o = cftest::fast_options("i");
-    o.on_error = [&](const changefeed::ErrorInfo& e) {
-        std::lock_guard lock(mu);
-        codes.push_back(e.code);
-    };
+    o.on_error = errors.sink();
     auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_disabled"}, "p", cftest::noop_handler(), o);
     p.start();
-    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("SELECT changefeed.disable('err_disabled')");
     ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::stopped; }));
-    std::lock_guard lock(mu);
-    ASSERT_FALSE(codes.empty());
-    EXPECT_EQ(codes[0], errc::collection_not_enabled);
+    auto seen = errors.all();
+    ASSERT_FALSE(seen.empty());
+    EXPECT_EQ(seen[0].code, errc::collection_not_enabled);
 }
 
 TEST_F(Errors, StopFromInsideTheHandlerDoesNotDeadlock) {
@@ -156,7 +152,7 @@ TEST_F(Errors, StopFromInsideTheHandlerDoesNotDeadlock) {
         cftest::fast_options("i"));
     self = &p;
     p.start();
-    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO err_self_stop (id) VALUES (1)");
     ASSERT_TRUE(cftest::eventually([&] { return called.load(); }));
     p.stop();
@@ -169,17 +165,13 @@ namespace {
 
 TEST_F(Errors, HistoryLostHaltsWithARunbook) {
     cftest::create_table(cluster(), "err_history", 2);
-    std::mutex mu;
-    std::vector<changefeed::ErrorInfo> errors;
+    cftest::ErrorLog log;
     auto o = cftest::fast_options("i");
-    o.on_error = [&](const changefeed::ErrorInfo& e) {
-        std::lock_guard lock(mu);
-        errors.push_back(e);
-    };
+    o.on_error = log.sink();
     cftest::Recorder rec;
     auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_history"}, "p", rec.handler(), o);
     p.start();
-    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    ASSERT_TRUE(cftest::wait_running(p));
     p.stop();
     // A write after the checkpoint, then retention "drops" it (as prune() records it).
     auto txid = cluster().exec("INSERT INTO err_history (id) VALUES (1); SELECT pg_current_xact_id()::text");
@@ -190,7 +182,7 @@ TEST_F(Errors, HistoryLostHaltsWithARunbook) {
     ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::history_lost; }));
     EXPECT_EQ(rec.size(), 0u);  // never a silent restart from now
     {
-        std::lock_guard lock(mu);
+        auto errors = log.all();
         ASSERT_FALSE(errors.empty());
         EXPECT_EQ(errors.back().code, errc::history_lost);
         EXPECT_NE(errors.back().message.find("runbook"), std::string::npos);

@@ -61,7 +61,7 @@ TEST_F(Roles, AProcessorRunningAsAnOrdinaryRoleReceivesChangesWokenByListen) {
     o.on_error = errors.sink();
     auto p = as("owner_svc", "ro_e2e", "e2e", rec.handler(), o);
     p.start();
-    ASSERT_TRUE(cftest::eventually([&] { return p.owned_ranges().size() == 4; }, 20s));
+    ASSERT_TRUE(cftest::wait_running(p, 4, 20s));
     // The first wake-up after the leases were taken is spent; wait for the worker to idle.
     std::this_thread::sleep_for(500ms);
     cluster().exec("INSERT INTO ro_e2e (id, v) SELECT g, 'x' FROM generate_series(1, 20) g");

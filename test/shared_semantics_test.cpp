@@ -72,7 +72,7 @@ protected:
                                 changefeed::ProcessorOptions o = cftest::fast_options("one")) {
         auto p = provider.processor(name, rec.handler(), std::move(o), mode);
         p.start();
-        EXPECT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+        EXPECT_TRUE(cftest::wait_running(p));
         return p;
     }
     static std::string v_of(const changefeed::Change& c) { return std::string(c.current.at("v").as_string()); }
@@ -172,7 +172,7 @@ TYPED_TEST(SharedSemantics, AThrowingHandlerGetsTheBatchAgain) {
         },
         o, changefeed::FeedMode::latest_version);
     p.start();
-    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
+    ASSERT_TRUE(cftest::wait_running(p));
     this->provider.insert(1, "a");
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("1"); }));
     EXPECT_EQ(errors.messages(changefeed::errc::handler_failed).size(), 1u);

@@ -1,6 +1,7 @@
 // Subscriptions: hot, filtered in the database, per document, whole
 // transactions after commit, other processes' writes, many at once.
 #include "support/cluster.hpp"
+#include "support/recorder.hpp"
 
 #include <boost/json/serialize.hpp>
 
@@ -27,36 +28,10 @@ changefeed::SubscriptionOptions fast(std::optional<changefeed::Predicate> filter
     return o;
 }
 
-// Collects what a callback subscription delivers.
-struct Sink {
-    std::mutex mu;
-    std::vector<DocumentChange> got;
-    changefeed::ChangeCallback callback() {
-        return [this](const DocumentChange& c, std::stop_token) {
-            std::lock_guard lock(mu);
-            got.push_back(c);
-        };
-    }
-    std::vector<DocumentChange> all() {
-        std::lock_guard lock(mu);
-        return got;
-    }
-    std::vector<std::string> ids() {
-        std::vector<std::string> out;
-        for (const auto& c : all()) out.push_back(c.id);
-        return out;
-    }
-    bool has(const std::string& id) {
-        for (const auto& c : all())
-            if (c.id == id) return true;
-        return false;
-    }
-};
-
 TEST(Subscription, IsHotAndCarriesEveryOperation) {
     cftest::create_table(cluster(), "sub_types", 4);
     cluster().exec("INSERT INTO sub_types (id, v) VALUES (1, 'before')");
-    Sink sink;
+    cftest::ChangeSink sink;
     auto sub = changefeed::subscribe(coll("sub_types"), sink.callback(), fast());
     cluster().exec("INSERT INTO sub_types (id, v) VALUES (2, 'a')");
     cluster().exec("UPDATE sub_types SET v = 'b' WHERE id = 2");  // one column: the whole row arrives
@@ -132,10 +107,10 @@ TEST(Subscription, EachFilterOperatorIsAppliedInTheDatabase) {
         {"and-or-not", (field("doc", "status") == "open" && !(field("doc", "n") == 1)) || field("doc", "n") == 4,
          {"3", "4"}},
     };
-    std::vector<std::unique_ptr<Sink>> sinks;
+    std::vector<std::unique_ptr<cftest::ChangeSink>> sinks;
     std::vector<changefeed::Subscription> subs;
     for (auto& c : cases) {
-        sinks.push_back(std::make_unique<Sink>());
+        sinks.push_back(std::make_unique<cftest::ChangeSink>());
         subs.push_back(changefeed::subscribe(coll("sub_filter"), sinks.back()->callback(), fast(c.filter || sentinel)));
     }
     pqxx::connection conn(cluster().conninfo());
@@ -175,7 +150,7 @@ TEST(Subscription, RemovedIsTestedOnThePreviousImageWhenKept) {
     for (const std::string t : {"sub_rm_kept", "sub_rm_plain"})
         cluster().exec("INSERT INTO " + t + " VALUES (1, 'open'), (2, 'closed'), (99, 'marker')");
     auto filter = field("status") == "open" || field("status") == "marker";
-    Sink kept, plain;
+    cftest::ChangeSink kept, plain;
     auto a = changefeed::subscribe(coll("sub_rm_kept"), kept.callback(), fast(filter));
     auto b = changefeed::subscribe(coll("sub_rm_plain"), plain.callback(), fast(filter));
     for (const std::string t : {"sub_rm_kept", "sub_rm_plain"}) {
@@ -192,7 +167,7 @@ TEST(Subscription, RemovedIsTestedOnThePreviousImageWhenKept) {
 
 TEST(Subscription, RolledBackWritesNeverArrive) {
     cftest::create_table(cluster(), "sub_rollback", 2);
-    Sink sink;
+    cftest::ChangeSink sink;
     auto sub = changefeed::subscribe(coll("sub_rollback"), sink.callback(), fast());
     {
         pqxx::connection c(cluster().conninfo());
@@ -215,7 +190,7 @@ TEST(Subscription, RolledBackWritesNeverArrive) {
 
 TEST(Subscription, ATransactionArrivesWholeAfterCommit) {
     cftest::create_table(cluster(), "sub_tx", 4);
-    Sink sink;
+    cftest::ChangeSink sink;
     auto sub = changefeed::subscribe(coll("sub_tx"), sink.callback(), fast());
     pqxx::connection writer(cluster().conninfo());
     pqxx::work tx(writer);
@@ -235,7 +210,7 @@ TEST(Subscription, ATransactionArrivesWholeAfterCommit) {
 
 TEST(Subscription, SeesWritesOfAnotherProcess) {
     cftest::create_table(cluster(), "sub_other", 2);
-    Sink sink;
+    cftest::ChangeSink sink;
     auto sub = changefeed::subscribe(coll("sub_other"), sink.callback(), fast());
     const std::string cmd = "psql -X -q \"" + cluster().conninfo() +
                             "\" -c \"INSERT INTO sub_other (id, v) VALUES (42, 'from psql')\" >/dev/null";
@@ -292,10 +267,10 @@ TEST(Subscription, AHundredSubscribersCancelIndependently) {
     cftest::create_table(cluster(), "sub_many", 4);
     const int before = client_connections();
     constexpr int n = 100;
-    std::vector<std::unique_ptr<Sink>> sinks;
+    std::vector<std::unique_ptr<cftest::ChangeSink>> sinks;
     std::vector<changefeed::Subscription> subs;
     for (int i = 0; i < n; ++i) {
-        sinks.push_back(std::make_unique<Sink>());
+        sinks.push_back(std::make_unique<cftest::ChangeSink>());
         subs.push_back(changefeed::subscribe(coll("sub_many"), sinks.back()->callback(), fast()));
     }
     // Shared connections: far fewer than one per subscriber.

@@ -1,4 +1,4 @@
-// Multi-tenancy (seed 000): a tenant-scoped processor sees only its tenant's
+// Multi-tenancy: a tenant-scoped processor sees only its tenant's
 // changes, under a lease set of the tenant's own ("<tenant>/<name>"), with
 // partition keys that carry no tenant prefix; a role bound to a tenant sees
 // only that tenant whatever it runs.
@@ -172,21 +172,13 @@ TEST_F(Tenants, ASubscriptionMayBeScopedToATenant) {
     create_tenant_table("tn_sub");
     changefeed::SubscriptionOptions o;
     o.tenant = "b";
-    std::mutex mu;
-    std::vector<changefeed::DocumentChange> seen;
+    cftest::ChangeSink sink;
     auto sub = changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_sub"),
-                                     [&](const changefeed::DocumentChange& c, std::stop_token) {
-                                         std::lock_guard lock(mu);
-                                         seen.push_back(c);
-                                     },
-                                     o);
+                                     sink.callback(), o);
     cluster().exec("INSERT INTO tn_sub (tenant, id, v) VALUES ('a', 1, 'x'), ('b', 1, 'x'), ('b', 2, 'x')");
-    ASSERT_TRUE(cftest::eventually([&] {
-        std::lock_guard lock(mu);
-        return seen.size() >= 2;
-    }));
+    ASSERT_TRUE(cftest::eventually([&] { return sink.all().size() >= 2; }));
     std::this_thread::sleep_for(300ms);
-    std::lock_guard lock(mu);
+    auto seen = sink.all();
     ASSERT_EQ(seen.size(), 2u);
     for (const auto& c : seen) {
         EXPECT_EQ(c.document.at("tenant").as_string(), "b");

@@ -1,4 +1,4 @@
--- changefeed: who may do what (DESIGN.md 7, docs/security.md).
+-- changefeed: who may do what (docs/security.md has the threat model).
 --
 -- Roles, created if missing (they are cluster-wide; NOLOGIN: grant them to
 -- login roles):

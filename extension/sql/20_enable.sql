@@ -1,14 +1,6 @@
 -- changefeed: enabling capture on a table.
 --
--- SQLSTATEs of our own (class CF):
---   CF001 table has no primary key          CF002 table is not enabled
---   CF003 invalid option value              CF004 bad position (malformed, forged, too long, future, cf1)
---   CF005 position from another cluster/database
---   CF008 already enabled with other options
---   CF006 history lost (retention dropped changes a position had not read)
---   CF009 read inside a transaction that captured changes itself
---   CF013 DDL refused: it would let writes escape capture (25_guard.sql)
---   CF014 write refused: it would escape capture (replica mode, missing column)
+-- SQLSTATEs: see 00_sqlstates.sql, the registry of every code we raise.
 
 -- Row and TRUNCATE capture, implemented in C++ (extension/capture.cpp).
 -- capture_row arguments: collection id, ranges, keep_previous (t/f),

@@ -6,10 +6,7 @@
 -- move its checkpoint again.  All times come from the server's clock, so
 -- instances with skewed clocks still agree on expiry.
 --
--- SQLSTATEs of this file (class CF, continuing 20_enable.sql):
---   CF010 lease lost: the caller no longer owns the lease at that epoch (fenced)
---   CF011 invalid processor or instance name (null, empty or too long)
---   CF003 invalid option value (lease duration, page size, ...)
+-- SQLSTATEs: see 00_sqlstates.sql (CF010 lease lost, CF011 bad name, CF003).
 
 CREATE TABLE changefeed.lease (
     collection_id     int NOT NULL REFERENCES changefeed.collection (id) ON DELETE CASCADE,
@@ -250,6 +247,25 @@ BEGIN
 END
 $$;
 
+-- The fence of every write a range's owner makes to its lease (checkpoint,
+-- backfill progress, resync): locks the lease row if `instance` still owns it
+-- at `epoch`, else raises CF010 (lease_lost).  The caller then updates the row
+-- by its key; the lock keeps the owner and epoch as checked until commit.
+CREATE FUNCTION changefeed.lease_fence(collection_id int, tbl regclass, processor text, range_id int,
+                                       instance text, epoch bigint)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM 1 FROM changefeed.lease l
+     WHERE l.collection_id = collection_id AND l.processor = processor AND l.range_id = range_id
+       AND l.owner = instance AND l.epoch = epoch
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        PERFORM changefeed.lease_lost(tbl, processor, range_id, instance, epoch);
+    END IF;
+END
+$$;
+
 -- Moves a range's checkpoint, only if `instance` still owns the lease at
 -- `epoch` (CF010 otherwise).  The position is validated (CF004/CF005).
 CREATE FUNCTION changefeed.lease_checkpoint(tbl regclass, processor text, range_id int,
@@ -266,13 +282,10 @@ BEGIN
         RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004';
     END IF;
     PERFORM changefeed.position_decode("position");
+    PERFORM changefeed.lease_fence(c.id, tbl, processor, range_id, instance, epoch);
     UPDATE changefeed.lease l
        SET checkpoint = "position", updated_at = now()
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id
-       AND l.owner = instance AND l.epoch = epoch;
-    IF NOT FOUND THEN
-        PERFORM changefeed.lease_lost(tbl, processor, range_id, instance, epoch);
-    END IF;
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id;
 END
 $$;
 
@@ -292,14 +305,11 @@ BEGIN
     IF done IS NULL OR rows_done IS NULL OR rows_done < 0 THEN
         RAISE EXCEPTION 'done and rows_done must be given' USING ERRCODE = 'CF003';
     END IF;
+    PERFORM changefeed.lease_fence(c.id, tbl, processor, range_id, instance, epoch);
     UPDATE changefeed.lease l
        SET backfill_after = coalesce(after, l.backfill_after), backfill_rows = rows_done,
            backfill_done = done, updated_at = now()
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id
-       AND l.owner = instance AND l.epoch = epoch;
-    IF NOT FOUND THEN
-        PERFORM changefeed.lease_lost(tbl, processor, range_id, instance, epoch);
-    END IF;
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id;
 END
 $$;
 
@@ -318,97 +328,12 @@ BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     PERFORM changefeed.check_name(instance, 'instance');
     PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
+    PERFORM changefeed.lease_fence(c.id, tbl, processor, range_id, instance, epoch);
     UPDATE changefeed.lease l
        SET checkpoint = pos, backfill_done = false, backfill_after = NULL, backfill_rows = 0,
            backfill_position = pos, updated_at = now()
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id
-       AND l.owner = instance AND l.epoch = epoch;
-    IF NOT FOUND THEN
-        PERFORM changefeed.lease_lost(tbl, processor, range_id, instance, epoch);
-    END IF;
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id;
     RETURN pos;
-END
-$$;
-
--- One keyset page of a range's current rows for a backfill: the rows whose
--- primary key is greater than `after` (a jsonb object of the key columns;
--- null = from the start), in key order.  doc_id and partition_key are
--- formatted as the capture trigger formats them.
-CREATE FUNCTION changefeed.backfill_page(tbl regclass, range_id int, after jsonb, max_rows int DEFAULT 1000)
-RETURNS TABLE (doc_id text, partition_key text, key jsonb, current jsonb)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-#variable_conflict use_variable
-DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
-    keys text := '';
-    key_obj text := '';
-    doc text;
-    part text;
-    rowtype text;
-    col text;
-    i int := 0;
-    bound text[];
-    tenant_cond text := 'true';
-BEGIN
-    IF range_id IS NULL OR range_id < 0 OR range_id >= c.ranges THEN
-        RAISE EXCEPTION 'range id must be between 0 and %', c.ranges - 1 USING ERRCODE = 'CF003';
-    END IF;
-    IF max_rows IS NULL OR max_rows < 1 OR max_rows > 100000 THEN
-        RAISE EXCEPTION 'max_rows must be between 1 and 100000, not %', coalesce(max_rows::text, 'null')
-            USING ERRCODE = 'CF003';
-    END IF;
-    IF after IS NOT NULL AND jsonb_typeof(after) <> 'object' THEN
-        RAISE EXCEPTION 'after must be a jsonb object of the key columns' USING ERRCODE = 'CF003';
-    END IF;
-    -- This runs as the caller (SELECT on the table, its row-level security):
-    -- a role bound to tenants scans only theirs.
-    bound := changefeed.bound_tenants();
-    IF cardinality(bound) > 0 THEN
-        IF c.tenant_column IS NULL THEN
-            RAISE EXCEPTION 'permission denied to read %', tbl
-                USING ERRCODE = 'insufficient_privilege',
-                      DETAIL = 'The role is bound to a tenant and the table has no tenant column.';
-        END IF;
-        tenant_cond := format('t.%I::text = ANY ($5)', c.tenant_column);
-    END IF;
-    rowtype := format('%s', tbl);
-    FOREACH col IN ARRAY c.key_columns LOOP
-        i := i + 1;
-        keys := keys || CASE WHEN i > 1 THEN ', ' ELSE '' END || format('t.%I', col);
-        key_obj := key_obj || CASE WHEN i > 1 THEN ', ' ELSE '' END || format('%L, t.%I', col, col);
-    END LOOP;
-    IF cardinality(c.key_columns) = 1 THEN
-        doc := format('coalesce(t.%I::text, %L)', c.key_columns[1], '');
-    ELSE
-        doc := '''['' || concat_ws('','', '
-            || (SELECT string_agg(format('coalesce(to_json(t.%I::text)::text, %L)', k, 'null'), ', ')
-                  FROM unnest(c.key_columns) k)
-            || ') || '']''';
-    END IF;
-    part := (SELECT string_agg(format('coalesce(t.%I::text, %L)', k, ''), ' || ''/'' || ')
-               FROM unnest(c.partition_key) k);
-    RETURN QUERY EXECUTE format(
-        'SELECT %s, %s, jsonb_build_object(%s), to_jsonb(t) FROM %s t'
-        ' WHERE changefeed.range_of(%s, $1) = $2'
-        '   AND ($3 IS NULL OR (%s) > (SELECT %s FROM jsonb_populate_record(NULL::%s, $3) t))'
-        '   AND %s'
-        ' ORDER BY %s LIMIT $4',
-        doc, part, key_obj, rowtype, part, keys, keys, rowtype, tenant_cond, keys)
-    USING c.ranges, range_id, after, max_rows, bound;
-END
-$$;
-
--- Estimated number of rows of a table, for backfill progress.
-CREATE FUNCTION changefeed.estimated_rows(tbl regclass) RETURNS bigint
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    n bigint;
-BEGIN
-    SELECT reltuples::bigint INTO n FROM pg_class WHERE oid = tbl;
-    IF n IS NULL OR n < 0 THEN
-        EXECUTE format('SELECT count(*) FROM %s', tbl) INTO n;
-    END IF;
-    RETURN n;
 END
 $$;
 

@@ -6,7 +6,6 @@
 -- partition (one index descent per range, so the cost does not grow with the
 -- number of rows) in changefeed.horizon.  A read whose position has not
 -- delivered everything up to that id fails with CF006 (history lost).
---   CF006 history lost: retention dropped changes the position had not read
 
 -- Whether everything up to and including transaction `upto` is visible in `lo`,
 -- i.e. a reader at `lo` had already been delivered every dropped change.

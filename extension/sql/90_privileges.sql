@@ -1,4 +1,4 @@
--- changefeed: the SQL surface and its privileges (DESIGN.md 7, docs/security.md).
+-- changefeed: the SQL surface and its privileges (docs/security.md).
 --
 -- The functions named below are entry points.  Each one's definition above
 -- becomes its SECURITY DEFINER implementation, renamed with a leading

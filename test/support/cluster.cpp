@@ -1,5 +1,7 @@
 #include "support/cluster.hpp"
 
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
@@ -95,6 +97,33 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return condition();
+}
+
+bool wait_running(const changefeed::Processor& p, std::optional<std::size_t> ranges,
+                  std::chrono::milliseconds timeout) {
+    return eventually(
+        [&] { return p.state() == changefeed::State::running && (!ranges || p.owned_ranges().size() == *ranges); },
+        timeout);
+}
+
+namespace {
+
+// The running test's name, lower case, for names of its own.
+std::string test_name() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = info ? info->name() : "no_test";
+    for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return name;
+}
+
+}  // namespace
+
+std::string test_table(const std::string& prefix) { return prefix + "_" + test_name(); }
+
+std::string test_file(const std::string& suffix) {
+    std::string path = std::string(CF_TEST_DIR) + "-" + test_name() + "-" + suffix;
+    std::remove(path.c_str());
+    return path;
 }
 
 changefeed::Handler noop_handler() {

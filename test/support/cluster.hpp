@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
 #include <vector>
@@ -68,6 +69,18 @@ std::string sqlstate_as(Cluster& c, const std::string& user, const std::string& 
 // Polls `condition` until it holds or `timeout` passed; returns whether it held.
 bool eventually(const std::function<bool()>& condition,
                 std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// Waits until `p` is running and, when `ranges` is given, owns that many
+// ranges; returns whether it got there within `timeout`.
+bool wait_running(const changefeed::Processor& p, std::optional<std::size_t> ranges = std::nullopt,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// A table name of the running test's own: `prefix`_<test name>, lower case.
+std::string test_table(const std::string& prefix);
+
+// A scratch file of the running test's own, next to the suite's clusters
+// (removed first, so the test starts with none).
+std::string test_file(const std::string& suffix);
 
 // A handler that does nothing.
 changefeed::Handler noop_handler();

@@ -68,12 +68,43 @@ std::vector<changefeed::ErrorInfo> ErrorLog::all() const {
     return seen_;
 }
 
+bool ErrorLog::has(changefeed::errc code) const {
+    std::lock_guard lock(mu_);
+    for (const auto& e : seen_)
+        if (e.code == code) return true;
+    return false;
+}
+
 std::vector<std::string> ErrorLog::messages(changefeed::errc code) const {
     std::lock_guard lock(mu_);
     std::vector<std::string> out;
     for (const auto& e : seen_)
         if (e.code == code) out.push_back(e.message);
     return out;
+}
+
+changefeed::ChangeCallback ChangeSink::callback() {
+    return [this](const changefeed::DocumentChange& c, std::stop_token) {
+        std::lock_guard lock(mu_);
+        got_.push_back(c);
+    };
+}
+
+std::vector<changefeed::DocumentChange> ChangeSink::all() const {
+    std::lock_guard lock(mu_);
+    return got_;
+}
+
+std::vector<std::string> ChangeSink::ids() const {
+    std::vector<std::string> out;
+    for (const auto& c : all()) out.push_back(c.id);
+    return out;
+}
+
+bool ChangeSink::has(const std::string& id) const {
+    for (const auto& c : all())
+        if (c.id == id) return true;
+    return false;
 }
 
 }  // namespace cftest

@@ -45,12 +45,27 @@ class ErrorLog {
 public:
     std::function<void(const changefeed::ErrorInfo&)> sink();
     std::vector<changefeed::ErrorInfo> all() const;
+    // Whether an error with this code was reported.
+    bool has(changefeed::errc code) const;
     // The messages of the errors with this code.
     std::vector<std::string> messages(changefeed::errc code) const;
 
 private:
     mutable std::mutex mu_;
     std::vector<changefeed::ErrorInfo> seen_;
+};
+
+// Collects what a callback subscription delivers.
+class ChangeSink {
+public:
+    changefeed::ChangeCallback callback();
+    std::vector<changefeed::DocumentChange> all() const;
+    std::vector<std::string> ids() const;
+    bool has(const std::string& id) const;
+
+private:
+    mutable std::mutex mu_;
+    std::vector<changefeed::DocumentChange> got_;
 };
 
 }  // namespace cftest

@@ -1,0 +1,38 @@
+// Every changefeed.* setting, defined in one place.
+#include "pg.hpp"
+#include "settings.hpp"
+
+int changefeed_tick_rows = 1000;
+int changefeed_tick_interval = 1000;
+int changefeed_maintain_interval = 300;
+int changefeed_maintenance_lock_timeout = 1000;
+// Superuser only: a writer must not be able to pass its own deletes off as
+// expiry.  The TTL sweeper (ttl.cpp) marks its deletes without it.
+char *changefeed_delete_reason = NULL;
+
+void changefeed_define_settings(void) {
+    DefineCustomStringVariable("changefeed.delete_reason",
+                               "Why rows are deleted: 'ttl' marks captured deletes as expired.",
+                               NULL, &changefeed_delete_reason, "", PGC_SUSET, 0, NULL, NULL,
+                               NULL);
+    DefineCustomIntVariable("changefeed.tick_rows",
+                            "Captured rows after which the background worker records a tick.",
+                            NULL, &changefeed_tick_rows, 1000, 100, 10000000, PGC_SIGHUP, 0, NULL,
+                            NULL, NULL);
+    DefineCustomIntVariable("changefeed.tick_interval",
+                            "Longest time between a captured commit and the next tick.", NULL,
+                            &changefeed_tick_interval, 1000, 10, 3600000, PGC_SIGHUP, GUC_UNIT_MS,
+                            NULL, NULL, NULL);
+    DefineCustomIntVariable("changefeed.maintain_interval",
+                            "Seconds between the maintenance worker's rounds (0 disables).", NULL,
+                            &changefeed_maintain_interval, 300, 0, 7 * 24 * 3600, PGC_SIGHUP, GUC_UNIT_S,
+                            NULL, NULL, NULL);
+    DefineCustomIntVariable("changefeed.maintenance_lock_timeout",
+                            "How long each maintenance step waits for a lock before it gives up until "
+                            "the next round (0: no limit).",
+                            NULL, &changefeed_maintenance_lock_timeout, 1000, 0, INT_MAX, PGC_SUSET,
+                            GUC_UNIT_MS, NULL, NULL, NULL);
+    // Last: reserving the prefix drops every changefeed.* placeholder not yet
+    // defined, which would discard the values postgresql.conf gave them.
+    MarkGUCPrefixReserved("changefeed");
+}

@@ -1,0 +1,20 @@
+// The extension's settings (changefeed.*), all defined in settings.cpp.
+#pragma once
+
+// Defines every changefeed.* setting, then reserves the prefix.  Called once,
+// from _PG_init.
+void changefeed_define_settings(void);
+
+// changefeed.tick_rows / tick_interval: the notifier records a tick after this
+// many captured rows, or this many milliseconds after the first row since the
+// last tick.
+extern int changefeed_tick_rows;
+extern int changefeed_tick_interval;
+// changefeed.maintain_interval: seconds between maintenance rounds (0: never).
+extern int changefeed_maintain_interval;
+// changefeed.maintenance_lock_timeout: how long a maintenance step waits for a
+// lock (ms, 0: no limit).
+extern int changefeed_maintenance_lock_timeout;
+// changefeed.delete_reason: 'ttl' (SET LOCAL) marks the deletes of this
+// transaction as time-to-live expiry.
+extern char *changefeed_delete_reason;

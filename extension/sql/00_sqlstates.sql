@@ -1,0 +1,25 @@
+-- changefeed: the SQLSTATEs the extension raises, each documented once here.
+--
+-- Our own codes are class CF.  The PostgreSQL codes listed are those raised
+-- with a meaning of ours.  Every other place (the SQL files, the C++ constants
+-- in extension/pg.hpp, the README's Errors table) uses these codes and
+-- meanings; test/sqlstates.sh fails when one raises a code not listed here or
+-- when the README's table differs from this one (`--readme` prints it).
+--
+-- sqlstate  meaning
+--   CF001  the table has no primary key
+--   CF002  the table is not enabled
+--   CF003  an invalid option value (ranges, retention, unknown column, TTL column type, lease duration, page size, a NULL or infinite maintenance time…)
+--   CF004  a bad position: malformed, truncated, forged or damaged, too long, newer than the database, or a `cf1.` position from before positions were authenticated (restart the consumer from a checkpoint taken since)
+--   CF005  a position taken on another cluster or database
+--   CF006  history lost: retention dropped changes the position had not read
+--   CF008  the table is already enabled with other options
+--   CF009  a read inside a transaction that captured changes itself
+--   CF010  lease lost: a checkpoint by an instance that no longer owns the range (fenced)
+--   CF011  an invalid processor or instance name (null, empty or too long)
+--   CF012  a processor that never ran (lag, reset_checkpoint)
+--   CF013  a DDL refused because it would let writes escape capture (see "What is refused")
+--   CF014  a write refused because it would escape capture: replica mode on a table enabled without `replicated => true`, or a capture column missing
+--   42501  not allowed: no `SELECT` on the table, a processor of another role, not the table's owner, another tenant
+--   42809  not a table (a view, a sequence…)
+--   22023  a bad read argument (mode, max_changes, range id)

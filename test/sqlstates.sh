@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The registry of SQLSTATEs (extension/sql/00_sqlstates.sql) is the one place
+# each code is documented.  Fails when
+#   - the SQL files or the C++ sources raise a CF code the registry lacks,
+#   - the C++ sources define a CF code outside extension/pg.hpp,
+#   - the README's Errors table differs from the registry.
+# Usage: bash test/sqlstates.sh            check
+#        bash test/sqlstates.sh --readme   print the README's table from the registry
+set -euo pipefail
+cd "$(dirname "$0")/.."
+registry=extension/sql/00_sqlstates.sql
+
+# "CODE<TAB>meaning" lines of the registry.
+entries() { sed -n 's/^--   \([A-Z0-9]\{5\}\)  \(.*\)$/\1\t\2/p' "$registry"; }
+readme_table() {
+    echo '| SQLSTATE | meaning |'
+    echo '|---|---|'
+    entries | awk -F '\t' '{ printf "| `%s` | %s |\n", $1, $2 }'
+}
+if [ "${1:-}" = --readme ]; then readme_table; exit 0; fi
+
+failed=0
+known=$(entries | cut -f1 | sort -u)
+# CF codes raised in SQL ('CFnnn') and built in C++ (MAKE_SQLSTATE('C', 'F', ...)).
+used_sql=$(grep -ho "ERRCODE = 'CF[0-9]\{3\}'" extension/sql/*.sql | grep -o 'CF[0-9]\{3\}' | sort -u)
+used_cpp=$(grep -ho "MAKE_SQLSTATE('C', 'F', '[0-9]', '[0-9]', '[0-9]')" extension/*.cpp extension/*.hpp |
+    sed "s/MAKE_SQLSTATE('C', 'F', '\([0-9]\)', '\([0-9]\)', '\([0-9]\)')/CF\1\2\3/" | sort -u)
+for code in $used_sql $used_cpp; do
+    if ! grep -qx "$code" <<<"$known"; then
+        echo "sqlstates: $code is raised but not in $registry" >&2
+        failed=1
+    fi
+done
+if grep -ln "MAKE_SQLSTATE('C', 'F'" extension/*.cpp extension/*.hpp | grep -vx extension/pg.hpp; then
+    echo "sqlstates: the files above define a CF code outside extension/pg.hpp" >&2
+    failed=1
+fi
+# The README's table: the lines after "### Errors" from its header to the first non-table line.
+readme=$(awk '/^### Errors/ { on = 1; next } on && /^\|/ { print; seen = 1; next } seen { exit }' README.md)
+if [ "$readme" != "$(readme_table)" ]; then
+    echo "sqlstates: README.md's Errors table differs from $registry:" >&2
+    diff <(echo "$readme") <(readme_table) >&2 || true
+    echo "(bash test/sqlstates.sh --readme prints the table to paste)" >&2
+    failed=1
+fi
+[ "$failed" -eq 0 ] && echo "sqlstates: $(wc -l <<<"$known") codes, one registry, README agrees"
+exit "$failed"
