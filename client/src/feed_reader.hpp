@@ -11,7 +11,7 @@
 
 namespace changefeed::detail {
 
-// A read scoped to one tenant (seed 000): only that tenant's changes, and,
+// A read scoped to one tenant (a multi-tenant collection): only that tenant's changes, and,
 // when the partition key begins with the tenant column, partition keys
 // without the "<tenant>/" prefix.
 struct TenantScope {

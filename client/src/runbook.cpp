@@ -1,5 +1,6 @@
 // The history-lost runbook, short form; the full one is
-// docs/runbooks/history-lost.md.  A halt must say what to do next (seed 003).
+// docs/runbooks/history-lost.md.  A halt must say what to do next: a consumer that
+// stops without a way forward is left for someone to guess at.
 #include "runbook.hpp"
 
 namespace changefeed::detail {
