@@ -23,7 +23,7 @@ namespace {
 const char* const kName = "maintenance";
 CF_CLUSTER_ENVIRONMENT(kName, CF_TEST_PORT, true);
 
-std::string server_log_path() { return std::string("/tmp/client-test-") + kName + "/server.log"; }
+std::string server_log_path() { return std::string(CF_TEST_DIR) + "-" + kName + "/server.log"; }
 
 // The server log from `offset` on.
 std::string server_log_since(std::size_t offset) {

@@ -5,6 +5,8 @@
 
 #include <changefeed/processor.hpp>
 
+#include "feed_mode.hpp"
+
 #include <memory>
 
 namespace changefeed::detail {

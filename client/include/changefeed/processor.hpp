@@ -29,11 +29,6 @@
 
 namespace changefeed {
 
-enum class FeedMode {
-    latest_version,            // the current version of each changed document; no deletes
-    all_versions_and_deletes,  // every write, deletes and clears included
-};
-
 // The states of a processor (seed 003, section 5).
 enum class State {
     stopped,       // not started, or stopped
