@@ -25,8 +25,8 @@ std::set<std::string> ids_in(const std::string& table) {
     return out;
 }
 
-changefeed::ProcessorOptions backfill_options(const std::string& instance, int batch) {
-    auto o = cftest::fast_options(instance);
+changefeed::LatestVersionOptions backfill_options(const std::string& instance, int batch) {
+    changefeed::LatestVersionOptions o = cftest::fast_options(instance);
     o.start_from_beginning = true;
     o.max_batch_size = batch;
     return o;

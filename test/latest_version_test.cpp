@@ -24,7 +24,7 @@ protected:
     }
 
     changefeed::Processor processor(cftest::Recorder& rec, const std::string& name = "proj",
-                                    changefeed::ProcessorOptions o = cftest::fast_options("one")) {
+                                    changefeed::LatestVersionOptions o = cftest::fast_options("one")) {
         return changefeed::make_latest_version_processor(changefeed::Collection(cluster().conninfo(), table_),
                                                          name, rec.handler(), std::move(o));
     }
@@ -121,7 +121,7 @@ TEST_F(LatestVersion, WithoutCheckpointItStartsAtTheEndOfTheFeed) {
 TEST_F(LatestVersion, StartFromBeginningDeliversTheExistingRows) {
     sql("INSERT INTO " + table_ + " (id, v) SELECT g, 'existing' FROM generate_series(1, 50) g");
     cftest::Recorder rec;
-    auto o = cftest::fast_options("one");
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.start_from_beginning = true;
     auto p = processor(rec, "proj", o);
     start(p);
@@ -136,7 +136,7 @@ TEST_F(LatestVersion, ACheckpointWinsOverStartFromBeginning) {
     start(p);
     p.stop();
     sql("INSERT INTO " + table_ + " (id, v) VALUES (2, 'while stopped')");
-    auto o = cftest::fast_options("one");
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.start_from_beginning = true;
     auto again = processor(rec, "proj", o);
     start(again);

@@ -23,11 +23,16 @@ TEST_F(Errors, EmptyProcessorName) {
     EXPECT_EQ(code_of([&] { changefeed::Processor p(enabled(), "", cftest::noop_handler()); }), errc::processor_name_empty);
 }
 
+// Refused at compile time: the all-versions feed's options have no
+// start_from_beginning, and the latest-version ones do not convert to them.
+static_assert(cftest::has_start_from_beginning<changefeed::LatestVersionOptions>);
+static_assert(!cftest::has_start_from_beginning<changefeed::AllVersionsOptions>);
+static_assert(!std::is_convertible_v<changefeed::LatestVersionOptions, changefeed::AllVersionsOptions>);
+
 TEST_F(Errors, StartFromBeginningOnAllVersions) {
-    changefeed::ProcessorOptions o;
-    o.start_from_beginning = true;
-    EXPECT_EQ(code_of([&] { changefeed::make_all_versions_processor(enabled(), "audit", cftest::noop_handler(), o); }),
-              errc::start_from_beginning_not_supported);
+    EXPECT_TRUE(cftest::has_start_from_beginning<changefeed::LatestVersionOptions>);
+    EXPECT_FALSE(cftest::has_start_from_beginning<changefeed::AllVersionsOptions>);
+    EXPECT_FALSE((std::is_convertible_v<changefeed::LatestVersionOptions, changefeed::AllVersionsOptions>));
 }
 
 TEST_F(Errors, AlreadyStarted) {

@@ -8,7 +8,8 @@
 #      and logical replication into enabled tables (test/replication.sh),
 #   3. PostgreSQL's own regression suite with and without the extension, and a
 #      dump and restore round trip of a database using it,
-#   4. the client's GoogleTest suites (they start their own clusters),
+#   4. the client's GoogleTest suites (they start their own clusters), and the
+#      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/asan.sh),
 #   5. the torture test in its short mode, and the benchmark harness on tiny sizes.
 # Usage (as root on Debian 12): bash test/run-all.sh
 # Ends with `run-all: N passed, M failed`, counting the stages above.
@@ -91,6 +92,9 @@ if [ -f CMakeLists.txt ]; then
     cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=ON >/dev/null
     cmake --build build -j2
     stage "client tests" ctest --test-dir build --output-on-failure
+
+    echo "== client tests under AddressSanitizer and UBSan (own build dir and ports)"
+    stage "client tests under AddressSanitizer and UBSan" bash test/asan.sh --build-dir build-asan --port-base 55600
 
     echo "== torture test (short): concurrent writers, killed consumers, a checker"
     stage "torture test" bash test/torture/run.sh --short --build-dir build --no-build

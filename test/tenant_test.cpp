@@ -146,7 +146,7 @@ TEST_F(Tenants, StartFromBeginningBackfillsOnlyTheTenantsRows) {
     cluster().exec("INSERT INTO tn_backfill (tenant, id, v) SELECT t, g, 'old' FROM unnest(ARRAY['a', 'b']) t,"
                    " generate_series(1, 30) g");
     cftest::Recorder rec;
-    auto o = cftest::fast_options("bf-1");
+    changefeed::LatestVersionOptions o = cftest::fast_options("bf-1");
     o.tenant = "b";
     o.start_from_beginning = true;
     o.max_batch_size = 7;  // pages of mixed tenants, some without a row of b

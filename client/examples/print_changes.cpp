@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     long count = 0;
     double timeout = 30;
     double poll = 1;  // fallback only: LISTEN wakes the processor
-    changefeed::ProcessorOptions options;
+    changefeed::LatestVersionOptions options;
     for (int i = 3; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--name" && i + 1 < argc) name = argv[++i];

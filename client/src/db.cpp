@@ -59,7 +59,11 @@ Error to_error(std::exception_ptr e) {
         const std::string state = sqlstate_of(err);
         return Error(code_of_sqlstate(state), err.what(), state);
     } catch (const std::exception& err) {
-        // libpqxx reports some lost connections as plain failures.
+        // The one place a retry decision reads message text: libpqxx 6 throws
+        // some lost connections (a result that never came because the socket
+        // closed, a LISTEN connection gone) as a plain pqxx::failure, with
+        // neither a SQLSTATE nor a type of its own, and the caller here has no
+        // connection to ask.  Everything above is classified by type or SQLSTATE.
         const std::string what = err.what();
         if (what.find("connection") != std::string::npos &&
             (what.find("lost") != std::string::npos || what.find("closed") != std::string::npos ||

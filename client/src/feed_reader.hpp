@@ -4,6 +4,8 @@
 #include <changefeed/change.hpp>
 #include <changefeed/processor.hpp>
 
+#include "feed_mode.hpp"
+
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>

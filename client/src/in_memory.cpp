@@ -4,6 +4,7 @@
 #include <changefeed/in_memory.hpp>
 
 #include "names.hpp"
+#include "consumer_policy.hpp"
 #include "processor_impl.hpp"
 
 #include <boost/json/array.hpp>
@@ -144,20 +145,17 @@ Change change_of(const Entry& e, const MemoryStore& s) {
     return c;
 }
 
-class MemoryProcessor final : public Processor::Impl {
+class MemoryProcessor final : public ProcessorImpl {
 public:
-    MemoryProcessor(std::shared_ptr<MemoryStore> store, std::string name, Handler handler, ProcessorOptions opt,
-                    FeedMode mode)
-        : store_(std::move(store)), name_(std::move(name)), handler_(std::move(handler)), opt_(std::move(opt)),
-          mode_(mode) {
+    MemoryProcessor(std::shared_ptr<MemoryStore> store, std::string name, Handler handler, FeedSettings feed)
+        : store_(std::move(store)), name_(std::move(name)), handler_(std::move(handler)),
+          opt_(std::move(feed.common)), mode_(feed.mode), start_from_beginning_(feed.start_from_beginning),
+          events_(opt_.on_error, opt_.on_state_change) {
         detail::check_processor_name(name_, name_);
         // Tenants are not modelled here: refusing the option beats ignoring it
         // (a test would see every tenant's changes and pass for the wrong reason).
         if (!opt_.tenant.empty())
             throw Error(errc::invalid_option, "the in-memory provider does not support the tenant option");
-        if (mode_ == FeedMode::all_versions_and_deletes && opt_.start_from_beginning)
-            throw Error(errc::start_from_beginning_not_supported,
-                        "start_from_beginning is refused on the all-versions feed");
         if (!handler_) throw Error(errc::invalid_option, "the handler must not be empty");
         if (opt_.max_batch_size < 1 || opt_.max_batch_size > 100000)
             throw Error(errc::invalid_option, "max_batch_size must be between 1 and 100000");
@@ -178,7 +176,7 @@ public:
             if (!store_->names.count(name_)) {
                 NameState ns;
                 ns.start = store_->last_seq;
-                if (opt_.start_from_beginning && mode_ == FeedMode::latest_version)
+                if (start_from_beginning_ && mode_ == FeedMode::latest_version)
                     for (const auto& [id, range] : store_->range_of_doc) ns.backfill.emplace(range, std::nullopt);
                 store_->names.emplace(name_, std::move(ns));
             }
@@ -190,7 +188,14 @@ public:
         }
         stop_source_ = std::stop_source();
         set_state(State::running);
-        thread_ = std::thread([this] { run(); });
+        thread_ = std::jthread([this] {
+            run();
+            // Destroyed from inside the handler: this thread is the last owner.
+            if (std::unique_ptr<ProcessorImpl> self = std::move(disposed_self_)) {
+                finish_stop();
+                // `self` frees this processor here; nothing of it is touched after.
+            }
+        });
     }
 
     void stop() override {
@@ -202,14 +207,18 @@ public:
         if (!thread_.joinable()) return;
         request_stop();
         thread_.join();
-        {
-            std::lock_guard lock(store_->mu);
-            store_->running.erase(&cursor_);
-        }
-        set_state(State::stopped);
+        finish_stop();
     }
 
-    State current_state() const override { return state_; }
+    bool on_handler_thread() const override { return std::this_thread::get_id() == thread_.get_id(); }
+
+    void dispose_from_handler(std::unique_ptr<ProcessorImpl> self) override {
+        disposed_self_ = std::move(self);
+        request_stop();
+        thread_.detach();  // it ends on its own once the handler returned, and frees us
+    }
+
+    State current_state() const override { return events_.state(); }
     const std::string& processor_name() const override { return name_; }
     const std::string& instance_name() const override { return instance_; }
     std::vector<int> owned_ranges() const override {
@@ -232,10 +241,14 @@ private:
         store_->cv.notify_all();
     }
 
-    void set_state(State s) {
-        if (state_.exchange(s) != s && opt_.on_state_change) {
-            try { opt_.on_state_change(s); } catch (...) {}
+    void set_state(State s) { events_.set_state(s); }
+
+    void finish_stop() {
+        {
+            std::lock_guard lock(store_->mu);
+            store_->running.erase(&cursor_);
         }
+        set_state(State::stopped);
     }
 
     // Under mu: the next batch of `range` and the position after it.
@@ -371,20 +384,7 @@ private:
         }
     }
 
-    void report(int range, std::exception_ptr p) {
-        if (!opt_.on_error) return;
-        std::string what = "handler failed";
-        try {
-            std::rethrow_exception(p);
-        } catch (const std::exception& e) {
-            what += std::string(": ") + e.what();
-        } catch (...) {
-        }
-        try {
-            opt_.on_error(ErrorInfo{range, make_error_code(errc::handler_failed), what, p});
-        } catch (...) {
-        }
-    }
+    void report(int range, std::exception_ptr p) { events_.report_handler_failure(range, p, "handler failed"); }
 
     std::shared_ptr<MemoryStore> store_;
     NameState cursor_;  // under store_->mu
@@ -392,11 +392,13 @@ private:
     Handler handler_;
     ProcessorOptions opt_;
     FeedMode mode_;
+    bool start_from_beginning_;
+    ConsumerEvents events_;
     std::mutex start_mu_;
     bool stopping_ = false;  // under store_->mu
     std::stop_source stop_source_;
-    std::atomic<State> state_{State::stopped};
-    std::thread thread_;
+    std::unique_ptr<ProcessorImpl> disposed_self_;  // set when destroyed from the handler
+    std::jthread thread_;
 };
 
 }  // namespace
@@ -454,21 +456,24 @@ std::size_t InMemoryCollection::size() const {
 
 std::string InMemoryCollection::id_of(const boost::json::object& document) const { return store_->id_of(document); }
 
-Processor InMemoryCollection::make_processor(std::string name, Handler handler, ProcessorOptions options,
-                                             FeedMode mode) {
-    return Processor(std::make_unique<detail::MemoryProcessor>(store_, std::move(name), std::move(handler),
-                                                               std::move(options), mode));
+Processor InMemoryCollection::make_processor(std::string name, Handler handler, LatestVersionOptions options) {
+    return detail::ProcessorAccess::make(std::make_unique<detail::MemoryProcessor>(
+        store_, std::move(name), std::move(handler), detail::FeedSettings::of(std::move(options))));
+}
+
+Processor InMemoryCollection::make_processor(std::string name, Handler handler, AllVersionsOptions options) {
+    return detail::ProcessorAccess::make(std::make_unique<detail::MemoryProcessor>(
+        store_, std::move(name), std::move(handler), detail::FeedSettings::of(std::move(options))));
 }
 
 Processor make_latest_version_processor(InMemoryCollection& c, std::string name, Handler handler,
-                                        ProcessorOptions options) {
-    return c.make_processor(std::move(name), std::move(handler), std::move(options), FeedMode::latest_version);
+                                        LatestVersionOptions options) {
+    return c.make_processor(std::move(name), std::move(handler), std::move(options));
 }
 
 Processor make_all_versions_processor(InMemoryCollection& c, std::string name, Handler handler,
-                                      ProcessorOptions options) {
-    return c.make_processor(std::move(name), std::move(handler), std::move(options),
-                            FeedMode::all_versions_and_deletes);
+                                      AllVersionsOptions options) {
+    return c.make_processor(std::move(name), std::move(handler), std::move(options));
 }
 
 }  // namespace changefeed

@@ -2,6 +2,8 @@
 // ones, so errors here never stop the processor.
 #include "listener.hpp"
 
+#include "consumer_policy.hpp"
+
 #include "db.hpp"
 
 #include <pqxx/pqxx>
@@ -39,13 +41,13 @@ void Listener::stop() {
 }
 
 void Listener::run() {
-    auto backoff = backoff_min_;
+    Backoff backoff(backoff_min_, backoff_max_);
     while (!stopping_) {
         try {
             auto conn = connect(conninfo_);
             Receiver receiver(*conn, channel_, wake_);
             conn->get_notifs();  // makes the LISTEN take effect now
-            backoff = backoff_min_;
+            backoff.reset();
             wake_();  // whatever was notified while we were not listening
             while (!stopping_) {
                 // Short waits so that stop() is noticed quickly.
@@ -54,10 +56,10 @@ void Listener::run() {
             }
         } catch (...) {
             // Sleep in small steps so that stop() is not held up by the backoff.
-            for (auto slept = std::chrono::milliseconds(0); slept < backoff && !stopping_;
+            const auto delay = backoff.next();
+            for (auto slept = std::chrono::milliseconds(0); slept < delay && !stopping_;
                  slept += std::chrono::milliseconds(50))
                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            backoff = std::min(backoff * 2, backoff_max_);
         }
     }
 }

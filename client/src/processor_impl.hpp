@@ -1,19 +1,52 @@
 // Internal: what a Processor runs on -- the PostgreSQL implementation
-// (processor.cpp) or the in-memory one (in_memory.cpp).
+// (processor.cpp) or the in-memory one (in_memory.cpp) -- and the feed
+// settings both take from the per-feed option types.
 #pragma once
 
 #include <changefeed/processor.hpp>
 
-namespace changefeed {
+#include "feed_mode.hpp"
 
-struct Processor::Impl {
-    virtual ~Impl() = default;
+#include <memory>
+
+namespace changefeed::detail {
+
+// The options of either feed, with the feed they were given for.
+struct FeedSettings {
+    ProcessorOptions common;
+    FeedMode mode = FeedMode::latest_version;
+    bool start_from_beginning = false;  // latest-version feed only
+    bool resync = false;                // latest-version feed only
+
+    static FeedSettings of(LatestVersionOptions o) {
+        FeedSettings s{std::move(static_cast<ProcessorOptions&>(o)), FeedMode::latest_version,
+                       o.start_from_beginning, o.resync};
+        return s;
+    }
+    static FeedSettings of(AllVersionsOptions o) {
+        return FeedSettings{std::move(static_cast<ProcessorOptions&>(o)), FeedMode::all_versions_and_deletes};
+    }
+};
+
+struct ProcessorImpl {
+    virtual ~ProcessorImpl() = default;
     virtual void start() = 0;
     virtual void stop() = 0;
     virtual State current_state() const = 0;
     virtual const std::string& processor_name() const = 0;
     virtual const std::string& instance_name() const = 0;
     virtual std::vector<int> owned_ranges() const = 0;
+    // Whether the caller runs on the thread that calls the handler.
+    virtual bool on_handler_thread() const = 0;
+    // Destroyed from inside the handler: ask to stop and take `self` (this
+    // very object); the handler's thread finishes the stop once the handler
+    // returned, then frees it.
+    virtual void dispose_from_handler(std::unique_ptr<ProcessorImpl> self) = 0;
 };
 
-}  // namespace changefeed
+// Lets the providers build a Processor around their implementation.
+struct ProcessorAccess {
+    static Processor make(std::unique_ptr<ProcessorImpl> impl) { return Processor(std::move(impl)); }
+};
+
+}  // namespace changefeed::detail

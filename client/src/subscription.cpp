@@ -1,6 +1,7 @@
 // Subscriptions: the consumer's side (queue, callback thread, cancel).
 #include <changefeed/subscription.hpp>
 
+#include "consumer_policy.hpp"
 #include "db.hpp"
 #include "subscription_hub.hpp"
 
@@ -20,11 +21,7 @@ void SubscriptionState::push(std::vector<DocumentChange> changes) {
 }
 
 void SubscriptionState::report(const Error& e, std::exception_ptr p) {
-    if (!options.on_error) return;
-    try {
-        options.on_error(ErrorInfo{std::nullopt, e.code(), e.what(), p});
-    } catch (...) {
-    }
+    tell_error(options.on_error, std::nullopt, e, p);
 }
 
 void SubscriptionState::end(const Error& e) {
@@ -54,14 +51,8 @@ void SubscriptionState::dispatch_loop() {
         try {
             callback(c, token);
         } catch (...) {
-            std::string what = "subscription callback failed";
-            try {
-                throw;
-            } catch (const std::exception& e) {
-                what += std::string(": ") + e.what();
-            } catch (...) {
-            }
-            report(Error(errc::handler_failed, what), std::current_exception());
+            report(handler_failure(std::current_exception(), "subscription callback failed"),
+                   std::current_exception());
         }
     }
 }
@@ -88,7 +79,9 @@ std::shared_ptr<detail::SubscriptionState> make_state(const Collection& collecti
     s->callback = std::move(callback);
     s->hub = detail::Hub::of(collection.conninfo());
     s->hub->add(s, collection);  // throws before anything runs
-    if (s->callback) s->dispatcher = std::thread([st = s.get()] { st->dispatch_loop(); });
+    // The dispatcher shares the state: a callback that cancels its own
+    // subscription must find it alive until it returns.
+    if (s->callback) s->dispatcher = std::thread([s] { s->dispatch_loop(); });
     return s;
 }
 
@@ -136,8 +129,10 @@ void Subscription::cancel() {
     s->cv.notify_all();
     if (s->hub) s->hub->remove(s.get());
     if (s->dispatcher.joinable()) {
+        // Cancelled from its own callback: the dispatcher cannot join itself;
+        // it returns on its own, and its share of the state frees it last.
         if (s->dispatcher.get_id() == std::this_thread::get_id())
-            s->dispatcher.detach();  // cancelled from its own callback: it returns on its own
+            s->dispatcher.detach();
         else
             s->dispatcher.join();
     }

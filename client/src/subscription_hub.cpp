@@ -5,6 +5,8 @@
 // subscription also polls, so a lost one only delays.
 #include "subscription_hub.hpp"
 
+#include "consumer_policy.hpp"
+
 #include "db.hpp"
 
 #include <boost/json/serialize.hpp>
@@ -15,7 +17,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int page_size = 1000;
 constexpr auto backoff_min = std::chrono::milliseconds(100);
-constexpr auto backoff_max = std::chrono::seconds(5);
+constexpr auto backoff_max = std::chrono::milliseconds(5000);
 
 DocumentChange document_change(Change&& c) {
     DocumentChange d;
@@ -173,7 +175,7 @@ bool Hub::stopping_now() {
 }
 
 void Hub::reader_loop() {
-    auto backoff = backoff_min;
+    Backoff backoff(backoff_min, backoff_max);
     while (!stopping_now()) {
         bool more = false;
         auto next_due = Clock::now() + std::chrono::seconds(1);
@@ -203,7 +205,7 @@ void Hub::reader_loop() {
                 s->end(e);
                 continue;
             }
-            backoff = backoff_min;
+            backoff.reset();
             const bool full = static_cast<int>(rr.changes.size()) == page_size;
             std::vector<DocumentChange> out;
             out.reserve(rr.changes.size());
@@ -223,8 +225,7 @@ void Hub::reader_loop() {
         }
         std::unique_lock lock(mu_);
         if (connection_lost) {
-            cv_.wait_for(lock, backoff, [&] { return stopping_; });
-            backoff = std::min(backoff * 2, std::chrono::duration_cast<std::chrono::milliseconds>(backoff_max));
+            cv_.wait_for(lock, backoff.next(), [&] { return stopping_; });
             continue;
         }
         if (!more) cv_.wait_until(lock, next_due, [&] { return kicked_ || stopping_; });
@@ -233,7 +234,7 @@ void Hub::reader_loop() {
 }
 
 void Hub::listener_loop() {
-    auto backoff = std::chrono::milliseconds(backoff_min);
+    Backoff backoff(backoff_min, backoff_max);
     while (!stopping_now()) {
         try {
             auto conn = connect(conninfo_);
@@ -261,15 +262,14 @@ void Hub::listener_loop() {
                 if (first) {
                     wake_channel("");  // after a reconnect: whatever was notified meanwhile
                     first = false;
-                    backoff = backoff_min;
+                    backoff.reset();
                 }
                 conn->await_notification(0, 200000);  // short, so that stopping is noticed
                 if (!conn->is_open()) throw Error(errc::connection_failed, "listen connection closed");
             }
         } catch (...) {
             std::unique_lock lock(mu_);
-            cv_.wait_for(lock, backoff, [&] { return stopping_; });
-            backoff = std::min(backoff * 2, std::chrono::duration_cast<std::chrono::milliseconds>(backoff_max));
+            cv_.wait_for(lock, backoff.next(), [&] { return stopping_; });
         }
     }
 }

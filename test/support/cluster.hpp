@@ -11,6 +11,8 @@
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace cftest {
@@ -98,5 +100,15 @@ std::error_code code_of(F&& f) {
 
 // Short intervals so that the suites run quickly.
 changefeed::ProcessorOptions fast_options(const std::string& instance);
+
+// The feed-only options, to check which feed's option types have them.
+template <class O>
+concept has_start_from_beginning = requires(O o) { o.start_from_beginning; };
+template <class O>
+concept has_resync = requires(O o) { o.resync; };
+// The common options of `o`, for the all-versions feed.
+inline changefeed::AllVersionsOptions common_options(changefeed::LatestVersionOptions o) {
+    return changefeed::AllVersionsOptions(static_cast<changefeed::ProcessorOptions>(std::move(o)));
+}
 
 }  // namespace cftest

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     using namespace std::chrono_literals;
-    changefeed::ProcessorOptions o;
+    changefeed::LatestVersionOptions o;
     o.instance_name = argv[4];
     o.lease_duration = 2s;
     o.renew_interval = 500ms;

@@ -15,7 +15,10 @@ enum class errc {
     already_started,                     // start() on a running processor
     collection_not_found,                // the table does not exist
     collection_not_enabled,              // the table exists but changefeed.enable() was not run
-    start_from_beginning_not_supported,  // start_from_beginning on the all-versions feed
+    // No longer raised: start_from_beginning does not exist on the
+    // all-versions feed's options (a compile error).  Kept so that the values
+    // after it do not move.
+    start_from_beginning_not_supported,
     invalid_option,                      // an option value the server or the client refuses
     malformed_position,                  // a position that is not one (CF004)
     foreign_position,                    // a position of another cluster or database (CF005)

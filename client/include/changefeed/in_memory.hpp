@@ -70,15 +70,17 @@ public:
     // array of the texts for a composite key.
     std::string id_of(const boost::json::object& document) const;
 
-    Processor make_processor(std::string name, Handler handler, ProcessorOptions options, FeedMode mode);
+    // The options' type says the feed, as for Processor.
+    Processor make_processor(std::string name, Handler handler, LatestVersionOptions options = {});
+    Processor make_processor(std::string name, Handler handler, AllVersionsOptions options);
 
 private:
     std::shared_ptr<detail::MemoryStore> store_;
 };
 
 Processor make_latest_version_processor(InMemoryCollection& collection, std::string name, Handler handler,
-                                        ProcessorOptions options = {});
+                                        LatestVersionOptions options = {});
 Processor make_all_versions_processor(InMemoryCollection& collection, std::string name, Handler handler,
-                                      ProcessorOptions options = {});
+                                      AllVersionsOptions options = {});
 
 }  // namespace changefeed

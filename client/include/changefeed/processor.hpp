@@ -24,18 +24,12 @@
 #include <stop_token>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace changefeed {
 
-class InMemoryCollection;
-
-enum class FeedMode {
-    latest_version,            // the current version of each changed document; no deletes
-    all_versions_and_deletes,  // every write, deletes and clears included
-};
-
-// The states of a processor (seed 003, section 5).
+// The states of a processor, as an operator sees them.
 enum class State {
     stopped,       // not started, or stopped
     starting,      // start() called, first leases not yet taken
@@ -82,19 +76,19 @@ struct BackfillProgress {
 using Handler = std::function<void(const std::vector<Change>& batch, const Context& context,
                                    std::stop_token stop)>;
 
+// What every processor takes, whichever its feed.  A processor is given
+// LatestVersionOptions or AllVersionsOptions, which say the feed: the options
+// of one feed do not exist on the other, so setting them is a compile error.
 struct ProcessorOptions {
     // Unique among the instances of one processor name; empty = the host name.
     std::string instance_name;
-    // Multi-tenancy (seed 000): read only this tenant's changes (the
+    // Multi-tenancy: read only this tenant's changes (the
     // collection needs a tenant column), under a lease set of the tenant's own
     // -- the name stored on the server is stored_processor_name(name, tenant),
     // "<tenant>/<name>" -- with partition keys that carry no tenant prefix.
     // Empty: not scoped (a role bound to a tenant still reads only its
     // tenant's changes).  Refused by the in-memory provider (invalid_option).
     std::string tenant;
-    // Without a checkpoint, deliver the table's current rows before the log
-    // (latest-version feed only).  A checkpoint always wins over it.
-    bool start_from_beginning = false;
     // A lease not renewed for this long is taken over by another instance.
     std::chrono::milliseconds lease_duration{std::chrono::seconds(30)};
     // Renew well inside the duration, so that a slow round trip does not lose leases.
@@ -112,12 +106,6 @@ struct ProcessorOptions {
     std::chrono::milliseconds idle_checkpoint_interval{std::chrono::seconds(30)};
     // Most changes per handler call.
     int max_batch_size = 100;
-    // Latest-version feed only, off by default: when a range's history is lost
-    // (retention dropped changes after its checkpoint), re-read the range's
-    // current rows from the table as a backfill, then continue from the log.
-    // on_error is told (history_lost) and the processor keeps running.
-    // Without it the range halts and the processor goes to history_lost.
-    bool resync = false;
     // How often the processor runs changefeed.maintain() (partitions ahead,
     // retention, TTL): at start, then at this interval.  Zero: never (use the
     // preloaded worker or cron).  maintain() runs one at a time cluster-wide;
@@ -130,23 +118,61 @@ struct ProcessorOptions {
     std::function<void(const BackfillProgress&)> on_backfill_progress;
 };
 
+// Options of the latest-version feed.
+struct LatestVersionOptions : ProcessorOptions {
+    LatestVersionOptions() = default;
+    LatestVersionOptions(ProcessorOptions common) : ProcessorOptions(std::move(common)) {}
+
+    // Without a checkpoint, deliver the table's current rows before the log.
+    // A checkpoint always wins over it.
+    bool start_from_beginning = false;
+    // Off by default: when a range's history is lost (retention dropped
+    // changes after its checkpoint), re-read the range's current rows from the
+    // table as a backfill, then continue from the log.  on_error is told
+    // (history_lost) and the processor keeps running.  Without it the range
+    // halts and the processor goes to history_lost.
+    bool resync = false;
+};
+
+// Options of the all-versions-and-deletes feed: the common ones only.  There
+// is no start_from_beginning (previous versions and deletes exist only inside
+// the retention window) and no resync (lost versions cannot be re-read).
+struct AllVersionsOptions : ProcessorOptions {
+    AllVersionsOptions() = default;
+    AllVersionsOptions(ProcessorOptions common) : ProcessorOptions(std::move(common)) {}
+    // Latest-version options would lose their feed's fields here unnoticed.
+    AllVersionsOptions(const LatestVersionOptions&) = delete;
+};
+
 // The name a processor's leases are filed under on the server: `name`, or
 // with a tenant "<tenant>/<name>" ('%' and '/' in the tenant percent-encoded,
 // so two tenants never share a lease set).  What changefeed.lag(),
 // reset_checkpoint() and drop_processor() take.
 std::string stored_processor_name(const std::string& name, const std::string& tenant = {});
 
+namespace detail {
+struct ProcessorImpl;
+struct ProcessorAccess;
+}  // namespace detail
+
 class Processor {
 public:
+    // The options' type says the feed: LatestVersionOptions (the default) or
+    // AllVersionsOptions.
     // Throws Error(processor_name_empty) for an empty name,
     // Error(processor_name_too_long) for one over 200 characters (with its
-    // tenant prefix), and
-    // Error(start_from_beginning_not_supported) for start_from_beginning on the
-    // all-versions feed.  Does not connect.
-    Processor(Collection collection, std::string name, Handler handler, ProcessorOptions options = {},
-              FeedMode mode = FeedMode::latest_version);
-    ~Processor();  // stops
+    // tenant prefix), Error(instance_name_invalid), Error(invalid_option) for
+    // an empty handler or a bad interval.  Does not connect.
+    Processor(Collection collection, std::string name, Handler handler, LatestVersionOptions options = {});
+    Processor(Collection collection, std::string name, Handler handler, AllVersionsOptions options);
+    // Stops.  Destroying a processor from inside its own handler is allowed:
+    // it asks the processor to stop and returns at once; once the handler has
+    // returned, the processor's own thread finishes the stop (stores the last
+    // checkpoints, releases the leases, tells on_state_change `stopped`) and
+    // frees it.  Whatever the handler and the callbacks use must outlive that.
+    ~Processor();
     Processor(Processor&&) noexcept;
+    // Stops the processor assigned over, as the destructor does.
     Processor& operator=(Processor&&) noexcept;
     Processor(const Processor&) = delete;
     Processor& operator=(const Processor&) = delete;
@@ -173,19 +199,18 @@ public:
     // The ranges this instance holds leases on right now.
     std::vector<int> owned_ranges() const;
 
-    struct Impl;  // internal
-
 private:
-    friend class InMemoryCollection;
-    explicit Processor(std::unique_ptr<Impl> impl);
-    std::unique_ptr<Impl> impl_;
+    friend struct detail::ProcessorAccess;
+    explicit Processor(std::unique_ptr<detail::ProcessorImpl> impl);
+    void dispose() noexcept;
+    std::unique_ptr<detail::ProcessorImpl> impl_;
 };
 
 // Latest-version processor: the current version of each changed document.
 Processor make_latest_version_processor(Collection collection, std::string name, Handler handler,
-                                        ProcessorOptions options = {});
-// All-versions-and-deletes processor: every write; start_from_beginning refused.
+                                        LatestVersionOptions options = {});
+// All-versions-and-deletes processor: every write, deletes and clears included.
 Processor make_all_versions_processor(Collection collection, std::string name, Handler handler,
-                                      ProcessorOptions options = {});
+                                      AllVersionsOptions options = {});
 
 }  // namespace changefeed

@@ -1,0 +1,53 @@
+#include "consumer_policy.hpp"
+
+#include <algorithm>
+#include <random>
+
+namespace changefeed::detail {
+
+void tell_error(const std::function<void(const ErrorInfo&)>& on_error, std::optional<int> range, const Error& e,
+                std::exception_ptr p) {
+    if (!on_error) return;
+    try {
+        on_error(ErrorInfo{range, e.code(), e.what(), p ? p : std::make_exception_ptr(e)});
+    } catch (...) {
+    }
+}
+
+Error handler_failure(std::exception_ptr p, const std::string& what) {
+    try {
+        std::rethrow_exception(p);
+    } catch (const std::exception& e) {
+        return Error(errc::handler_failed, what + ": " + e.what());
+    } catch (...) {
+    }
+    return Error(errc::handler_failed, what);
+}
+
+void ConsumerEvents::set_state(State s) {
+    if (state_.exchange(s) == s || !on_state_change_) return;
+    try {
+        on_state_change_(s);
+    } catch (...) {
+    }
+}
+
+void ConsumerEvents::report(std::optional<int> range, const Error& e, std::exception_ptr p) const {
+    tell_error(on_error_, range, e, p);
+}
+
+void ConsumerEvents::report_handler_failure(std::optional<int> range, std::exception_ptr p,
+                                            const std::string& what) const {
+    tell_error(on_error_, range, handler_failure(p, what), p);
+}
+
+std::chrono::milliseconds Backoff::next() {
+    thread_local std::minstd_rand random(std::random_device{}());
+    const auto upper = next_;
+    next_ = std::min(next_ * 2, max_);
+    const auto half = upper.count() / 2;
+    std::uniform_int_distribution<std::chrono::milliseconds::rep> draw(upper.count() - half, upper.count());
+    return std::chrono::milliseconds(draw(random));
+}
+
+}  // namespace changefeed::detail

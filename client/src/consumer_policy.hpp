@@ -1,0 +1,59 @@
+// Internal: the policy the three consumers share -- the PostgreSQL processor,
+// the in-memory one and subscriptions: telling on_state_change and on_error,
+// turning a failed handler into an Error, and the reconnect backoff.
+#pragma once
+
+#include <changefeed/error.hpp>
+#include <changefeed/processor.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace changefeed::detail {
+
+// Calls on_error, if set; an exception it throws is swallowed (it must not
+// stop the thread that reports).
+void tell_error(const std::function<void(const ErrorInfo&)>& on_error, std::optional<int> range, const Error& e,
+                std::exception_ptr p);
+
+// The handler_failed Error for the exception a handler or callback threw;
+// `what` names the culprit ("handler failed").
+Error handler_failure(std::exception_ptr p, const std::string& what);
+
+// A consumer's state and its callbacks: each change of state is told once.
+class ConsumerEvents {
+public:
+    ConsumerEvents(std::function<void(const ErrorInfo&)> on_error, std::function<void(State)> on_state_change)
+        : on_error_(std::move(on_error)), on_state_change_(std::move(on_state_change)) {}
+
+    State state() const { return state_; }
+    void set_state(State s);
+    // `p` defaults to the Error itself.
+    void report(std::optional<int> range, const Error& e, std::exception_ptr p = nullptr) const;
+    // Reports a handler's exception as handler_failed.
+    void report_handler_failure(std::optional<int> range, std::exception_ptr p, const std::string& what) const;
+
+private:
+    std::function<void(const ErrorInfo&)> on_error_;
+    std::function<void(State)> on_state_change_;
+    std::atomic<State> state_{State::stopped};
+};
+
+// Reconnect delays: doubling from min up to max, each drawn at random from
+// its upper half, so that many clients cut off together do not come back in
+// step.  reset() after a success.
+class Backoff {
+public:
+    Backoff(std::chrono::milliseconds min, std::chrono::milliseconds max) : min_(min), max_(max), next_(min) {}
+    std::chrono::milliseconds next();
+    void reset() { next_ = min_; }
+
+private:
+    std::chrono::milliseconds min_, max_, next_;
+};
+
+}  // namespace changefeed::detail

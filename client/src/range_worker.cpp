@@ -1,0 +1,374 @@
+#include "range_worker.hpp"
+
+#include "db.hpp"
+#include "runbook.hpp"
+
+#include <algorithm>
+
+namespace changefeed::detail {
+namespace {
+
+// A checkpoint the feed cannot resume from: history lost (CF006), or a
+// position of another database or cluster (CF005: a restored database) or
+// damaged (CF004: a checkpoint from before an upgrade).  Each is a lost
+// history for this range, never a restart from now.
+bool unusable_checkpoint(const Error& e) {
+    return e.code() == make_error_code(errc::history_lost) || e.code() == make_error_code(errc::foreign_position) ||
+           e.code() == make_error_code(errc::malformed_position);
+}
+
+LostBecause lost_because(const Error& e) {
+    if (e.code() == make_error_code(errc::foreign_position)) return LostBecause::other_database;
+    if (e.code() == make_error_code(errc::malformed_position)) return LostBecause::invalid_position;
+    return LostBecause::retention;
+}
+
+bool collection_gone(const Error& e) {
+    return e.code() == make_error_code(errc::collection_not_found) ||
+           e.code() == make_error_code(errc::collection_not_enabled);
+}
+
+}  // namespace
+
+RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper& leases)
+    : s_(std::move(setup)), opt_(s_.feed->common), events_(events), leases_(leases) {
+    next_maintain_ = Clock::now();
+}
+
+void RangeWorker::wake() {
+    {
+        std::lock_guard lock(mu_);
+        wake_ = true;
+    }
+    cv_.notify_all();
+}
+
+void RangeWorker::request_stop() {
+    {
+        std::lock_guard lock(mu_);
+        stopping_ = true;
+    }
+    stop_source_.request_stop();
+    cv_.notify_all();
+}
+
+// Sleeps up to `d`, returning early when stopping.
+void RangeWorker::pause(std::chrono::milliseconds d) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, d, [&] { return stopping_; });
+}
+
+Context RangeWorker::context_of(int range, const RangeState& st) const {
+    return Context{range, s_.name, s_.instance, st.lease.epoch, std::to_string(range)};
+}
+
+void RangeWorker::run() {
+    std::unique_ptr<pqxx::connection> conn;
+    Backoff backoff(opt_.reconnect_min, opt_.reconnect_max);
+    while (!stop_source_.stop_requested()) {
+        try {
+            if (!conn) {
+                conn = connect(s_.collection.conninfo());
+                ranges_.clear();  // reload every range from its stored checkpoint
+            }
+            const bool busy = pass(*conn);
+            backoff.reset();
+            if (!busy) {
+                std::unique_lock lock(mu_);
+                cv_.wait_until(lock, std::min(Clock::now() + opt_.poll_interval, plan().next_retry),
+                               [&] { return wake_ || stopping_; });
+                wake_ = false;
+            }
+        } catch (...) {
+            Error e = to_error(std::current_exception());
+            if (collection_gone(e)) {
+                // The table was dropped or disabled: nothing to resume.
+                events_.report(std::nullopt, e, std::current_exception());
+                events_.set_state(State::stopped);
+                return;
+            }
+            if (is_connection_error(e))
+                events_.set_state(State::resuming);
+            else
+                events_.report(std::nullopt, e, std::current_exception());
+            conn.reset();
+            pause(backoff.next());
+        }
+    }
+    if (conn) store_idle_positions(*conn);
+}
+
+// One read of every readable range; whether any had work.
+bool RangeWorker::pass(pqxx::connection& conn) {
+    const LeaseView view = leases_.snapshot();
+    sync_ranges(conn, view.owned);
+    if (view.acquired_once && halted_.empty()) events_.set_state(State::running);
+    maybe_maintain(conn);
+
+    bool busy = false;
+    if (Clock::now() < view.valid_until) {
+        // Ranges at one position are read together: after a catch-up they
+        // all share the last read's position, so a wake-up costs one read,
+        // not one per range.
+        const ReadPlan p = plan();
+        for (int range : p.backfilling) {
+            if (stop_source_.stop_requested()) break;
+            busy |= step(conn, range, ranges_.at(range));
+        }
+        for (const auto& [position, group] : p.by_position) {
+            if (stop_source_.stop_requested()) break;
+            busy |= group.size() == 1 ? step(conn, group[0], ranges_.at(group[0])) : group_step(conn, position, group);
+        }
+    }
+    drop_lost();
+    return busy;
+}
+
+RangeWorker::ReadPlan RangeWorker::plan() const {
+    ReadPlan p;
+    const auto now = Clock::now();
+    for (const auto& [range, st] : ranges_) {
+        if (halted_.count(range)) continue;
+        if (now < st.retry_at) {
+            p.next_retry = std::min(p.next_retry, st.retry_at);
+            continue;
+        }
+        if (!st.lease.backfill_done)
+            p.backfilling.push_back(range);
+        else
+            p.by_position[st.lease.checkpoint].push_back(range);
+    }
+    return p;
+}
+
+// Stores where idle ranges got to, so the next owner does not re-read empty
+// windows.  Best effort: the stored checkpoints are valid anyway.
+void RangeWorker::store_idle_positions(pqxx::connection& conn) {
+    for (auto& [range, st] : ranges_) {
+        if (st.lost || st.lease.checkpoint == st.persisted) continue;
+        try {
+            checkpoint(conn, s_.key, range, st.lease.epoch, st.lease.checkpoint);
+        } catch (...) {
+            return;
+        }
+    }
+}
+
+// Follows the lease keeper's view: forget ranges lost or re-acquired at a
+// new epoch, load new ones from their stored state.
+void RangeWorker::sync_ranges(pqxx::connection& conn, const std::map<int, std::int64_t>& owned_now) {
+    for (auto it = ranges_.begin(); it != ranges_.end();) {
+        auto o = owned_now.find(it->first);
+        if (o == owned_now.end() || o->second != it->second.lease.epoch)
+            it = ranges_.erase(it);
+        else
+            ++it;
+    }
+    bool missing = false;
+    for (const auto& [range, epoch] : owned_now)
+        if (!ranges_.count(range)) missing = true;
+    if (!missing) return;
+    auto stored = load_leases(conn, s_.key);
+    for (const auto& [range, epoch] : owned_now) {
+        if (ranges_.count(range)) continue;
+        auto st = stored.find(range);
+        if (st == stored.end() || st->second.epoch != epoch) continue;  // changed hands meanwhile
+        RangeState rs;
+        rs.lease = st->second;
+        rs.persisted = rs.lease.checkpoint;
+        rs.last_persist = Clock::now();
+        ranges_.emplace(range, std::move(rs));
+    }
+}
+
+// changefeed.maintain() now and then; its failures never stop reading.
+void RangeWorker::maybe_maintain(pqxx::connection& conn) {
+    if (opt_.maintain_interval <= std::chrono::milliseconds(0) || Clock::now() < next_maintain_) return;
+    next_maintain_ = Clock::now() + opt_.maintain_interval;
+    try {
+        translated([&] {
+            pqxx::nontransaction tx(conn);
+            tx.exec("SELECT changefeed.maintain()");
+        });
+    } catch (const Error& e) {
+        if (is_connection_error(e)) throw;
+        // A role without the right to maintain: the worker or cron does it; say so once.
+        if (e.code() == make_error_code(errc::permission_denied)) {
+            if (maintain_denied_told_) return;
+            maintain_denied_told_ = true;
+        }
+        events_.report(std::nullopt, e, std::current_exception());
+    }
+}
+
+// An unusable checkpoint on a range: resync it from the table when asked to,
+// else halt it.  Never a restart from "now".  Returns whether there was work.
+bool RangeWorker::history_lost(pqxx::connection& conn, const Context& ctx, RangeState& st, const Error& e) {
+    const int range = ctx.range_id;
+    const bool latest = s_.feed->mode == FeedMode::latest_version;
+    if (s_.feed->resync && latest) {
+        std::string pos;
+        if (!fenced(range, st, [&] { pos = resync(conn, s_.key, range, st.lease.epoch); })) return false;
+        st.lease.checkpoint = st.persisted = pos;
+        st.lease.backfill_done = false;
+        st.lease.backfill_after.reset();
+        st.lease.backfill_rows = 0;
+        st.estimated = -1;
+        st.last_persist = Clock::now();
+        events_.report(range,
+                       Error(errc::history_lost,
+                             "history lost on range " + std::to_string(range) + " of processor \"" + s_.name +
+                                 "\"; resync: re-reading the range's current rows from " + s_.collection.table() +
+                                 ", then continuing from the log. Server: " + e.what(),
+                             e.sqlstate()),
+                       std::make_exception_ptr(e));
+        return true;
+    }
+    halted_.insert(range);
+    events_.set_state(State::history_lost);
+    events_.report(range,
+                   Error(errc::history_lost,
+                         history_lost_runbook(s_.collection.table(), s_.stored_name, range, latest, lost_because(e),
+                                              e.what()),
+                         e.sqlstate()),
+                   std::make_exception_ptr(e));
+    return false;
+}
+
+void RangeWorker::drop_lost() {
+    for (auto it = ranges_.begin(); it != ranges_.end();) {
+        if (it->second.lost) {
+            leases_.forget(it->first, it->second.lease.epoch);
+            it = ranges_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+bool RangeWorker::call_handler(const std::vector<Change>& batch, const Context& ctx, RangeState& st) {
+    try {
+        (*s_.handler)(batch, ctx, stop_source_.get_token());
+        return true;
+    } catch (...) {
+        events_.report_handler_failure(ctx.range_id, std::current_exception(), "handler failed");
+        st.retry_at = Clock::now() + opt_.retry_delay;
+        return false;
+    }
+}
+
+// Runs a fenced checkpoint; a lost lease marks the range for dropping.
+template <class F>
+bool RangeWorker::fenced(int range, RangeState& st, F&& store) {
+    try {
+        store();
+        return true;
+    } catch (const Error& e) {
+        if (e.code() != make_error_code(errc::lease_lost)) throw;
+        events_.report(range, e, std::current_exception());
+        st.lost = true;
+        return false;
+    }
+}
+
+// One read (or backfill page) of one range; true if there was work.
+bool RangeWorker::step(pqxx::connection& conn, int range, RangeState& st) {
+    const Context ctx = context_of(range, st);
+    if (!st.lease.backfill_done) return backfill_step(conn, ctx, st);
+
+    ReadResult rr;
+    try {
+        rr = read_range(conn, s_.collection.table(), st.lease.checkpoint, opt_.max_batch_size, range, s_.feed->mode,
+                        s_.scope);
+    } catch (const Error& e) {
+        if (!unusable_checkpoint(e)) throw;
+        return history_lost(conn, ctx, st, e);
+    }
+    if (rr.changes.empty()) {
+        advance_idle(conn, range, st, rr.position);
+        return false;
+    }
+    if (stop_source_.stop_requested()) return false;
+    return deliver(conn, ctx, st, rr.changes, rr.position);
+}
+
+// Ranges sharing `since`, in one read.  The read's position is valid for each
+// of them: rows come in seq order across the ranges, so a range with no rows
+// up to the last one returned had none before it.
+bool RangeWorker::group_step(pqxx::connection& conn, const std::string& since, const std::vector<int>& group) {
+    ReadResult rr;
+    try {
+        rr = read_ranges(conn, s_.collection.table(), since, opt_.max_batch_size, group, s_.feed->mode, s_.scope);
+    } catch (const Error& e) {
+        if (!unusable_checkpoint(e)) throw;
+        bool any = false;  // history loss is handled range by range
+        for (int range : group) any |= step(conn, range, ranges_.at(range));
+        return any;
+    }
+    std::map<int, std::vector<Change>> by_range;
+    for (auto& c : rr.changes) by_range[c.range_id].push_back(std::move(c));
+    bool busy = false;
+    for (int range : group) {
+        RangeState& st = ranges_.at(range);
+        auto it = by_range.find(range);
+        if (it == by_range.end()) {
+            advance_idle(conn, range, st, rr.position);
+            continue;
+        }
+        if (stop_source_.stop_requested()) break;
+        busy |= deliver(conn, context_of(range, st), st, it->second, rr.position);
+    }
+    return busy;
+}
+
+// Hands a batch to the handler; checkpoints `position` after it returned.
+bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState& st,
+                          const std::vector<Change>& batch, const std::string& position) {
+    if (!call_handler(batch, ctx, st)) return false;
+    const int range = ctx.range_id;
+    if (fenced(range, st, [&] { checkpoint(conn, s_.key, range, st.lease.epoch, position); })) {
+        st.lease.checkpoint = st.persisted = position;
+        st.last_persist = Clock::now();
+    }
+    return true;
+}
+
+// Nothing to deliver: move on, and store the advancing position now and then
+// rather than on every poll.
+void RangeWorker::advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position) {
+    st.lease.checkpoint = position;
+    if (position != st.persisted && Clock::now() - st.last_persist >= opt_.idle_checkpoint_interval) {
+        if (fenced(range, st, [&] { checkpoint(conn, s_.key, range, st.lease.epoch, position); })) {
+            st.persisted = position;
+            st.last_persist = Clock::now();
+        }
+    }
+}
+
+bool RangeWorker::backfill_step(pqxx::connection& conn, const Context& ctx, RangeState& st) {
+    const int range = ctx.range_id;
+    if (st.estimated < 0) st.estimated = estimated_rows(conn, s_.collection.table()) / std::max(1, s_.info.ranges);
+    auto page = backfill_page(conn, s_.collection.table(), range, st.lease.backfill_after, opt_.max_batch_size,
+                              s_.scope);
+    const bool done = page.scanned < opt_.max_batch_size;
+    if (!page.changes.empty()) {
+        if (stop_source_.stop_requested()) return false;
+        if (!call_handler(page.changes, ctx, st)) return false;
+    }
+    auto after = page.last_key ? page.last_key : st.lease.backfill_after;
+    auto rows = st.lease.backfill_rows + static_cast<std::int64_t>(page.changes.size());
+    if (!fenced(range, st, [&] { checkpoint_backfill(conn, s_.key, range, st.lease.epoch, after, rows, done); }))
+        return false;
+    st.lease.backfill_after = after;
+    st.lease.backfill_rows = rows;
+    st.lease.backfill_done = done;
+    if (opt_.on_backfill_progress) {
+        try {
+            opt_.on_backfill_progress(BackfillProgress{range, rows, std::max(st.estimated, rows), done});
+        } catch (...) {
+        }
+    }
+    return true;
+}
+
+}  // namespace changefeed::detail

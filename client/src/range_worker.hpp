@@ -1,0 +1,108 @@
+// Internal: the worker of a PostgreSQL processor.  On the processor's worker
+// thread it reads the ranges this instance holds leases on (a snapshot of the
+// lease keeper's view), hands batches to the handler, stores the fenced
+// checkpoints, runs start_from_beginning backfills, and handles a lost
+// history (halt, or resync from the table).  It keeps each range's state.
+#pragma once
+
+#include "consumer_policy.hpp"
+#include "feed_reader.hpp"
+#include "lease_keeper.hpp"
+#include "lease_store.hpp"
+#include "processor_impl.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace changefeed::detail {
+
+// What the worker reads and for whom; fixed for one start().
+struct WorkerSetup {
+    explicit WorkerSetup(Collection c) : collection(std::move(c)) {}
+    Collection collection;
+    CollectionInfo info;
+    TenantScope scope;
+    const FeedSettings* feed = nullptr;
+    const Handler* handler = nullptr;
+    std::string name;         // as given
+    std::string stored_name;  // as on the server (with the tenant prefix)
+    std::string instance;
+    LeaseKey key;
+};
+
+class RangeWorker {
+public:
+    RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper& leases);
+
+    // Reads until request_stop(); stores where idle ranges got to on the way out.
+    void run();
+    // Read now (a notification, a change of leases).
+    void wake();
+    // Signals the handler's stop token and ends run() after the running step.
+    void request_stop();
+
+private:
+    using Clock = std::chrono::steady_clock;
+
+    // What the worker keeps per owned range.
+    struct RangeState {
+        RangeLease lease;
+        std::string persisted;  // the checkpoint as stored
+        Clock::time_point last_persist;
+        Clock::time_point retry_at;
+        std::int64_t estimated = -1;
+        bool lost = false;  // the lease changed hands: drop the range
+    };
+
+    // One pass over the ranges: who reads alone, who reads together.
+    struct ReadPlan {
+        std::vector<int> backfilling;  // each alone: a backfill reads the table, not the log
+        std::map<std::string, std::vector<int>> by_position;  // ranges sharing a checkpoint
+        Clock::time_point next_retry = Clock::time_point::max();
+    };
+
+    bool pass(pqxx::connection& conn);
+    ReadPlan plan() const;
+    void pause(std::chrono::milliseconds d);
+    void sync_ranges(pqxx::connection& conn, const std::map<int, std::int64_t>& owned_now);
+    void maybe_maintain(pqxx::connection& conn);
+    bool history_lost(pqxx::connection& conn, const Context& ctx, RangeState& st, const Error& e);
+    void drop_lost();
+    bool call_handler(const std::vector<Change>& batch, const Context& ctx, RangeState& st);
+    template <class F>
+    bool fenced(int range, RangeState& st, F&& store);
+    bool step(pqxx::connection& conn, int range, RangeState& st);
+    bool group_step(pqxx::connection& conn, const std::string& since, const std::vector<int>& group);
+    bool deliver(pqxx::connection& conn, const Context& ctx, RangeState& st, const std::vector<Change>& batch,
+                 const std::string& position);
+    void advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position);
+    bool backfill_step(pqxx::connection& conn, const Context& ctx, RangeState& st);
+    void store_idle_positions(pqxx::connection& conn);
+    Context context_of(int range, const RangeState& st) const;
+
+    const WorkerSetup s_;
+    const ProcessorOptions& opt_;
+    ConsumerEvents& events_;
+    LeaseKeeper& leases_;
+
+    std::mutex mu_;  // guards wake_ and stopping_
+    std::condition_variable cv_;
+    bool wake_ = true;
+    bool stopping_ = false;
+    std::stop_source stop_source_;  // the handler's stop token
+
+    // The worker thread's own.
+    std::map<int, RangeState> ranges_;
+    std::set<int> halted_;  // by history lost; kept across reconnects
+    Clock::time_point next_maintain_{};
+    bool maintain_denied_told_ = false;
+};
+
+}  // namespace changefeed::detail
