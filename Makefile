@@ -14,6 +14,7 @@ OBJS = \
 	extension/position_key.o \
 	extension/notifier.o \
 	extension/maintainer.o \
+	extension/worker_transaction.o \
 	extension/ttl.o \
 	extension/log_writer.o \
 	extension/guard.o

@@ -57,74 +57,57 @@ struct StepQuery {
     char **names;    // when collecting and there is a second column
 };
 
+// One step's statement, run inside changefeed_worker_transaction.  While a
+// maintain() call runs (it holds maintenance's advisory lock) the statement is
+// skipped: that call does the same work.
+void step_body(void *arg) {
+    StepQuery *q = (StepQuery *)arg;
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+    PushActiveSnapshot(GetTransactionSnapshot());
+    if (SPI_execute("SELECT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('changefeed.maintain'))",
+                    false, 0) != SPI_OK_SELECT)
+        elog(ERROR, "cannot take maintenance's lock");
+    bool isnull_lock;
+    bool locked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull_lock));
+    Oid argtypes[1] = {INT4OID};
+    Datum args[1] = {Int32GetDatum(q->arg)};
+    int rc = locked ? SPI_execute_with_args(q->sql, q->has_arg ? 1 : 0, argtypes, args, NULL, false, 0)
+                    : SPI_OK_SELECT;
+    if (rc != SPI_OK_SELECT) elog(ERROR, "unexpected result %d", rc);
+    int n = locked ? (int)SPI_processed : 0;
+    TupleDesc desc = SPI_tuptable->tupdesc;
+    if (q->collect) {
+        MemoryContext old = MemoryContextSwitchTo(round_context);
+        q->values = (int64 *)palloc0(sizeof(int64) * (n + 1));
+        q->names = (char **)palloc0(sizeof(char *) * (n + 1));
+        MemoryContextSwitchTo(old);
+    }
+    for (int i = 0; i < n && (q->collect || i == 0); i++) {
+        bool isnull;
+        Datum d = SPI_getbinval(SPI_tuptable->vals[i], desc, 1, &isnull);
+        int64 v = isnull ? 0 : DatumGetInt64(d);
+        if (i == 0) q->value = v;
+        if (!q->collect) continue;
+        q->values[i] = v;
+        if (desc->natts >= 2) {
+            char *name = SPI_getvalue(SPI_tuptable->vals[i], desc, 2);
+            q->names[i] = MemoryContextStrdup(round_context, name ? name : "?");
+        }
+    }
+    q->nrows = n;
+    PopActiveSnapshot();
+    SPI_finish();
+}
+
 // Runs `q` in its own transaction with the maintenance lock_timeout.  A
 // failure is logged as a WARNING naming the step and retried next round.
-// While a maintain() call runs (it holds maintenance's advisory lock) the
-// step is skipped: that call does the same work.
 bool run_step(const char *step, StepQuery *q) {
-    MemoryContext caller = CurrentMemoryContext;
-    volatile bool done = false;
     q->value = 0;
     q->nrows = 0;
-    PG_TRY();
-    {
-        SetCurrentStatementStartTimestamp();
-        StartTransactionCommand();
-        changefeed_set_local_lock_timeout();
-        pgstat_report_activity(STATE_RUNNING, step);
-        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
-        PushActiveSnapshot(GetTransactionSnapshot());
-        if (SPI_execute("SELECT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('changefeed.maintain'))",
-                        false, 0) != SPI_OK_SELECT)
-            elog(ERROR, "cannot take maintenance's lock");
-        bool isnull_lock;
-        bool locked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull_lock));
-        Oid argtypes[1] = {INT4OID};
-        Datum args[1] = {Int32GetDatum(q->arg)};
-        int rc = locked ? SPI_execute_with_args(q->sql, q->has_arg ? 1 : 0, argtypes, args, NULL, false, 0)
-                        : SPI_OK_SELECT;
-        if (rc != SPI_OK_SELECT) elog(ERROR, "unexpected result %d", rc);
-        int n = locked ? (int)SPI_processed : 0;
-        TupleDesc desc = SPI_tuptable->tupdesc;
-        if (q->collect) {
-            MemoryContext old = MemoryContextSwitchTo(round_context);
-            q->values = (int64 *)palloc0(sizeof(int64) * (n + 1));
-            q->names = (char **)palloc0(sizeof(char *) * (n + 1));
-            MemoryContextSwitchTo(old);
-        }
-        for (int i = 0; i < n && (q->collect || i == 0); i++) {
-            bool isnull;
-            Datum d = SPI_getbinval(SPI_tuptable->vals[i], desc, 1, &isnull);
-            int64 v = isnull ? 0 : DatumGetInt64(d);
-            if (i == 0) q->value = v;
-            if (!q->collect) continue;
-            q->values[i] = v;
-            if (desc->natts >= 2) {
-                char *name = SPI_getvalue(SPI_tuptable->vals[i], desc, 2);
-                q->names[i] = MemoryContextStrdup(round_context, name ? name : "?");
-            }
-        }
-        q->nrows = n;
-        PopActiveSnapshot();
-        SPI_finish();
-        CommitTransactionCommand();
-        done = true;
-    }
-    PG_CATCH();
-    {
-        MemoryContextSwitchTo(caller);
-        ErrorData *error = CopyErrorData();
-        FlushErrorState();
-        AbortCurrentTransaction();
-        ereport(WARNING, (errcode(error->sqlerrcode),
-                          errmsg("changefeed maintenance: step \"%s\" failed: %s", step, error->message),
-                          errdetail("SQLSTATE %s. The step is retried on the next run.",
-                                    unpack_sql_state(error->sqlerrcode))));
-        FreeErrorData(error);
-        q->nrows = 0;
-    }
-    PG_END_TRY();
-    pgstat_report_activity(STATE_IDLE, NULL);
+    char what[256];
+    snprintf(what, sizeof what, "changefeed maintenance: step \"%s\"", step);
+    bool done = changefeed_worker_transaction(step, what, "The step is retried on the next run.", step_body, q);
+    if (!done) q->nrows = 0;
     return done;
 }
 

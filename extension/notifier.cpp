@@ -329,79 +329,47 @@ void notify_all_collections(void) {
     SPI_finish();
 }
 
+struct Wakeups {
+    const int32 *ids;
+    int n;
+    bool all;
+};
+
+void send_wakeups(void *arg) {
+    const Wakeups *w = (const Wakeups *)arg;
+    if (w->all)
+        notify_all_collections();
+    else
+        for (int i = 0; i < w->n; i++) notify_collection(w->ids[i]);
+}  // the notifications go out at the commit
+
 // Sends the wake-ups in one transaction.  An error (say a full notification
 // queue, or a lock it cannot get) is logged and the transaction aborted; the
 // caller keeps the collections and tries again later.  Never exits the worker.
 bool send_notifications(const int32 *ids, int n, bool all, long retry_ms) {
-    MemoryContext caller = CurrentMemoryContext;
-    volatile bool sent = false;
-    PG_TRY();
-    {
-        SetCurrentStatementStartTimestamp();
-        StartTransactionCommand();
-        changefeed_set_local_lock_timeout();
-        pgstat_report_activity(STATE_RUNNING, "changefeed notify");
-        if (all)
-            notify_all_collections();
-        else
-            for (int i = 0; i < n; i++) notify_collection(ids[i]);
-        CommitTransactionCommand();  // the notifications go out here
-        sent = true;
-    }
-    PG_CATCH();
-    {
-        MemoryContextSwitchTo(caller);
-        ErrorData *error = CopyErrorData();
-        FlushErrorState();
-        AbortCurrentTransaction();
-        ereport(WARNING, (errmsg("changefeed notifier: sending wake-ups failed: %s", error->message),
-                          errdetail("They are sent again in %ld ms.", retry_ms)));
-        FreeErrorData(error);
-    }
-    PG_END_TRY();
-    pgstat_report_activity(STATE_IDLE, NULL);
-    return sent;
+    Wakeups w = {ids, n, all};
+    char retry[64];
+    snprintf(retry, sizeof retry, "They are sent again in %ld ms.", retry_ms);
+    return changefeed_worker_transaction("changefeed notify", "changefeed notifier: sending wake-ups", retry,
+                                         send_wakeups, &w);
 }
 
-// Runs one statement in its own transaction.  A failure is logged and the
-// worker goes on: it must not stop the wake-ups.
-bool run_guarded(const char *activity, const char *sql) {
-    MemoryContext caller = CurrentMemoryContext;
-    volatile bool done = false;
-    PG_TRY();
-    {
-        SetCurrentStatementStartTimestamp();
-        StartTransactionCommand();
-        changefeed_set_local_lock_timeout();
-        pgstat_report_activity(STATE_RUNNING, activity);
-        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
-        PushActiveSnapshot(GetTransactionSnapshot());
-        SPI_execute(sql, false, 0);
-        PopActiveSnapshot();
-        SPI_finish();
-        CommitTransactionCommand();
-        done = true;
-    }
-    PG_CATCH();
-    {
-        MemoryContextSwitchTo(caller);
-        ErrorData *error = CopyErrorData();
-        FlushErrorState();
-        AbortCurrentTransaction();
-        ereport(WARNING, (errmsg("changefeed: %s failed: %s", activity, error->message)));
-        FreeErrorData(error);
-    }
-    PG_END_TRY();
-    pgstat_report_activity(STATE_IDLE, NULL);
-    return done;
+void execute_statement(void *arg) {
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+    PushActiveSnapshot(GetTransactionSnapshot());
+    SPI_execute((const char *)arg, false, 0);
+    PopActiveSnapshot();
+    SPI_finish();
 }
 
 // The statement is a no-op when the extension was dropped from this database.
 bool record_tick(void) {
-    return run_guarded("changefeed tick",
-                       "INSERT INTO changefeed.tick (snap_xmax, snap)"
-                       " SELECT pg_catalog.pg_snapshot_xmax(s), s FROM pg_catalog.pg_current_snapshot() s,"
-                       " pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'changefeed'");
+    static const char sql[] =
+        "INSERT INTO changefeed.tick (snap_xmax, snap)"
+        " SELECT pg_catalog.pg_snapshot_xmax(s), s FROM pg_catalog.pg_current_snapshot() s,"
+        " pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'changefeed'";
+    return changefeed_worker_transaction("changefeed tick", "changefeed notifier: recording a tick",
+                                         "The next tick covers it.", execute_statement, (void *)sql);
 }
 
 long next_backoff(long previous) {

@@ -81,6 +81,14 @@ bool changefeed_worker_exit_requested(void);
 // SET LOCAL lock_timeout = changefeed.maintenance_lock_timeout.
 void changefeed_set_local_lock_timeout(void);
 
+// In a worker (worker_transaction.cpp): runs body(arg) in a transaction of its
+// own with the maintenance lock timeout, `activity` shown in pg_stat_activity.
+// An error is logged as a WARNING "<what> failed: <error>" with `retry` as
+// detail, and the transaction aborted; the worker goes on.  Returns whether
+// the work committed.
+bool changefeed_worker_transaction(const char *activity, const char *what, const char *retry,
+                                   void (*body)(void *), void *arg);
+
 // TTL sweeper (extension/ttl.cpp): whether deletes of `collection_id` made now
 // in this backend are TTL expiry (a sweep of that collection is running, or a
 // superuser set changefeed.delete_reason = 'ttl').
