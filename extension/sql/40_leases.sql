@@ -63,6 +63,34 @@ BEGIN
 END
 $$;
 
+-- The collection of `tbl`, once the processor name is valid and the calling
+-- role owns processor `processor` (or is an admin): the prologue of every
+-- lease function but lease_init, which claims the name.
+CREATE FUNCTION changefeed.processor_of(tbl regclass, processor text) RETURNS changefeed.collection
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
+    RETURN c;
+END
+$$;
+
+-- The same, for a call by one instance of the processor.
+CREATE FUNCTION changefeed.processor_of(tbl regclass, processor text, instance text)
+RETURNS changefeed.collection
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
+    RETURN c;
+END
+$$;
+
 -- Creates the processor's lease set on its first start and returns the number
 -- of leases.  The leases hold the start position, so an instance that starts
 -- later does not skip what was written in between.  An existing lease (a
@@ -96,11 +124,8 @@ CREATE FUNCTION changefeed.lease_steal(tbl regclass, processor text, range_id in
 RETURNS bool LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.check_name(instance, 'instance');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     PERFORM changefeed.check_duration(duration);
     UPDATE changefeed.lease l
        SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
@@ -132,15 +157,12 @@ RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
     live int;
     share int;
     mine int;
     victim record;
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.check_name(instance, 'instance');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     PERFORM changefeed.check_duration(duration);
     -- Serialize balancing steps of one processor: each sees the others' result.
     PERFORM 1 FROM changefeed.lease l
@@ -201,11 +223,8 @@ RETURNS TABLE (range_id int, epoch bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.check_name(instance, 'instance');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     PERFORM changefeed.check_duration(duration);
     RETURN QUERY
     UPDATE changefeed.lease l
@@ -222,12 +241,9 @@ CREATE FUNCTION changefeed.lease_release(tbl regclass, processor text, instance 
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
     n int;
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.check_name(instance, 'instance');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     UPDATE changefeed.lease l
        SET owner = NULL, expires_at = NULL, updated_at = now()
      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
@@ -273,11 +289,8 @@ CREATE FUNCTION changefeed.lease_checkpoint(tbl regclass, processor text, range_
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.check_name(instance, 'instance');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     IF "position" IS NULL THEN
         RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004';
     END IF;
@@ -297,11 +310,8 @@ CREATE FUNCTION changefeed.lease_backfill_checkpoint(tbl regclass, processor tex
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.check_name(instance, 'instance');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     IF done IS NULL OR rows_done IS NULL OR rows_done < 0 THEN
         RAISE EXCEPTION 'done and rows_done must be given' USING ERRCODE = 'CF003';
     END IF;
@@ -322,12 +332,9 @@ CREATE FUNCTION changefeed.lease_resync(tbl regclass, processor text, range_id i
 RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
     pos text := changefeed.current_position();
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.check_name(instance, 'instance');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     PERFORM changefeed.lease_fence(c.id, tbl, processor, range_id, instance, epoch);
     UPDATE changefeed.lease l
        SET checkpoint = pos, backfill_done = false, backfill_after = NULL, backfill_rows = 0,
@@ -345,11 +352,8 @@ RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.check_name(instance, 'instance');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     RETURN QUERY SELECT * FROM changefeed.leases_held(c.id, processor, instance);
 END
 $$;
@@ -363,12 +367,10 @@ CREATE FUNCTION changefeed.reset_checkpoint(tbl regclass, processor text, "posit
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor);
     pos text := coalesce("position", changefeed.current_position());
     n int;
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     PERFORM changefeed.position_decode(pos);
     UPDATE changefeed.lease l
        SET checkpoint = pos, owner = NULL, expires_at = NULL, epoch = l.epoch + 1,
@@ -389,10 +391,8 @@ CREATE FUNCTION changefeed.drop_processor(tbl regclass, processor text) RETURNS 
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor);
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     DELETE FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor;
     DELETE FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor;
     RETURN FOUND;

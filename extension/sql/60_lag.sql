@@ -20,11 +20,9 @@ RETURNS TABLE (
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection := changefeed.processor_of(tbl, processor);
     l changefeed.lease;
 BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     IF count_limit IS NULL OR count_limit < 1 OR count_limit > 100000 THEN
         RAISE EXCEPTION 'count_limit must be between 1 and 100000' USING ERRCODE = 'invalid_parameter_value';
     END IF;
