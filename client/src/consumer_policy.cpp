@@ -1,15 +1,28 @@
 #include "consumer_policy.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 namespace changefeed::detail {
 
 void tell_error(const std::function<void(const ErrorInfo&)>& on_error, std::optional<int> range, const Error& e,
                 std::exception_ptr p) {
-    if (!on_error) return;
+    tell_error(on_error, ErrorInfo{range, e.code(), e.what(), p ? p : std::make_exception_ptr(e), {}});
+}
+
+void tell_error(const std::function<void(const ErrorInfo&)>& on_error, const ErrorInfo& info) {
+    if (!on_error) {
+        // Nobody listens: a failure must still be seen by whoever runs the service.
+        std::string line = "changefeed: " + std::string(info.code.message());
+        if (info.range_id) line += " (range " + std::to_string(*info.range_id) + ")";
+        line += ": " + info.message;
+        if (!info.runbook.empty()) line += " [runbook: " + info.runbook + "]";
+        std::fprintf(stderr, "%s\n", line.c_str());
+        return;
+    }
     try {
-        on_error(ErrorInfo{range, e.code(), e.what(), p ? p : std::make_exception_ptr(e)});
+        on_error(info);
     } catch (...) {
     }
 }

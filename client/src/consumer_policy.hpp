@@ -15,10 +15,11 @@
 
 namespace changefeed::detail {
 
-// Calls on_error, if set; an exception it throws is swallowed (it must not
-// stop the thread that reports).
+// Calls on_error, or without one writes a line to stderr; an exception
+// on_error throws is swallowed (it must not stop the thread that reports).
 void tell_error(const std::function<void(const ErrorInfo&)>& on_error, std::optional<int> range, const Error& e,
                 std::exception_ptr p);
+void tell_error(const std::function<void(const ErrorInfo&)>& on_error, const ErrorInfo& info);
 
 // The handler_failed Error for the exception a handler or callback threw;
 // `what` names the culprit ("handler failed").

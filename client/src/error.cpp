@@ -30,6 +30,9 @@ public:
             return "permission denied: the role lacks a privilege this needs (SELECT on the table, ownership of"
                    " the processor, membership in changefeed_processor, or a tenant binding)";
         case errc::processor_name_too_long: return "the processor name is longer than 200 characters";
+        case errc::instance_name_in_use: return "another live instance of the processor uses this instance name";
+        case errc::duplicates_rising: return "the projector skips an unusual share of changes as duplicates";
+        case errc::halted: return "halted by the recovery policy";
         }
         return "unknown changefeed error";
     }

@@ -344,7 +344,7 @@ private:
                     else save(range, pos);  // moving past empty windows loses nothing
                     continue;
                 }
-                Context ctx{store_->range_ids.at(range), name_, instance_, 1, range};
+                Context ctx{store_->range_ids.at(range), name_, instance_, 1, range, {}, {}};
                 lock.unlock();
                 bool ok = true;
                 try {

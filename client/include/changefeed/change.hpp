@@ -43,6 +43,11 @@ struct Change {
     // commit together: it names the change's commit window.  0 for backfill rows.
     std::uint64_t txid = 0;
     bool from_backfill = false;  // read from the table by start_from_beginning, not from the log
+    // The change's identity, the same on every redelivery and every instance:
+    // "<collection id>.<txid>.<seq>" for a change read from the log (read()'s
+    // event_id); for a backfill row "<collection id>.b<backfill>.<doc_id>",
+    // where <backfill> names the backfill (a resync starts a new one).
+    std::string event_id;
 
     bool has_current() const noexcept { return !current.is_null(); }
     bool has_previous() const noexcept { return !previous.is_null(); }

@@ -31,6 +31,9 @@ enum class errc {
     permission_denied,                   // the role may not do this (SQLSTATE 42501): no SELECT on the
                                          // table, a processor owned by another role, a tenant it is not bound to
     processor_name_too_long,             // the processor name (with its tenant prefix) exceeds 200 characters
+    instance_name_in_use,                // another live instance of the processor runs under this name (CF015)
+    duplicates_rising,                   // a projector skips more duplicates than duplicate_alert_share
+    halted,                              // the recovery policy halted the processor or a range (see the runbook)
 };
 
 const std::error_category& changefeed_category() noexcept;

@@ -14,6 +14,8 @@
 #include <changefeed/change.hpp>
 #include <changefeed/collection.hpp>
 #include <changefeed/error.hpp>
+#include <changefeed/projection.hpp>
+#include <changefeed/recovery.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -29,17 +31,6 @@
 
 namespace changefeed {
 
-// The states of a processor, as an operator sees them.
-enum class State {
-    stopped,       // not started, or stopped
-    starting,      // start() called, first leases not yet taken
-    running,       // reading
-    resuming,      // a connection dropped; reconnecting, then resuming from the checkpoints
-    history_lost,  // halted: the checkpoint predates the retained log (see runbook in on_error)
-};
-
-const char* to_string(State s) noexcept;
-
 // What the handler is told about a batch.
 struct Context {
     int range_id = 0;          // the range the batch comes from: the scope of the ordering
@@ -50,6 +41,15 @@ struct Context {
     // the partition key value (components joined by '/'), whose range_id is
     // a number given in order of first appearance.
     std::string range;
+    // The position after this batch: what an automatic checkpoint stores,
+    // what a manual one may store (see CheckpointMode).  Empty for a backfill page.
+    std::string position;
+    // CheckpointMode::manual only (empty otherwise): stores `position` as the
+    // range's checkpoint, fenced by the lease (Error(lease_lost) if the range
+    // changed hands).  Callable from any thread, during or after the handler,
+    // while the processor runs; a position older than the stored checkpoint is
+    // ignored.
+    std::function<void()> checkpoint;
 };
 
 // A failure reported to on_error.  The processor keeps running after it,
@@ -63,6 +63,9 @@ struct ErrorInfo {
     std::error_code code;         // an errc value
     std::string message;
     std::exception_ptr exception; // the exception thrown (handler's or the library's)
+    // Set when the recovery policy halted something over this failure:
+    // runbook_path() of the decision's runbook.
+    std::string runbook;
 };
 
 // Progress of a start_from_beginning backfill of one range.
@@ -73,6 +76,12 @@ struct BackfillProgress {
     bool done = false;
 };
 
+// When checkpoints are stored.
+enum class CheckpointMode {
+    automatic,  // after each batch the handler returned from (a projector's batch, a transactional handler's commit)
+    manual,     // only when the handler (or the service, later) calls Context::checkpoint; Handler only
+};
+
 using Handler = std::function<void(const std::vector<Change>& batch, const Context& context,
                                    std::stop_token stop)>;
 
@@ -80,7 +89,9 @@ using Handler = std::function<void(const std::vector<Change>& batch, const Conte
 // LatestVersionOptions or AllVersionsOptions, which say the feed: the options
 // of one feed do not exist on the other, so setting them is a compile error.
 struct ProcessorOptions {
-    // Unique among the instances of one processor name; empty = the host name.
+    // Unique among the live instances of one processor: starting a second
+    // instance under a name that is live fails (instance_name_in_use).
+    // Empty = default_instance_name(), unique per process.
     std::string instance_name;
     // Multi-tenancy: read only this tenant's changes (the
     // collection needs a tenant column), under a lease set of the tenant's own
@@ -113,9 +124,35 @@ struct ProcessorOptions {
     // to run it (42501) is told once through on_error, then ignored.
     std::chrono::milliseconds maintain_interval{std::chrono::minutes(5)};
 
+    // Where a processor without checkpoints starts (a checkpoint always wins;
+    // at most one of these and start_from_beginning, else invalid_option);
+    // none = now.
+    // start_time: the first change written at or after it (written_at), and
+    // perhaps some written shortly before; history_lost from start() if
+    // retention dropped changes written after it.  Never silently "now".
+    std::optional<std::chrono::system_clock::time_point> start_time;
+    // start_position: a position (read()'s, a Context::position,
+    // changefeed.position_at()); malformed_position, foreign_position or
+    // history_lost from start().
+    std::string start_position;
+    CheckpointMode checkpoint_mode = CheckpointMode::automatic;
+    // Empty: default_recovery.
+    RecoveryPolicy recovery;
+    // Projector processors: on_error is told duplicates_rising when more than
+    // this share of the last duplicate_alert_window changes were skipped as
+    // duplicates (once per crossing; told again after it fell below).
+    double duplicate_alert_share = 0.5;
+    int duplicate_alert_window = 1000;
+
+    // Without on_error, failures are written to stderr, one line each.
     std::function<void(const ErrorInfo&)> on_error;
     std::function<void(State)> on_state_change;
     std::function<void(const BackfillProgress&)> on_backfill_progress;
+    // A lease was taken (at start, from a free or expired lease, or by
+    // balancing) / given up (stop, balancing, or taken over by another
+    // instance).  Called on the lease thread; must not block.
+    std::function<void(int range_id)> on_lease_acquired;
+    std::function<void(int range_id)> on_lease_released;
 };
 
 // Options of the latest-version feed.
@@ -150,6 +187,9 @@ struct AllVersionsOptions : ProcessorOptions {
 // reset_checkpoint() and drop_processor() take.
 std::string stored_processor_name(const std::string& name, const std::string& tenant = {});
 
+// "<host>-<pid>-<random>": the instance name used when none is given.
+std::string default_instance_name();
+
 namespace detail {
 struct ProcessorImpl;
 struct ProcessorAccess;
@@ -165,6 +205,13 @@ public:
     // an empty handler or a bad interval.  Does not connect.
     Processor(Collection collection, std::string name, Handler handler, LatestVersionOptions options = {});
     Processor(Collection collection, std::string name, Handler handler, AllVersionsOptions options);
+    // A projector: deduplicated at-least-once, one change per call (projection.hpp).
+    Processor(Collection collection, std::string name, Projector projector, LatestVersionOptions options = {});
+    Processor(Collection collection, std::string name, Projector projector, AllVersionsOptions options);
+    // A transactional handler: exactly once into the feed's database (projection.hpp).
+    Processor(Collection collection, std::string name, TransactionalHandler handler,
+              LatestVersionOptions options = {});
+    Processor(Collection collection, std::string name, TransactionalHandler handler, AllVersionsOptions options);
     // Stops.  Destroying a processor from inside its own handler is allowed:
     // it asks the processor to stop and returns at once; once the handler has
     // returned, the processor's own thread finishes the stop (stores the last
@@ -198,6 +245,8 @@ public:
     const std::string& instance_name() const;
     // The ranges this instance holds leases on right now.
     std::vector<int> owned_ranges() const;
+    // A projector processor's counters (zero for other shapes).
+    ProjectionStats projection_stats() const;
 
 private:
     friend struct detail::ProcessorAccess;
