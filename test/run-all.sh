@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of changefeed on throwaway local clusters:
 #   0. an incremental build after touching a header rebuilds its dependants,
-#      the SQLSTATE registry agrees with the sources and the README, and the
+#      the SQLSTATE registry agrees with the sources and the README, every
+#      runbook named exists, and the
 #      position codec cannot include PostgreSQL's headers,
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
@@ -65,6 +66,8 @@ echo "== incremental build: touching a header rebuilds its dependants"
 stage "incremental build" bash test/incremental_build.sh
 echo "== SQLSTATE registry: every code raised is listed, the README agrees"
 stage "SQLSTATE registry" bash test/sqlstates.sh
+echo "== every runbook the code names exists"
+stage "runbooks" bash test/runbooks.sh
 echo "== the position codec keeps PostgreSQL's headers out"
 stage "codec guard" bash test/codec_guard.sh
 

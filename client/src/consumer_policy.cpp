@@ -1,5 +1,7 @@
 #include "consumer_policy.hpp"
 
+#include "db.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -52,6 +54,41 @@ void ConsumerEvents::report(std::optional<int> range, const Error& e, std::excep
 void ConsumerEvents::report_handler_failure(std::optional<int> range, std::exception_ptr p,
                                             const std::string& what) const {
     tell_error(on_error_, range, handler_failure(p, what), p);
+}
+
+std::optional<Situation> processor_situation(const Error& e) {
+    if (e.code() == make_error_code(errc::collection_not_found) ||
+        e.code() == make_error_code(errc::collection_not_enabled))
+        return Situation::collection_gone;
+    if (e.code() == make_error_code(errc::permission_denied)) return Situation::processor_owned_by_another_role;
+    if (is_connection_error(e)) return Situation::connection_lost;
+    return std::nullopt;
+}
+
+RecoveryDecision ConsumerEvents::decide(const Incident& incident) const {
+    if (recovery_) {
+        try {
+            return recovery_(incident);
+        } catch (...) {
+            // A policy that fails decides nothing: the defaults stand.
+        }
+    }
+    return default_recovery(incident);
+}
+
+void ConsumerEvents::report_decided(std::optional<int> range, const Error& e, std::exception_ptr p,
+                                    const RecoveryDecision& d) {
+    if (!d.halts()) {
+        report(range, e, p);
+        return;
+    }
+    const std::string runbook = runbook_path(d.runbook());
+    tell_error(on_error_, ErrorInfo{range, e.code(), e.what(), p ? p : std::make_exception_ptr(e), runbook});
+    Error halted(errc::halted,
+                 std::string(range ? "range " + std::to_string(*range) : std::string("the processor")) +
+                     " halted by the recovery policy after: " + e.what() + " -- see " + runbook);
+    tell_error(on_error_, ErrorInfo{range, halted.code(), halted.what(), std::make_exception_ptr(halted), runbook});
+    set_state(d.state());
 }
 
 std::chrono::milliseconds Backoff::next() {

@@ -25,11 +25,17 @@ void tell_error(const std::function<void(const ErrorInfo&)>& on_error, const Err
 // `what` names the culprit ("handler failed").
 Error handler_failure(std::exception_ptr p, const std::string& what);
 
+// The recovery policy's situation for a failure that concerns the whole
+// processor (the table gone, the processor's leases another role's, the
+// connection lost); none for other errors.
+std::optional<Situation> processor_situation(const Error& e);
+
 // A consumer's state and its callbacks: each change of state is told once.
 class ConsumerEvents {
 public:
-    ConsumerEvents(std::function<void(const ErrorInfo&)> on_error, std::function<void(State)> on_state_change)
-        : on_error_(std::move(on_error)), on_state_change_(std::move(on_state_change)) {}
+    ConsumerEvents(std::function<void(const ErrorInfo&)> on_error, std::function<void(State)> on_state_change,
+                   RecoveryPolicy recovery = {})
+        : on_error_(std::move(on_error)), on_state_change_(std::move(on_state_change)), recovery_(std::move(recovery)) {}
 
     State state() const { return state_; }
     void set_state(State s);
@@ -38,9 +44,17 @@ public:
     // Reports a handler's exception as handler_failed.
     void report_handler_failure(std::optional<int> range, std::exception_ptr p, const std::string& what) const;
 
+    // The recovery policy's decision on `incident` (default_recovery without
+    // one, or when the policy throws).
+    RecoveryDecision decide(const Incident& incident) const;
+    // Reports `e` for an incident the policy answered: with the runbook when
+    // it halts, then errc::halted, and the decision's state.
+    void report_decided(std::optional<int> range, const Error& e, std::exception_ptr p, const RecoveryDecision& d);
+
 private:
     std::function<void(const ErrorInfo&)> on_error_;
     std::function<void(State)> on_state_change_;
+    RecoveryPolicy recovery_;
     std::atomic<State> state_{State::stopped};
 };
 

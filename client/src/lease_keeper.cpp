@@ -80,17 +80,19 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
             backoff.reset();
         } catch (...) {
             Error e = to_error(std::current_exception());
-            if (e.code() == make_error_code(errc::collection_not_found) ||
-                e.code() == make_error_code(errc::collection_not_enabled)) {
-                // Dropped or disabled while running: halt, as the worker does.
-                events_.report(std::nullopt, e, std::current_exception());
-                {
-                    std::lock_guard lock(mu_);
-                    stopping_ = true;
+            const auto situation = processor_situation(e);
+            if (situation && *situation != Situation::connection_lost) {
+                // Dropped or disabled, or the leases are another role's: the policy decides, as in the worker.
+                const RecoveryDecision d = events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
+                if (d.halts()) {
+                    events_.report_decided(std::nullopt, e, std::current_exception(), d);
+                    {
+                        std::lock_guard lock(mu_);
+                        stopping_ = true;
+                    }
+                    if (hooks_.collection_gone) hooks_.collection_gone();
+                    break;
                 }
-                if (hooks_.collection_gone) hooks_.collection_gone();
-                events_.set_state(State::stopped);
-                break;
             }
             if (!is_connection_error(e)) events_.report(std::nullopt, e, std::current_exception());
             conn.reset();

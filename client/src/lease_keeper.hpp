@@ -31,7 +31,8 @@ class LeaseKeeper {
 public:
     struct Hooks {
         std::function<void()> changed;  // the set of owned ranges changed
-        // The table was dropped or disabled (already reported): stop the processor.
+        // The recovery policy halted the processor (the table dropped or
+        // disabled, the leases another role's; already reported): stop it.
         std::function<void()> collection_gone;
     };
 

@@ -38,7 +38,7 @@ class PgProcessor final : public ProcessorImpl {
 public:
     PgProcessor(Collection c, std::string n, Handler h, FeedSettings feed)
         : collection_(std::move(c)), name_(std::move(n)), handler_(std::move(h)), feed_(std::move(feed)),
-          events_(feed_.common.on_error, feed_.common.on_state_change) {
+          events_(feed_.common.on_error, feed_.common.on_state_change, feed_.common.recovery) {
         const ProcessorOptions& opt = feed_.common;
         stored_name_ = stored_processor_name(name_, opt.tenant);
         check_processor_name(name_, stored_name_);

@@ -23,10 +23,7 @@ LostBecause lost_because(const Error& e) {
     return LostBecause::retention;
 }
 
-bool collection_gone(const Error& e) {
-    return e.code() == make_error_code(errc::collection_not_found) ||
-           e.code() == make_error_code(errc::collection_not_enabled);
-}
+
 
 }  // namespace
 
@@ -81,16 +78,22 @@ void RangeWorker::run() {
             }
         } catch (...) {
             Error e = to_error(std::current_exception());
-            if (collection_gone(e)) {
-                // The table was dropped or disabled: nothing to resume.
+            if (const auto situation = processor_situation(e)) {
+                const RecoveryDecision d = events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
+                if (d.halts()) {
+                    // Halted: give the leases up now (another role's or gone with the table).
+                    events_.report_decided(std::nullopt, e, std::current_exception(), d);
+                    leases_.stop_acquiring();
+                    leases_.release();
+                    return;
+                }
+                if (*situation == Situation::connection_lost)
+                    events_.set_state(State::resuming);
+                else
+                    events_.report(std::nullopt, e, std::current_exception());
+            } else {
                 events_.report(std::nullopt, e, std::current_exception());
-                events_.set_state(State::stopped);
-                return;
             }
-            if (is_connection_error(e))
-                events_.set_state(State::resuming);
-            else
-                events_.report(std::nullopt, e, std::current_exception());
             conn.reset();
             pause(backoff.next());
         }
@@ -224,14 +227,16 @@ bool RangeWorker::history_lost(pqxx::connection& conn, const Context& ctx, Range
                        std::make_exception_ptr(e));
         return true;
     }
-    halted_.insert(range);
-    events_.set_state(State::history_lost);
-    events_.report(range,
-                   Error(errc::history_lost,
-                         history_lost_runbook(s_.collection.table(), s_.stored_name, range, latest, lost_because(e),
-                                              e.what()),
-                         e.sqlstate()),
-                   std::make_exception_ptr(e));
+    Error lost(errc::history_lost,
+               history_lost_runbook(s_.collection.table(), s_.stored_name, range, latest, lost_because(e), e.what()),
+               e.sqlstate());
+    const RecoveryDecision d =
+        events_.decide(Incident{Situation::history_lost, range, lost.code(), lost.what(), 0});
+    events_.report_decided(range, lost, std::make_exception_ptr(e), d);
+    if (d.halts())
+        halted_.insert(range);
+    else
+        st.retry_at = Clock::now() + opt_.retry_delay;  // the policy keeps trying; nothing is skipped
     return false;
 }
 
@@ -249,12 +254,25 @@ void RangeWorker::drop_lost() {
 bool RangeWorker::call_handler(const std::vector<Change>& batch, const Context& ctx, RangeState& st) {
     try {
         (*s_.handler)(batch, ctx, stop_source_.get_token());
+        failures_.erase(ctx.range_id);
         return true;
     } catch (...) {
-        events_.report_handler_failure(ctx.range_id, std::current_exception(), "handler failed");
-        st.retry_at = Clock::now() + opt_.retry_delay;
+        handler_failed(ctx.range_id, st, std::current_exception());
         return false;
     }
+}
+
+// Every failure of the user's code on a batch: the recovery policy decides
+// between retrying the batch after retry_delay and halting the range.
+void RangeWorker::handler_failed(int range, RangeState& st, std::exception_ptr p) {
+    const Error e = handler_failure(p, "handler failed");
+    const RecoveryDecision d =
+        events_.decide(Incident{Situation::handler_failing, range, e.code(), e.what(), ++failures_[range]});
+    events_.report_decided(range, e, p, d);
+    if (d.halts())
+        halted_.insert(range);
+    else
+        st.retry_at = Clock::now() + opt_.retry_delay;
 }
 
 // Runs a fenced checkpoint; a lost lease marks the range for dropping.

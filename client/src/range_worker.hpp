@@ -76,6 +76,7 @@ private:
     bool history_lost(pqxx::connection& conn, const Context& ctx, RangeState& st, const Error& e);
     void drop_lost();
     bool call_handler(const std::vector<Change>& batch, const Context& ctx, RangeState& st);
+    void handler_failed(int range, RangeState& st, std::exception_ptr p);
     template <class F>
     bool fenced(int range, RangeState& st, F&& store);
     bool step(pqxx::connection& conn, int range, RangeState& st);
@@ -100,7 +101,8 @@ private:
 
     // The worker thread's own.
     std::map<int, RangeState> ranges_;
-    std::set<int> halted_;  // by history lost; kept across reconnects
+    std::set<int> halted_;  // by the recovery policy; kept across reconnects
+    std::map<int, int> failures_;  // the handler's failures in a row, per range
     Clock::time_point next_maintain_{};
     bool maintain_denied_told_ = false;
 };
