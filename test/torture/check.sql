@@ -71,4 +71,15 @@ SELECT concat_ws(' ',
          LEFT JOIN torture.projection p USING (tbl, id) WHERE p.vid IS DISTINCT FROM l.vid)
     + (SELECT count(*) FROM torture.projection p
         WHERE NOT EXISTS (SELECT 1 FROM torture.truth t
-                           WHERE t.tbl = p.tbl AND t.vid = p.vid AND t.id = p.id AND t.kver = p.kver AND t.op <> 'd'))));
+                           WHERE t.tbl = p.tbl AND t.vid = p.vid AND t.id = p.id AND t.kver = p.kver AND t.op <> 'd'))),
+  -- The exactly-once consumer: every change applied once (the all-versions
+  -- feed delivers each committed change: versions, deletes, one clear per range),
+  -- none twice, and its projection equal to the tables.
+  'exact_applied_twice=' || (SELECT count(*) FROM torture.exact_applied WHERE n > 1),
+  'exact_unapplied=' || ((SELECT count(*) FROM torture.truth) + (SELECT count(*) FROM torture.truth_clear)
+                         - (SELECT count(*) FROM torture.exact_applied)),
+  'exact_projection_mismatch=' || (
+      (SELECT count(*) FROM (SELECT 0 AS tbl, id, vid, kver FROM public.docs
+                             UNION ALL SELECT 1, id, vid, kver FROM public.docs2) l
+         FULL JOIN torture.exact_projection p USING (tbl, id)
+        WHERE p.vid IS DISTINCT FROM l.vid OR p.kver IS DISTINCT FROM l.kver)));

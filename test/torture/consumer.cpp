@@ -5,6 +5,10 @@
 //                                      committed before the handler returns (at least once)
 //   torture_consumer latest INSTANCE   latest-version processors "torture-latest" maintaining
 //                                      torture.projection
+//   torture_consumer exact INSTANCE    all-versions processors "torture-exact" with a transactional
+//                                      handler: torture.exact_projection and one torture.exact_applied
+//                                      row per event id are written in the transaction that stores
+//                                      the checkpoint (exactly once: a second application counts up)
 //   torture_consumer broken SLOT       a deliberately wrong consumer that reads changefeed.log by
 //                                      "seq > last seen" instead of changefeed.read(); handles the
 //                                      ranges with range_id % 3 = SLOT (shows the checker catches it)
@@ -91,7 +95,35 @@ std::string delivery_values(int tbl, const std::string& inst, const changefeed::
            op_code(c.operation) + "'," + id + "," + vid + "," + kver + "," + prev + "," + num(ctx.lease_epoch) + ")";
 }
 
-int run_processors(bool latest, const std::string& instance, sigset_t& set, int max_seconds, int batch) {
+// The statements that apply one change to torture.exact_projection and count
+// its application in torture.exact_applied.
+std::string exact_statements(int tbl, const changefeed::Change& c, const changefeed::Context& ctx,
+                             pqxx::transaction_base& tx) {
+    std::string sql = "INSERT INTO torture.exact_applied (event_id, tbl, seq) VALUES (" + tx.quote(c.event_id) + "," +
+                      num(tbl) + "," + num(c.seq) + ") ON CONFLICT (event_id) DO UPDATE SET n = torture.exact_applied.n + 1;";
+    switch (c.operation) {
+        case changefeed::Operation::create:
+        case changefeed::Operation::replace:
+            sql += "INSERT INTO torture.exact_projection (tbl, id, vid, kver) VALUES (" + num(tbl) + "," +
+                   num(std::stoll(c.doc_id)) + "," + num(json_int(c.current, "vid")) + "," +
+                   num(json_int(c.current, "kver")) +
+                   ") ON CONFLICT (tbl, id) DO UPDATE SET vid = excluded.vid, kver = excluded.kver;";
+            break;
+        case changefeed::Operation::delete_:
+            sql += "DELETE FROM torture.exact_projection WHERE tbl = " + num(tbl) +
+                   " AND id = " + num(std::stoll(c.doc_id)) + ";";
+            break;
+        case changefeed::Operation::clear:
+            // A TRUNCATE logs one clear per range: empty that range.
+            sql += "DELETE FROM torture.exact_projection WHERE tbl = " + num(tbl) +
+                   " AND changefeed.range_of(id::text, " + num(tbl == 0 ? 16 : 4) + ") = " + num(ctx.range_id) + ";";
+            break;
+    }
+    return sql;
+}
+
+int run_processors(const std::string& kind, const std::string& instance, sigset_t& set, int max_seconds, int batch) {
+    const bool latest = kind == "latest";
     std::string run_id = instance + "#" + num(getpid());
     changefeed::ProcessorOptions o;
     o.instance_name = instance;
@@ -116,7 +148,17 @@ int run_processors(bool latest, const std::string& instance, sigset_t& set, int 
     for (int t = 0; t < 2; ++t) {
         changefeed::Collection coll(kConninfo, kTables[t]);
         Sink* sink = &sinks[t];
-        if (latest) {
+        if (kind == "exact") {
+            procs.emplace_back(
+                coll, "torture-exact",
+                changefeed::TransactionalHandler([t](const std::vector<changefeed::Change>& batch,
+                                                     changefeed::Transaction& tx, const changefeed::Context& ctx) {
+                    std::string sql;
+                    for (const auto& c : batch) sql += exact_statements(t, c, ctx, tx.sql());
+                    tx.sql().exec(sql);
+                }),
+                changefeed::AllVersionsOptions(o));
+        } else if (latest) {
             procs.push_back(changefeed::make_latest_version_processor(
                 coll, "torture-latest",
                 [sink, t](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
@@ -244,7 +286,7 @@ int run_broken(int slot, sigset_t& set, int max_seconds) {
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: torture_consumer all|latest|broken INSTANCE|SLOT [--batch N] [--max-seconds N]\n");
+        std::fprintf(stderr, "usage: torture_consumer all|latest|exact|broken INSTANCE|SLOT [--batch N] [--max-seconds N]\n");
         return 2;
     }
     std::string mode = argv[1];
@@ -260,8 +302,8 @@ int main(int argc, char** argv) {
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     try {
-        if (mode == "all") return run_processors(false, argv[2], set, max_seconds, batch);
-        if (mode == "latest") return run_processors(true, argv[2], set, max_seconds, batch);
+        if (mode == "all" || mode == "latest" || mode == "exact")
+            return run_processors(mode, argv[2], set, max_seconds, batch);
         if (mode == "broken") return run_broken(std::atoi(argv[2]), set, max_seconds);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "torture_consumer: %s\n", e.what());

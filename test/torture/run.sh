@@ -2,7 +2,9 @@
 # Torture test of the change feed: concurrent writers, consumers killed with
 # SIGKILL and restarted, their connections terminated, a server crash (long
 # mode), then a checker that counts lost, phantom, misordered and duplicated
-# deliveries and compares the latest-version projection with the table.
+# deliveries and compares the latest-version projection with the table, and
+# checks the exactly-once consumer (a transactional handler): every change
+# applied exactly once, its projection equal to the tables.
 #
 #   bash test/torture/run.sh [--short | --long] [options]
 #
@@ -122,13 +124,14 @@ for i in 1 2 3; do
     fi
 done
 supervise latest latest 2>/dev/null & sup_pids+=($!); slots+=(latest)
+supervise exact exact 2>/dev/null & sup_pids+=($!); slots+=(exact)
 # A processor starts from the position of its first start: the writers wait
 # until both processors' leases exist (the broken consumer reads from seq 0).
 if [ "$broken" = 0 ]; then
     for i in $(seq 120); do
         n=$(psql -qXAt -c "SELECT count(DISTINCT (processor, table_name)) FROM changefeed.leases
-                           WHERE processor IN ('torture-all', 'torture-latest')")
-        [ "$n" = 4 ] && break
+                           WHERE processor IN ('torture-all', 'torture-latest', 'torture-exact')")
+        [ "$n" = 6 ] && break
         [ "$i" = 120 ] && { echo "run.sh: the consumers did not start; see $work/*.log" >&2; exit 1; }
         sleep 0.5
     done
@@ -181,14 +184,14 @@ echo "== waiting for the consumers to catch up (at most ${catchup_timeout}s)"
 catchup_start=$(date +%s)
 last_count=-1 still=0
 while :; do
-    read -r count missing behind < <(psql -qXAt -F ' ' -f test/torture/progress.sql)
+    read -r count missing behind exact_behind < <(psql -qXAt -F ' ' -f test/torture/progress.sql)
     waited=$(( $(date +%s) - catchup_start ))
-    [ "$missing" = 0 ] && [ "$behind" = 0 ] && break
-    if [ "$count" = "$last_count" ]; then still=$((still + 5)); else still=0; fi
-    last_count=$count
+    [ "$missing" = 0 ] && [ "$behind" = 0 ] && [ "$exact_behind" = 0 ] && break
+    if [ "$count.$exact_behind" = "$last_count" ]; then still=$((still + 5)); else still=0; fi
+    last_count=$count.$exact_behind
     # Deliveries stopped growing with changes still missing: they are lost.
     if [ "$waited" -ge "$catchup_timeout" ] || [ "$still" -ge 60 ]; then
-        echo "   gave up after ${waited}s: $missing undelivered, projection $behind behind"
+        echo "   gave up after ${waited}s: $missing undelivered, projection $behind behind, exactly-once consumer $exact_behind behind"
         break
     fi
     sleep 5
@@ -200,11 +203,12 @@ result=$(psql -qXAt -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" -f
 ws=$(cat "$work/writer.stats")
 get() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
 status=PASS
-for k in lost phantom misordered stream_gaps wrong_range projection_mismatch; do
-    v=$(get "$k" "$result")
+for k in lost phantom misordered stream_gaps wrong_range projection_mismatch \
+         exact_applied_twice exact_unapplied exact_projection_mismatch; do
+    v=$(sed -n "s/.*\(^\| \)$k=\([0-9-]*\).*/\2/p" <<<"$result")
     [ -n "$v" ] && [ "$v" = 0 ] || status=FAIL
 done
-consumer_kind=processor; [ "$broken" = 1 ] && consumer_kind=broken-seq
+consumer_kind=processor+exactly-once; [ "$broken" = 1 ] && consumer_kind=broken-seq+exactly-once
 echo "torture mode=$mode consumer=$consumer_kind changes=$(get changes "$ws") txns=$(get txns "$ws")" \
      "rollbacks=$(get rollbacks "$ws") savepoint_rollbacks=$(get savepoint_rollbacks "$ws")" \
      "held=$(get held "$ws") truncates=$(get truncates "$ws") $result kills=$killed terminated=$terminated" \

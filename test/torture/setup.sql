@@ -40,3 +40,10 @@ CREATE TABLE torture.projection (tbl smallint, id bigint, vid bigint NOT NULL, k
                                  PRIMARY KEY (tbl, id));
 -- Where the deliberately broken consumer got to.
 CREATE TABLE torture.broken_checkpoint (tbl smallint, slot int, last_seq bigint NOT NULL, PRIMARY KEY (tbl, slot));
+-- Maintained by the exactly-once consumer (transactional handler, all-versions
+-- feed): the projection, and how often each event was applied (n > 1 would be
+-- a change applied twice), written in the transaction that stores the checkpoint.
+CREATE TABLE torture.exact_projection (tbl smallint, id bigint, vid bigint NOT NULL, kver int NOT NULL,
+                                       PRIMARY KEY (tbl, id));
+CREATE TABLE torture.exact_applied (event_id text PRIMARY KEY, tbl smallint NOT NULL, seq bigint NOT NULL,
+                                    n int NOT NULL DEFAULT 1);
