@@ -36,7 +36,7 @@ protected:
         // calls changefeed.is_admin(oid), which no role but the owner may
         // execute, so the view fails with 42501 for every non-superuser.
         cluster().exec("GRANT EXECUTE ON FUNCTION changefeed.is_admin(oid) TO changefeed_reader");
-        for (const char* t : {"ro_e2e", "ro_steal", "ro_nosel", "ro_reset", "ro_maint"}) {
+        for (const char* t : {"ro_e2e", "ro_steal", "ro_nosel", "ro_reset", "ro_maint", "ro_claim"}) {
             cftest::create_table(cluster(), t, std::string(t) == "ro_reset" ? 1 : 4);
             cluster().exec(std::string("GRANT SELECT ON ") + t + " TO owner_svc, thief_svc, reader_svc");
         }
@@ -263,6 +263,32 @@ TEST_F(Roles, NameErrorsOfTheServerAreClassifiedByTheNameAtFault) {
     EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(c, "   ", cftest::noop_handler()); }),
               errc::processor_name_empty);
     EXPECT_EQ(changefeed::make_error_code(errc::permission_denied).message().find("permission denied"), 0u);
+}
+
+// A processor whose name was dropped and claimed by another role while it ran:
+// its leases now answer 42501, and the default recovery halts it (stopped,
+// leases given up) naming the runbook, instead of retrying for ever.
+TEST_F(Roles, AProcessorWhoseNameAnotherRoleClaimedHaltsWithItsRunbook) {
+    cftest::ErrorLog errors;
+    auto o = cftest::fast_options("claim-1");
+    o.on_error = errors.sink();
+    auto p = as("owner_svc", "ro_claim", "claimed", cftest::noop_handler(), o);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p, 4, 20s));
+    cluster().exec("SELECT changefeed.drop_processor('ro_claim', 'claimed')");
+    auto thief = as("thief_svc", "ro_claim", "claimed", cftest::noop_handler(), cftest::fast_options("claim-2"));
+    thief.start();
+    ASSERT_TRUE(cftest::eventually([&] { return errors.has(errc::halted); }, 20s));
+    EXPECT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::stopped; }));
+    bool runbook_named = false;
+    for (const auto& e : errors.all())
+        if (e.code == errc::permission_denied && e.runbook == "docs/runbooks/processor-owned-by-another-role.md")
+            runbook_named = true;
+    EXPECT_TRUE(runbook_named);
+    // The new owner gets every lease once the halted instance gave them up.
+    EXPECT_TRUE(cftest::wait_running(thief, 4, 20s));
+    p.stop();
+    thief.stop();
 }
 
 }  // namespace
