@@ -14,6 +14,7 @@ errc code_of_sqlstate(const std::string& state) {
     if (state == "CF006") return errc::history_lost;
     if (state == "CF009") return errc::read_in_writing_transaction;
     if (state == "CF010") return errc::lease_lost;
+    if (state == "CF015") return errc::instance_name_in_use;
     // CF012: lag of a processor that never ran -- a name the server does not know.
     if (state == "CF012") return errc::invalid_option;
     // CF011 is a processor or an instance name the server refused; which one

@@ -4,13 +4,26 @@
 
 namespace changefeed::detail {
 
-LeaseKeeper::LeaseKeeper(std::string conninfo, LeaseKey key, const ProcessorOptions& options,
+LeaseKeeper::LeaseKeeper(std::string conninfo, LeaseKey key, std::string token, const ProcessorOptions& options,
                          ConsumerEvents& events, Hooks hooks)
-    : conninfo_(std::move(conninfo)), key_(std::move(key)), opt_(options), events_(events), hooks_(std::move(hooks)) {}
+    : conninfo_(std::move(conninfo)),
+      key_(std::move(key)),
+      token_(std::move(token)),
+      opt_(options),
+      events_(events),
+      hooks_(std::move(hooks)) {}
 
 LeaseKeeper::~LeaseKeeper() {
     stop_acquiring();
     release();
+}
+
+void LeaseKeeper::ensure_connected(std::unique_ptr<pqxx::connection>& conn) {
+    if (conn) return;
+    auto fresh = connect(conninfo_);
+    // The name belongs to a session: a new connection registers it again.
+    register_instance(*fresh, key_, token_);
+    conn = std::move(fresh);
 }
 
 void LeaseKeeper::start(std::unique_ptr<pqxx::connection> conn) {
@@ -32,8 +45,13 @@ void LeaseKeeper::release() {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
-    std::lock_guard lock(mu_);
-    view_.owned.clear();
+    std::vector<int> given_up;
+    {
+        std::lock_guard lock(mu_);
+        for (const auto& [range, epoch] : view_.owned) given_up.push_back(range);
+        view_.owned.clear();
+    }
+    tell({}, given_up);
 }
 
 LeaseView LeaseKeeper::snapshot() const {
@@ -42,9 +60,13 @@ LeaseView LeaseKeeper::snapshot() const {
 }
 
 void LeaseKeeper::forget(int range, std::int64_t epoch) {
-    std::lock_guard lock(mu_);
-    auto o = view_.owned.find(range);
-    if (o != view_.owned.end() && o->second == epoch) view_.owned.erase(o);
+    {
+        std::lock_guard lock(mu_);
+        auto o = view_.owned.find(range);
+        if (o == view_.owned.end() || o->second != epoch) return;
+        view_.owned.erase(o);
+    }
+    tell({}, {range});
 }
 
 std::vector<int> LeaseKeeper::owned_ranges() const {
@@ -64,7 +86,7 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
             if (stopping_) break;
         }
         try {
-            if (!conn) conn = connect(conninfo_);
+            ensure_connected(conn);
             auto now = Clock::now();
             if (now >= next_acquire) {
                 publish(acquire_leases(*conn, key_, opt_.lease_duration), std::nullopt);
@@ -80,19 +102,32 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
             backoff.reset();
         } catch (...) {
             Error e = to_error(std::current_exception());
+            const bool name_taken = e.code() == make_error_code(errc::instance_name_in_use);
             const auto situation = processor_situation(e);
-            if (situation && *situation != Situation::connection_lost) {
-                // Dropped or disabled, or the leases are another role's: the policy decides, as in the worker.
-                const RecoveryDecision d = events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
-                if (d.halts()) {
-                    events_.report_decided(std::nullopt, e, std::current_exception(), d);
-                    {
-                        std::lock_guard lock(mu_);
-                        stopping_ = true;
-                    }
-                    if (hooks_.collection_gone) hooks_.collection_gone();
-                    break;
+            const bool halts =
+                name_taken ||
+                (situation && *situation != Situation::connection_lost &&
+                 [&] {
+                     // Dropped or disabled, or the leases are another role's: the policy decides, as in the worker.
+                     const RecoveryDecision d =
+                         events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
+                     if (d.halts()) events_.report_decided(std::nullopt, e, std::current_exception(), d);
+                     return d.halts();
+                 }());
+            if (halts) {
+                // Our name taken by another live instance while we were cut
+                // off: its leases are its own now, so halt without touching them.
+                if (name_taken) {
+                    events_.report(std::nullopt, e, std::current_exception());
+                    events_.set_state(State::stopped);
                 }
+                {
+                    std::lock_guard lock(mu_);
+                    stopping_ = true;
+                    if (name_taken) name_lost_ = true;
+                }
+                if (hooks_.halt) hooks_.halt();
+                break;
             }
             if (!is_connection_error(e)) events_.report(std::nullopt, e, std::current_exception());
             conn.reset();
@@ -105,12 +140,20 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
     }
     keep_until_released(conn);
     for (int attempt = 0; attempt < 3; ++attempt) {
+        {
+            std::lock_guard lock(mu_);
+            if (name_lost_) return;
+        }
         try {
-            if (!conn) conn = connect(conninfo_);
+            ensure_connected(conn);
             release_leases(*conn, key_);
+            unregister_instance(*conn, key_, token_);
             return;
         } catch (...) {
-            conn.reset();  // the leases expire on their own if the server stays away
+            // The leases expire on their own if the server stays away, and the
+            // name is free once this connection is gone.
+            if (to_error(std::current_exception()).code() == make_error_code(errc::instance_name_in_use)) return;
+            conn.reset();
         }
     }
 }
@@ -118,13 +161,20 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
 // Renews, without acquiring, until the worker is done.
 void LeaseKeeper::keep_until_released(std::unique_ptr<pqxx::connection>& conn) {
     std::unique_lock lock(mu_);
-    while (!released_) {
+    while (!released_ && !name_lost_) {
         lock.unlock();
         try {
-            if (!conn) conn = connect(conninfo_);
+            ensure_connected(conn);
             (void)renew_leases(*conn, key_, opt_.lease_duration);
         } catch (...) {
+            const bool name_taken =
+                to_error(std::current_exception()).code() == make_error_code(errc::instance_name_in_use);
             conn.reset();
+            if (name_taken) {
+                lock.lock();
+                name_lost_ = true;
+                break;
+            }
         }
         lock.lock();
         cv_.wait_for(lock, opt_.renew_interval, [&] { return released_; });
@@ -133,15 +183,43 @@ void LeaseKeeper::keep_until_released(std::unique_ptr<pqxx::connection>& conn) {
 
 void LeaseKeeper::publish(std::map<int, std::int64_t> got, std::optional<Clock::time_point> valid_until) {
     bool changed;
+    std::vector<int> acquired, released;
     {
         std::lock_guard lock(mu_);
         // The first answer counts as a change too: the worker waits for it.
         changed = got != view_.owned || !view_.acquired_once;
+        // A range held again at another epoch changed hands in between.
+        for (const auto& [range, epoch] : view_.owned) {
+            auto g = got.find(range);
+            if (g == got.end() || g->second != epoch) released.push_back(range);
+        }
+        for (const auto& [range, epoch] : got) {
+            auto o = view_.owned.find(range);
+            if (o == view_.owned.end() || o->second != epoch) acquired.push_back(range);
+        }
         view_.owned = std::move(got);
         if (valid_until) view_.valid_until = *valid_until;
         view_.acquired_once = true;
     }
+    tell(acquired, released);
     if (changed && hooks_.changed) hooks_.changed();
+}
+
+void LeaseKeeper::tell(const std::vector<int>& acquired, const std::vector<int>& released) const {
+    for (int range : released) {
+        if (!opt_.on_lease_released) break;
+        try {
+            opt_.on_lease_released(range);
+        } catch (...) {
+        }
+    }
+    for (int range : acquired) {
+        if (!opt_.on_lease_acquired) break;
+        try {
+            opt_.on_lease_acquired(range);
+        } catch (...) {
+        }
+    }
 }
 
 }  // namespace changefeed::detail

@@ -1,7 +1,9 @@
-// Internal: the lease thread of a PostgreSQL processor.  It acquires,
-// balances and renews this instance's leases, owns the view of which ranges
-// it holds, hands out snapshots of that view to the range worker, and
-// releases the leases when the processor stops.
+// Internal: the lease thread of a PostgreSQL processor.  It holds this
+// instance's name (registered for its connection, again after every
+// reconnect), acquires, balances and renews the instance's leases, owns the
+// view of which ranges it holds (telling on_lease_acquired/released when it
+// changes), hands out snapshots of that view to the range worker, and
+// releases the leases and the name when the processor stops.
 #pragma once
 
 #include "consumer_policy.hpp"
@@ -31,16 +33,20 @@ class LeaseKeeper {
 public:
     struct Hooks {
         std::function<void()> changed;  // the set of owned ranges changed
-        // The recovery policy halted the processor (the table dropped or
-        // disabled, the leases another role's; already reported): stop it.
-        std::function<void()> collection_gone;
+        // Already reported through on_error: the recovery policy halted the
+        // processor (the table dropped or disabled, the leases another role's),
+        // or another instance took this instance's name while the connection
+        // was down.  Stop the processor.
+        std::function<void()> halt;
     };
 
-    LeaseKeeper(std::string conninfo, LeaseKey key, const ProcessorOptions& options, ConsumerEvents& events,
-                Hooks hooks);
+    // `token`: this start's own, registered with the name (register_instance).
+    LeaseKeeper(std::string conninfo, LeaseKey key, std::string token, const ProcessorOptions& options,
+                ConsumerEvents& events, Hooks hooks);
     ~LeaseKeeper();
 
-    // Starts the lease thread on `conn` (it reconnects on its own).
+    // Starts the lease thread on `conn`, on which the name is registered
+    // under `token` already (it reconnects on its own and registers again).
     void start(std::unique_ptr<pqxx::connection> conn);
     // Stops acquiring; the leases are still renewed until release(), so that
     // the worker's last checkpoints stay fenced.
@@ -59,9 +65,14 @@ private:
     void run(std::unique_ptr<pqxx::connection> conn);
     void publish(std::map<int, std::int64_t> got, std::optional<Clock::time_point> valid_until);
     void keep_until_released(std::unique_ptr<pqxx::connection>& conn);
+    // Connects if need be and registers the name on a new connection.
+    void ensure_connected(std::unique_ptr<pqxx::connection>& conn);
+    // Tells on_lease_acquired / on_lease_released; what they throw is dropped.
+    void tell(const std::vector<int>& acquired, const std::vector<int>& released) const;
 
     const std::string conninfo_;
     const LeaseKey key_;
+    const std::string token_;
     const ProcessorOptions& opt_;
     ConsumerEvents& events_;
     const Hooks hooks_;
@@ -71,6 +82,7 @@ private:
     LeaseView view_;
     bool stopping_ = false;
     bool released_ = false;
+    bool name_lost_ = false;  // another instance holds our name: leave its leases alone
 
     std::jthread thread_;
 };

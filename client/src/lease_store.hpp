@@ -29,7 +29,18 @@ struct RangeLease {
 };
 
 // All functions throw changefeed::Error.
-void init_leases(pqxx::connection& c, const LeaseKey& k, bool from_beginning);
+// Where a processor without checkpoints starts: at most one of these (none = now).
+struct StartAt {
+    bool from_beginning = false;
+    std::optional<std::chrono::system_clock::time_point> time;
+    std::string position;  // empty: none
+};
+void init_leases(pqxx::connection& c, const LeaseKey& k, const StartAt& start);
+// Registers this instance's name for the calling session under `token`
+// (Error(instance_name_in_use) when another live session holds it), and
+// removes the registration if `token` still holds it.
+void register_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token);
+void unregister_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token);
 // One balancing step; returns range -> epoch of every lease owned afterwards.
 std::map<int, std::int64_t> acquire_leases(pqxx::connection& c, const LeaseKey& k,
                                            std::chrono::milliseconds duration);

@@ -1,6 +1,12 @@
 #include "names.hpp"
 
 #include <changefeed/error.hpp>
+#include <changefeed/processor.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <random>
 
 namespace changefeed::detail {
 
@@ -27,3 +33,22 @@ void check_instance_name(const std::string& instance) {
 }
 
 }  // namespace changefeed::detail
+
+namespace changefeed {
+
+// The host alone made every process on a host the same instance: each then
+// held every lease and handled every change.  The pid tells processes apart,
+// the random part processors of one process and a pid reused after a restart.
+std::string default_instance_name() {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "localhost");
+    std::random_device rd;
+    char tail[16];
+    std::snprintf(tail, sizeof tail, "%06x", static_cast<unsigned>(rd()) & 0xFFFFFFu);
+    // The server allows 200 characters; a long host name is cut, not the parts that make the name unique.
+    std::string h(host);
+    if (h.size() > 150) h.resize(150);
+    return h + "-" + std::to_string(static_cast<long>(getpid())) + "-" + tail;
+}
+
+}  // namespace changefeed

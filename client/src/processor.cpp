@@ -19,18 +19,20 @@
 #include "processor_impl.hpp"
 #include "range_worker.hpp"
 
-#include <unistd.h>
-
+#include <cstdio>
 #include <mutex>
+#include <random>
 #include <thread>
 
 namespace changefeed {
 namespace detail {
 namespace {
 
-std::string host_name() {
-    char buf[256] = {};
-    if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+// A new one at each start: the name registered with it is this start's own.
+std::string new_token() {
+    std::random_device rd;
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
     return buf;
 }
 
@@ -43,7 +45,7 @@ public:
         stored_name_ = stored_processor_name(name_, opt.tenant);
         check_processor_name(name_, stored_name_);
         if (!handler_) throw Error(errc::invalid_option, "the handler must not be empty");
-        instance_ = opt.instance_name.empty() ? host_name() : opt.instance_name;
+        instance_ = opt.instance_name.empty() ? default_instance_name() : opt.instance_name;
         check_instance_name(instance_);
         using std::chrono::milliseconds;
         if (opt.lease_duration <= milliseconds(0) || opt.renew_interval <= milliseconds(0) ||
@@ -55,6 +57,9 @@ public:
             throw Error(errc::invalid_option, "renew_interval must be shorter than lease_duration");
         if (opt.max_batch_size < 1 || opt.max_batch_size > 100000)
             throw Error(errc::invalid_option, "max_batch_size must be between 1 and 100000");
+        if (int(feed_.start_from_beginning) + int(opt.start_time.has_value()) + int(!opt.start_position.empty()) > 1)
+            throw Error(errc::invalid_option,
+                        "at most one of start_from_beginning, start_time and start_position may be set");
         key_ = {collection_.table(), stored_name_, instance_};
     }
 
@@ -66,6 +71,7 @@ public:
         events_.set_state(State::starting);
         const ProcessorOptions& opt = feed_.common;
         std::unique_ptr<pqxx::connection> conn;
+        std::string token;
         WorkerSetup setup(collection_);
         try {
             setup.info = collection_.describe();
@@ -86,7 +92,14 @@ public:
                 pqxx::nontransaction tx(*conn);
                 tx.exec("SELECT changefeed.ensure_notifier()");
             });
-            init_leases(*conn, key_, feed_.start_from_beginning && feed_.mode == FeedMode::latest_version);
+            StartAt start_at;
+            start_at.from_beginning = feed_.start_from_beginning && feed_.mode == FeedMode::latest_version;
+            start_at.time = opt.start_time;
+            start_at.position = opt.start_position;
+            init_leases(*conn, key_, start_at);
+            // Last: a start refused from here on leaves no registration behind.
+            token = new_token();
+            register_instance(*conn, key_, token);
         } catch (...) {
             events_.set_state(State::stopped);
             throw to_error(std::current_exception());
@@ -105,7 +118,7 @@ public:
             leases_.reset();
             worker_.reset();
             auto keeper = std::make_unique<LeaseKeeper>(
-                collection_.conninfo(), key_, opt, events_,
+                collection_.conninfo(), key_, token, opt, events_,
                 LeaseKeeper::Hooks{[this] { worker_->wake(); }, [this] { worker_->request_stop(); }});
             worker_ = std::make_unique<RangeWorker>(std::move(setup), events_, *keeper);
             leases_ = std::move(keeper);

@@ -20,6 +20,7 @@
 --   CF012  a processor that never ran (lag, reset_checkpoint)
 --   CF013  a DDL refused because it would let writes escape capture (see "What is refused")
 --   CF014  a write refused because it would escape capture: replica mode on a table enabled without `replicated => true`, or a capture column missing
+--   CF015  another live instance of the processor runs under this instance name
 --   42501  not allowed: no `SELECT` on the table, a processor of another role, not the table's owner, another tenant
 --   42809  not a table (a view, a sequence…)
 --   22023  a bad read argument (mode, max_changes, range id)

@@ -25,6 +25,72 @@ LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS
     SELECT changefeed.position_encode(pg_catalog.pg_current_snapshot(), NULL, 0)
 $$;
 
+-- The position from which a read delivers every change of collection `c`
+-- written at or after `at` (written_at: the writing transaction's start), and
+-- perhaps some written shortly before.  With S the current snapshot and m the
+-- smallest transaction id among those changes, the position's snapshot `lo`
+-- is S cut at m: everything before m that S saw committed counts as
+-- delivered, transactions S saw in progress do not.  So a transaction still
+-- open now, started after `at`, is delivered when it commits.  S is taken
+-- before the log is searched: a transaction committing in between either has
+-- its rows found (then m covers it) or was in progress in S.
+-- CF003 for a NULL or infinite time, CF006 when retention dropped changes
+-- written after `at`.
+CREATE FUNCTION changefeed.position_since(c changefeed.collection, at timestamptz) RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    h changefeed.horizon;
+    s pg_snapshot;
+    m xid8;
+    t xid8;
+    lo_xmax xid8;
+    xips xid8[];
+BEGIN
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'start time must be a finite time, not %', coalesce(at::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    SELECT * INTO h FROM changefeed.horizon WHERE collection_id = c.id;
+    IF FOUND AND at < h.dropped_before THEN
+        RAISE EXCEPTION 'history lost for %: retention dropped changes written after the start time',
+                        c.relid::regclass
+            USING ERRCODE = 'CF006',
+                  DETAIL = format('The start time is %s; changes written before %s were dropped at %s; the retention of %s is %s.',
+                                  at, h.dropped_before, h.dropped_at, c.relid::regclass, c.retention),
+                  HINT = 'Start from a later time, or rebuild the consumer from the table '
+                         '(see docs/runbooks/history-lost.md).';
+    END IF;
+    s := pg_current_snapshot();
+    -- One index descent per range, over the partitions since `at` only.
+    FOR r IN 0 .. c.ranges - 1 LOOP
+        SELECT l.txid INTO t FROM changefeed.log l
+         WHERE l.collection_id = c.id AND l.range_id = r AND l.written_at >= at
+         ORDER BY l.txid LIMIT 1;
+        IF FOUND AND (m IS NULL OR t < m) THEN m := t; END IF;
+    END LOOP;
+    IF m IS NULL THEN
+        RETURN changefeed.position_encode(s, NULL, 0);
+    END IF;
+    lo_xmax := least(pg_snapshot_xmax(s), m);
+    xips := ARRAY(SELECT x FROM pg_snapshot_xip(s) x WHERE x < lo_xmax ORDER BY x);
+    RETURN changefeed.position_encode(
+        format('%s:%s:%s', coalesce(xips[1], lo_xmax), lo_xmax, array_to_string(xips, ','))::pg_snapshot,
+        NULL, 0);
+END
+$$;
+
+-- The position from which a read of `tbl` delivers every change written at or
+-- after `at` (see position_since).  Needs the right to read `tbl`'s feed.
+CREATE FUNCTION changefeed.position_at(tbl regclass, at timestamptz) RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, NULL);
+    RETURN changefeed.position_since(c, at);
+END
+$$;
+
 CREATE FUNCTION changefeed.operation_name(op "char") RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'

@@ -93,13 +93,20 @@ $$;
 
 -- Creates the processor's lease set on its first start and returns the number
 -- of leases.  The leases hold the start position, so an instance that starts
--- later does not skip what was written in between.  An existing lease (a
--- checkpoint) always wins over `from_beginning`.
-CREATE FUNCTION changefeed.lease_init(tbl regclass, processor text, from_beginning bool DEFAULT false)
+-- later does not skip what was written in between.  The start is now, or at
+-- most one of: `from_beginning` (scan the table first), `start_at` (the
+-- changes written since then, see position_since) or `start_position`.
+-- Existing leases (checkpoints) always win: the start options are then only
+-- validated, so a service restarted with an old start time goes on from its
+-- checkpoints.  CF003 for conflicting or infinite options, CF004/CF005 for a
+-- bad position, CF006 when retention dropped what the start needs.
+CREATE FUNCTION changefeed.lease_init(tbl regclass, processor text, from_beginning bool DEFAULT false,
+                                      start_at timestamptz DEFAULT NULL, start_position text DEFAULT NULL)
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
-    pos text := changefeed.current_position();
+    pos text;
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     -- A processor reads the table's feed, and belongs to the role that first starts it.
@@ -108,6 +115,29 @@ BEGIN
     IF from_beginning IS NULL THEN
         RAISE EXCEPTION 'from_beginning must not be null' USING ERRCODE = 'CF003';
     END IF;
+    IF from_beginning::int + (start_at IS NOT NULL)::int + (start_position IS NOT NULL)::int > 1 THEN
+        RAISE EXCEPTION 'at most one of from_beginning, start_at and start_position may be given'
+            USING ERRCODE = 'CF003';
+    END IF;
+    IF start_at IS NOT NULL AND NOT isfinite(start_at) THEN
+        RAISE EXCEPTION 'start_at must be a finite time, not %', start_at USING ERRCODE = 'CF003';
+    END IF;
+    IF start_position IS NOT NULL THEN
+        PERFORM changefeed.position_decode(start_position);
+    END IF;
+    -- One first start at a time: a concurrent one waits here, then finds the leases.
+    PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor) THEN
+        RETURN c.ranges;
+    END IF;
+    IF start_at IS NOT NULL THEN
+        pos := changefeed.position_since(c, start_at);
+    ELSIF start_position IS NOT NULL THEN
+        pos := start_position;
+    ELSE
+        pos := changefeed.current_position();
+    END IF;
+    PERFORM changefeed.check_history(c, (changefeed.position_decode(pos)).lo);
     INSERT INTO changefeed.lease AS l
            (collection_id, processor, range_id, checkpoint, backfill_done, backfill_position)
     SELECT c.id, processor, r, pos, NOT from_beginning, CASE WHEN from_beginning THEN pos END
@@ -386,7 +416,7 @@ BEGIN
 END
 $$;
 
--- Forgets a processor: its leases, checkpoints and owner (for its owner or an admin).
+-- Forgets a processor: its leases, checkpoints, registered instances and owner (for its owner or an admin).
 CREATE FUNCTION changefeed.drop_processor(tbl regclass, processor text) RETURNS bool
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
@@ -394,6 +424,7 @@ DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor);
 BEGIN
     DELETE FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor;
+    DELETE FROM changefeed.instance i WHERE i.collection_id = c.id AND i.processor = processor;
     DELETE FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor;
     RETURN FOUND;
 END

@@ -25,7 +25,8 @@ BEGIN
                'enable', 'disable', 'alter', 'verify', 'read', 'lag', 'maintain',
                'lease_init', 'lease_acquire', 'lease_renew', 'lease_release', 'lease_steal',
                'lease_checkpoint', 'lease_backfill_checkpoint', 'lease_resync', 'lease_owned',
-               'reset_checkpoint', 'drop_processor', 'bind_tenant', 'unbind_tenant', 'bound_tenants'])
+               'reset_checkpoint', 'drop_processor', 'instance_register', 'instance_unregister', 'instances',
+               'position_at', 'bind_tenant', 'unbind_tenant', 'bound_tenants'])
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO %I', f.fn, '_' || f.proname);
         EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', f.fn);
@@ -74,6 +75,7 @@ GRANT USAGE ON SCHEMA changefeed TO changefeed_reader;
 GRANT EXECUTE ON FUNCTION
     changefeed.read(regclass, text, int, int[], text, jsonpath, jsonb, text[], text),
     changefeed.current_position(),
+    changefeed.position_at(regclass, timestamptz),
     changefeed.range_of(text, int),
     changefeed.channel_of(int),
     changefeed.collection_of(regclass),
@@ -89,7 +91,7 @@ GRANT SELECT ON changefeed.collections, changefeed.horizons TO changefeed_reader
 
 -- Processors: leases, checkpoints, backfill, opportunistic maintenance.
 GRANT EXECUTE ON FUNCTION
-    changefeed.lease_init(regclass, text, bool),
+    changefeed.lease_init(regclass, text, bool, timestamptz, text),
     changefeed.lease_acquire(regclass, text, text, interval),
     changefeed.lease_renew(regclass, text, text, interval),
     changefeed.lease_release(regclass, text, text, int[]),
@@ -100,6 +102,9 @@ GRANT EXECUTE ON FUNCTION
     changefeed.lease_owned(regclass, text, text),
     changefeed.reset_checkpoint(regclass, text, text, int[]),
     changefeed.drop_processor(regclass, text),
+    changefeed.instance_register(regclass, text, text, text),
+    changefeed.instance_unregister(regclass, text, text, text),
+    changefeed.instances(regclass, text),
     changefeed.backfill_page(regclass, int, jsonb, int),
     changefeed.estimated_rows(regclass),
     changefeed.maintain(timestamptz)

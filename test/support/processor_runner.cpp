@@ -2,6 +2,7 @@
 // tests can SIGKILL an instance.  Appends "doc_id" per handled change to OUT.
 //
 //   cf_processor_runner CONNINFO TABLE NAME INSTANCE OUT [--from-beginning] [--batch N] [--slow-ms N]
+//                       [--lease-ms N]
 #include <changefeed/changefeed.hpp>
 
 #include <csignal>
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
         if (a == "--from-beginning") o.start_from_beginning = true;
         else if (a == "--batch" && i + 1 < argc) o.max_batch_size = std::atoi(argv[++i]);
         else if (a == "--slow-ms" && i + 1 < argc) slow_ms = std::atoi(argv[++i]);
+        else if (a == "--lease-ms" && i + 1 < argc) o.lease_duration = std::chrono::milliseconds(std::atoi(argv[++i]));
     }
     // Blocked before any thread starts, so that only sigwait() below gets them.
     sigset_t set;

@@ -150,7 +150,9 @@ struct ProcessorOptions {
     std::function<void(const BackfillProgress&)> on_backfill_progress;
     // A lease was taken (at start, from a free or expired lease, or by
     // balancing) / given up (stop, balancing, or taken over by another
-    // instance).  Called on the lease thread; must not block.
+    // instance).  Called on the processor's threads (the lease thread, the
+    // reading thread when it finds a lease lost, the thread that stops it);
+    // must not block.  What they throw is ignored.
     std::function<void(int range_id)> on_lease_acquired;
     std::function<void(int range_id)> on_lease_released;
 };
@@ -187,7 +189,8 @@ struct AllVersionsOptions : ProcessorOptions {
 // reset_checkpoint() and drop_processor() take.
 std::string stored_processor_name(const std::string& name, const std::string& tenant = {});
 
-// "<host>-<pid>-<random>": the instance name used when none is given.
+// "<host>-<pid>-<6 random hex digits>": the instance name used when none is
+// given; a new one at each call, so every processor of a process has its own.
 std::string default_instance_name();
 
 namespace detail {
@@ -230,7 +233,9 @@ public:
     // permission_denied (the role may not SELECT the table, is not a member of
     // changefeed_processor, is bound to another tenant, or the processor name
     // belongs to another role on this collection), invalid_option (a tenant on
-    // a collection without a tenant column), ...
+    // a collection without a tenant column), instance_name_in_use (another
+    // live instance runs under this instance name), history_lost /
+    // malformed_position / foreign_position (start_time, start_position), ...
     void start();
     // Stops reading (waits for a running handler, whose stop token is
     // signalled) and releases the leases.  Idempotent.  Called from inside the

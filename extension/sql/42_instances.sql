@@ -1,0 +1,119 @@
+-- changefeed: the live instances of each processor.
+--
+-- Leases are filed under instance names, so two processes running under one
+-- name would each take the other's leases for their own and both read every
+-- range.  An instance registers its name with the session it renews its
+-- leases on; a second instance under a name whose session is still alive is
+-- refused (CF015).  A name whose session is gone (the process crashed, its
+-- connection died) is taken over at once: a restarted service under the same
+-- name does not wait for an expiry.  Liveness is the session itself (its pid
+-- and start time in pg_stat_activity), never a clock.
+
+-- Not dumped: sessions of another cluster mean nothing after a restore.
+CREATE TABLE changefeed.instance (
+    collection_id  int NOT NULL REFERENCES changefeed.collection (id) ON DELETE CASCADE,
+    processor      text NOT NULL,
+    instance       text NOT NULL,
+    token          text NOT NULL,          -- chosen by the instance at each start
+    backend_pid    int NOT NULL,           -- the session it registered from
+    backend_start  timestamptz,
+    registered_at  timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (collection_id, processor, instance)
+);
+
+-- Whether the session `pid` that started at `started` still runs.  A pid
+-- reused by a later session does not count.  When the start time cannot be
+-- seen (the extension's owner may not read other roles' statistics) an
+-- existing pid counts as alive: refusing a name wrongly is safer than letting
+-- two instances share it.
+CREATE FUNCTION changefeed.session_alive(pid int, started timestamptz) RETURNS bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity($1) a
+                    WHERE a.pid = $1
+                      AND (a.backend_start IS NULL OR $2 IS NULL OR a.backend_start = $2))
+$$;
+
+-- Registers `instance` of processor `processor` for the calling session,
+-- under `token` (the instance's own, new at each start).  Raises CF015 when
+-- another token holds the name from a session that is still alive.
+-- Registering again with the same token (after a reconnect) moves the
+-- registration to the calling session.  When the name changes hands, the
+-- leases still filed under it get a new epoch: whatever of the previous
+-- holder still runs can no longer checkpoint them.
+CREATE FUNCTION changefeed.instance_register(tbl regclass, processor text, instance text, token text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+    me int := pg_backend_pid();
+    my_start timestamptz := (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a);
+    r changefeed.instance;
+BEGIN
+    IF token IS NULL OR token = '' THEN
+        RAISE EXCEPTION 'instance token must not be empty' USING ERRCODE = 'CF003';
+    END IF;
+    INSERT INTO changefeed.instance AS i
+           (collection_id, processor, instance, token, backend_pid, backend_start)
+    VALUES (c.id, processor, instance, token, me, my_start)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        SELECT * INTO r FROM changefeed.instance i
+         WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance
+           FOR UPDATE;
+        IF r.token = token THEN
+            UPDATE changefeed.instance i
+               SET backend_pid = me, backend_start = my_start, heartbeat_at = now()
+             WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance;
+            RETURN;
+        END IF;
+        IF NOT (r.backend_pid = me AND r.backend_start IS NOT DISTINCT FROM my_start)
+           AND changefeed.session_alive(r.backend_pid, r.backend_start) THEN
+            RAISE EXCEPTION 'instance "%" of processor "%" on % is already running', instance, processor, tbl
+                USING ERRCODE = 'CF015',
+                      DETAIL = format('It registered at %s from the session with pid %s, which is still alive.',
+                                      r.registered_at, r.backend_pid),
+                      HINT = 'Choose another instance name (or none: the default is unique per process), '
+                             'or stop the other instance.';
+        END IF;
+        UPDATE changefeed.instance i
+           SET token = token, backend_pid = me, backend_start = my_start,
+               registered_at = now(), heartbeat_at = now()
+         WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance;
+    END IF;
+    -- A new holder of the name: fence the previous one's leases.
+    UPDATE changefeed.lease l
+       SET epoch = l.epoch + 1, updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance;
+END
+$$;
+
+-- Removes the registration if `token` still holds it; returns whether it did.
+CREATE FUNCTION changefeed.instance_unregister(tbl regclass, processor text, instance text, token text)
+RETURNS bool LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+BEGIN
+    DELETE FROM changefeed.instance i
+     WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance
+       AND i.token = token;
+    RETURN FOUND;
+END
+$$;
+
+-- The registered instances of a processor, and whether their session is alive.
+CREATE FUNCTION changefeed.instances(tbl regclass, processor text)
+RETURNS TABLE (instance text, registered_at timestamptz, heartbeat_at timestamptz, live bool)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor);
+BEGIN
+    RETURN QUERY
+    SELECT i.instance, i.registered_at, i.heartbeat_at, changefeed.session_alive(i.backend_pid, i.backend_start)
+      FROM changefeed.instance i
+     WHERE i.collection_id = c.id AND i.processor = processor
+     ORDER BY i.instance;
+END
+$$;
