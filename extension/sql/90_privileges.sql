@@ -25,7 +25,7 @@ BEGIN
                'enable', 'disable', 'alter', 'verify', 'read', 'lag', 'maintain',
                'lease_init', 'lease_acquire', 'lease_renew', 'lease_release', 'lease_steal',
                'lease_checkpoint', 'lease_backfill_checkpoint', 'lease_resync', 'lease_owned',
-               'reset_checkpoint', 'drop_processor', 'bind_tenant', 'unbind_tenant', 'bound_tenants'])
+               'reset_checkpoint', 'drop_processor', 'dedup_applied', 'dedup_record', 'bind_tenant', 'unbind_tenant', 'bound_tenants'])
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO %I', f.fn, '_' || f.proname);
         EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', f.fn);
@@ -54,7 +54,7 @@ CREATE FUNCTION changefeed.read(
     tenant text DEFAULT NULL)
 RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text, partition_key text,
                current jsonb, previous jsonb, ttl_expired bool, written_at timestamptz, tenant text,
-               "position" text)
+               "position" text, event_id text)
 AS 'MODULE_PATHNAME', 'changefeed_call_definer' LANGUAGE c VOLATILE;
 
 -- Functions that need the catalog but not the caller's identity.
@@ -100,6 +100,8 @@ GRANT EXECUTE ON FUNCTION
     changefeed.lease_owned(regclass, text, text),
     changefeed.reset_checkpoint(regclass, text, text, int[]),
     changefeed.drop_processor(regclass, text),
+    changefeed.dedup_applied(regclass, text, text[]),
+    changefeed.dedup_record(regclass, text, text[]),
     changefeed.backfill_page(regclass, int, jsonb, int),
     changefeed.estimated_rows(regclass),
     changefeed.maintain(timestamptz)
