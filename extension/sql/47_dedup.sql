@@ -5,8 +5,9 @@
 -- which of a batch are recorded before applying it: a redelivered change that
 -- is recorded is not applied again.  Rows live as long as the log's retention
 -- of their collection (a change older than that cannot be redelivered) and go
--- with their processor.  Like the leases' runtime state they are not dumped:
--- a restored database starts from new positions anyway.
+-- with their processor.  Not dumped (no pg_extension_config_dump): in a
+-- restored database the checkpoints are foreign positions, so the processors
+-- rebuild (history lost, resync) under new ids and old ones would only take room.
 
 CREATE TABLE changefeed.applied (
     collection_id int REFERENCES changefeed.collection (id) ON DELETE CASCADE,
