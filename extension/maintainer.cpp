@@ -7,7 +7,7 @@
 // lock_timeout = changefeed.maintenance_lock_timeout:
 //   create partitions; drop each expired partition (its horizon recorded in
 //   the same transaction); clean the default partition; each collection's TTL
-//   sweep; clean old ticks.
+//   sweep; clean old ticks; prune the projectors' deduplication store.
 // A step touching a user table (TTL) is never in a transaction holding a lock
 // on the log, and a partition step touches no user table.  A failed step is
 // logged as a WARNING naming the step and the error, and retried on the next
@@ -169,6 +169,11 @@ void run_round(void) {
     q = {};
     q.sql = "SELECT changefeed.prune_ticks(pg_catalog.now())";
     (void)run_step("prune ticks", &q);
+    exit_if_asked();
+
+    q = {};
+    q.sql = "SELECT changefeed.prune_applied(pg_catalog.now())";
+    (void)run_step("prune applied", &q);
 }
 
 }  // namespace

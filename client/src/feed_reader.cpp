@@ -30,7 +30,7 @@ namespace {
 
 const std::string read_columns =
     "SELECT seq, range_id, operation, doc_id, partition_key, current::text, previous::text,"
-    "       ttl_expired, " + epoch_microseconds_sql("written_at") + ", tenant, \"position\", txid::text";
+    "       ttl_expired, " + epoch_microseconds_sql("written_at") + ", tenant, \"position\", txid::text, event_id";
 
 // Rows of changefeed.read(), then the position to resume from (after nothing:
 // current_position() in the read's own snapshot).
@@ -56,6 +56,7 @@ ReadResult collect(Tx& tx, const pqxx::result& r, const TenantScope& scope) {
         if (!row[9].is_null()) ch.tenant = row[9].as<std::string>();
         if (scope.scoped()) scope.strip(ch.partition_key);
         ch.txid = std::stoull(row[11].c_str());
+        ch.event_id = row[12].as<std::string>();
         out.changes.push_back(std::move(ch));
     }
     out.position = r[r.size() - 1][10].as<std::string>();

@@ -136,8 +136,7 @@ void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t 
         // feed is at least once), so it need not wait for the WAL flush: that
         // wait would be paid after every handled batch.
         tx.exec("SET LOCAL synchronous_commit = off");
-        tx.exec_params("SELECT changefeed.lease_checkpoint($1::regclass, $2, $3, $4, $5, $6)", k.table,
-                       k.processor, range, k.instance, epoch, position);
+        checkpoint_in(tx, k, range, epoch, position);
         tx.commit();
     });
 }
@@ -146,10 +145,25 @@ void checkpoint_backfill(pqxx::connection& c, const LeaseKey& k, int range, std:
                          const std::optional<std::string>& after, std::int64_t rows, bool done) {
     translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
+        checkpoint_backfill_in(tx, k, range, epoch, after, rows, done);
+        tx.commit();
+    });
+}
+
+void checkpoint_in(pqxx::transaction_base& tx, const LeaseKey& k, int range, std::int64_t epoch,
+                   const std::string& position) {
+    translated_names(k.processor, k.instance, [&] {
+        tx.exec_params("SELECT changefeed.lease_checkpoint($1::regclass, $2, $3, $4, $5, $6)", k.table,
+                       k.processor, range, k.instance, epoch, position);
+    });
+}
+
+void checkpoint_backfill_in(pqxx::transaction_base& tx, const LeaseKey& k, int range, std::int64_t epoch,
+                            const std::optional<std::string>& after, std::int64_t rows, bool done) {
+    translated_names(k.processor, k.instance, [&] {
         tx.exec_params(
             "SELECT changefeed.lease_backfill_checkpoint($1::regclass, $2, $3, $4, $5, $6::jsonb, $7, $8)",
             k.table, k.processor, range, k.instance, epoch, after, rows, done);
-        tx.commit();
     });
 }
 

@@ -54,6 +54,12 @@ void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t 
                 const std::string& position);
 void checkpoint_backfill(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
                          const std::optional<std::string>& after, std::int64_t rows, bool done);
+// The same two inside a transaction of the caller's (a transactional
+// handler's, which commits the checkpoint with its own writes).
+void checkpoint_in(pqxx::transaction_base& tx, const LeaseKey& k, int range, std::int64_t epoch,
+                   const std::string& position);
+void checkpoint_backfill_in(pqxx::transaction_base& tx, const LeaseKey& k, int range, std::int64_t epoch,
+                            const std::optional<std::string>& after, std::int64_t rows, bool done);
 // Restarts a range as a backfill (history lost, resync); returns the position
 // the log continues from.  Fenced: Error(lease_lost).
 std::string resync(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch);

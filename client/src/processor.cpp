@@ -17,9 +17,12 @@
 #include "listener.hpp"
 #include "names.hpp"
 #include "processor_impl.hpp"
+#include "projection_policy.hpp"
 #include "range_worker.hpp"
 
+#include <atomic>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -38,13 +41,17 @@ std::string new_token() {
 
 class PgProcessor final : public ProcessorImpl {
 public:
-    PgProcessor(Collection c, std::string n, Handler h, FeedSettings feed)
-        : collection_(std::move(c)), name_(std::move(n)), handler_(std::move(h)), feed_(std::move(feed)),
+    PgProcessor(Collection c, std::string n, Handlers h, FeedSettings feed)
+        : collection_(std::move(c)), name_(std::move(n)), handlers_(std::move(h)), feed_(std::move(feed)),
           events_(feed_.common.on_error, feed_.common.on_state_change, feed_.common.recovery) {
         const ProcessorOptions& opt = feed_.common;
         stored_name_ = stored_processor_name(name_, opt.tenant);
         check_processor_name(name_, stored_name_);
-        if (!handler_) throw Error(errc::invalid_option, "the handler must not be empty");
+        const bool empty = handlers_.shape == HandlerShape::handler     ? !handlers_.handler
+                           : handlers_.shape == HandlerShape::projector ? !handlers_.projector
+                                                                        : !handlers_.transactional;
+        if (empty) throw Error(errc::invalid_option, "the handler must not be empty");
+        check_shape_options(opt, handlers_.shape);
         instance_ = opt.instance_name.empty() ? default_instance_name() : opt.instance_name;
         check_instance_name(instance_);
         using std::chrono::milliseconds;
@@ -105,7 +112,13 @@ public:
             throw to_error(std::current_exception());
         }
         setup.feed = &feed_;
-        setup.handler = &handler_;
+        setup.handlers = &handlers_;
+        if (handlers_.shape == HandlerShape::projector) {
+            auto counters =
+                std::make_shared<ProjectionCounters>(opt.duplicate_alert_share, opt.duplicate_alert_window);
+            std::atomic_store(&counters_, counters);
+            setup.counters = std::move(counters);
+        }
         setup.name = name_;
         setup.stored_name = stored_name_;
         setup.instance = instance_;
@@ -166,6 +179,10 @@ public:
     }
 
     State current_state() const override { return events_.state(); }
+    ProjectionStats projection_stats() const override {
+        auto counters = std::atomic_load(&counters_);
+        return counters ? counters->stats() : ProjectionStats{};
+    }
     const std::string& processor_name() const override { return name_; }
     const std::string& instance_name() const override { return instance_; }
     std::vector<int> owned_ranges() const override {
@@ -189,7 +206,8 @@ private:
 
     const Collection collection_;
     const std::string name_;
-    const Handler handler_;
+    const Handlers handlers_;
+    std::shared_ptr<ProjectionCounters> counters_;  // a projector's, since its last start
     const FeedSettings feed_;
     std::string instance_;
     std::string stored_name_;  // the name on the server: with the tenant prefix, if any
@@ -220,12 +238,56 @@ std::string stored_processor_name(const std::string& name, const std::string& te
     return out + "/" + name;
 }
 
+namespace {
+
+detail::Handlers shape_of(Handler h) {
+    detail::Handlers out;
+    out.handler = std::move(h);
+    return out;
+}
+detail::Handlers shape_of(Projector p) {
+    detail::Handlers out;
+    out.shape = detail::HandlerShape::projector;
+    out.projector = std::move(p);
+    return out;
+}
+detail::Handlers shape_of(TransactionalHandler t) {
+    detail::Handlers out;
+    out.shape = detail::HandlerShape::transactional;
+    out.transactional = std::move(t);
+    return out;
+}
+
+}  // namespace
+
 Processor::Processor(Collection collection, std::string name, Handler handler, LatestVersionOptions options)
-    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name), std::move(handler),
+    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name), shape_of(std::move(handler)),
                                                   detail::FeedSettings::of(std::move(options)))) {}
 
 Processor::Processor(Collection collection, std::string name, Handler handler, AllVersionsOptions options)
-    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name), std::move(handler),
+    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name), shape_of(std::move(handler)),
+                                                  detail::FeedSettings::of(std::move(options)))) {}
+
+Processor::Processor(Collection collection, std::string name, Projector projector, LatestVersionOptions options)
+    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name),
+                                                  shape_of(std::move(projector)),
+                                                  detail::FeedSettings::of(std::move(options)))) {}
+
+Processor::Processor(Collection collection, std::string name, Projector projector, AllVersionsOptions options)
+    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name),
+                                                  shape_of(std::move(projector)),
+                                                  detail::FeedSettings::of(std::move(options)))) {}
+
+Processor::Processor(Collection collection, std::string name, TransactionalHandler handler,
+                     LatestVersionOptions options)
+    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name),
+                                                  shape_of(std::move(handler)),
+                                                  detail::FeedSettings::of(std::move(options)))) {}
+
+Processor::Processor(Collection collection, std::string name, TransactionalHandler handler,
+                     AllVersionsOptions options)
+    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name),
+                                                  shape_of(std::move(handler)),
                                                   detail::FeedSettings::of(std::move(options)))) {}
 
 Processor::Processor(std::unique_ptr<detail::ProcessorImpl> impl) : impl_(std::move(impl)) {}
@@ -259,6 +321,7 @@ State Processor::state() const { return impl_->current_state(); }
 const std::string& Processor::name() const { return impl_->processor_name(); }
 const std::string& Processor::instance_name() const { return impl_->instance_name(); }
 std::vector<int> Processor::owned_ranges() const { return impl_->owned_ranges(); }
+ProjectionStats Processor::projection_stats() const { return impl_->projection_stats(); }
 
 Processor make_latest_version_processor(Collection collection, std::string name, Handler handler,
                                         LatestVersionOptions options) {

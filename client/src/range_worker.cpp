@@ -28,7 +28,8 @@ LostBecause lost_because(const Error& e) {
 }  // namespace
 
 RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper& leases)
-    : s_(std::move(setup)), opt_(s_.feed->common), events_(events), leases_(leases) {
+    : s_(std::move(setup)), opt_(s_.feed->common), events_(events), leases_(leases),
+      delivery_(s_.collection.conninfo(), s_.key, *s_.handlers, opt_, events, s_.counters) {
     next_maintain_ = Clock::now();
 }
 
@@ -145,8 +146,10 @@ RangeWorker::ReadPlan RangeWorker::plan() const {
 }
 
 // Stores where idle ranges got to, so the next owner does not re-read empty
-// windows.  Best effort: the stored checkpoints are valid anyway.
+// windows.  Best effort: the stored checkpoints are valid anyway.  Not in
+// manual mode, where only Context::checkpoint stores.
 void RangeWorker::store_idle_positions(pqxx::connection& conn) {
+    if (!delivery_.automatic()) return;
     for (auto& [range, st] : ranges_) {
         if (st.lost || st.lease.checkpoint == st.persisted) continue;
         try {
@@ -251,9 +254,11 @@ void RangeWorker::drop_lost() {
     }
 }
 
-bool RangeWorker::call_handler(const std::vector<Change>& batch, const Context& ctx, RangeState& st) {
+// Runs the user's code on a batch (the handler in any of its shapes): every
+// handler failure goes through here.
+bool RangeWorker::call_handler(const std::function<void()>& handler, const Context& ctx, RangeState& st) {
     try {
-        (*s_.handler)(batch, ctx, stop_source_.get_token());
+        handler();
         failures_.erase(ctx.range_id);
         return true;
     } catch (...) {
@@ -339,13 +344,24 @@ bool RangeWorker::group_step(pqxx::connection& conn, const std::string& since, c
     return busy;
 }
 
-// Hands a batch to the handler; checkpoints `position` after it returned.
+// Hands a batch to the handler; checkpoints `position` after it returned
+// (Delivery: how, for each shape).  Manual mode: reads on from `position`,
+// stores nothing.
 bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState& st,
                           const std::vector<Change>& batch, const std::string& position) {
-    if (!call_handler(batch, ctx, st)) return false;
     const int range = ctx.range_id;
-    if (fenced(range, st, [&] { checkpoint(conn, s_.key, range, st.lease.epoch, position); })) {
-        st.lease.checkpoint = st.persisted = position;
+    Mark after;
+    after.position = position;
+    bool delivered = false;
+    if (!fenced(range, st, [&] {
+            delivered = delivery_.deliver(conn, batch, ctx, st.lease.epoch, after, stop_source_.get_token(),
+                                          [&](const std::function<void()>& f) { return call_handler(f, ctx, st); });
+        }))
+        return true;
+    if (!delivered) return false;
+    st.lease.checkpoint = position;
+    if (delivery_.automatic()) {
+        st.persisted = position;
         st.last_persist = Clock::now();
     }
     return true;
@@ -355,7 +371,8 @@ bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState
 // rather than on every poll.
 void RangeWorker::advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position) {
     st.lease.checkpoint = position;
-    if (position != st.persisted && Clock::now() - st.last_persist >= opt_.idle_checkpoint_interval) {
+    if (delivery_.automatic() && position != st.persisted &&
+        Clock::now() - st.last_persist >= opt_.idle_checkpoint_interval) {
         if (fenced(range, st, [&] { checkpoint(conn, s_.key, range, st.lease.epoch, position); })) {
             st.persisted = position;
             st.last_persist = Clock::now();
@@ -369,14 +386,30 @@ bool RangeWorker::backfill_step(pqxx::connection& conn, const Context& ctx, Rang
     auto page = backfill_page(conn, s_.collection.table(), range, st.lease.backfill_after, opt_.max_batch_size,
                               s_.scope);
     const bool done = page.scanned < opt_.max_batch_size;
-    if (!page.changes.empty()) {
-        if (stop_source_.stop_requested()) return false;
-        if (!call_handler(page.changes, ctx, st)) return false;
-    }
     auto after = page.last_key ? page.last_key : st.lease.backfill_after;
     auto rows = st.lease.backfill_rows + static_cast<std::int64_t>(page.changes.size());
-    if (!fenced(range, st, [&] { checkpoint_backfill(conn, s_.key, range, st.lease.epoch, after, rows, done); }))
+    Mark mark;
+    mark.backfill = true;
+    mark.backfill_after = after;
+    mark.backfill_rows = rows;
+    mark.backfill_done = done;
+    if (!page.changes.empty()) {
+        if (stop_source_.stop_requested()) return false;
+        // While a range backfills its checkpoint is the backfill's position
+        // (lease_init and lease_resync set both): it names this backfill.
+        const std::string prefix = backfill_event_prefix(s_.info.id, st.lease.checkpoint);
+        for (auto& c : page.changes) c.event_id = prefix + c.doc_id;
+        bool delivered = false;
+        if (!fenced(range, st, [&] {
+                delivered = delivery_.deliver(
+                    conn, page.changes, ctx, st.lease.epoch, mark, stop_source_.get_token(),
+                    [&](const std::function<void()>& f) { return call_handler(f, ctx, st); });
+            }))
+            return false;
+        if (!delivered) return false;
+    } else if (!fenced(range, st, [&] { delivery_.store(conn, range, st.lease.epoch, mark); })) {
         return false;
+    }
     st.lease.backfill_after = after;
     st.lease.backfill_rows = rows;
     st.lease.backfill_done = done;

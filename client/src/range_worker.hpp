@@ -6,6 +6,7 @@
 #pragma once
 
 #include "consumer_policy.hpp"
+#include "delivery.hpp"
 #include "feed_reader.hpp"
 #include "lease_keeper.hpp"
 #include "lease_store.hpp"
@@ -13,7 +14,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <pqxx/pqxx>
 #include <set>
@@ -30,7 +33,8 @@ struct WorkerSetup {
     CollectionInfo info;
     TenantScope scope;
     const FeedSettings* feed = nullptr;
-    const Handler* handler = nullptr;
+    const Handlers* handlers = nullptr;
+    std::shared_ptr<ProjectionCounters> counters;  // a projector's
     std::string name;         // as given
     std::string stored_name;  // as on the server (with the tenant prefix)
     std::string instance;
@@ -75,7 +79,7 @@ private:
     void maybe_maintain(pqxx::connection& conn);
     bool history_lost(pqxx::connection& conn, const Context& ctx, RangeState& st, const Error& e);
     void drop_lost();
-    bool call_handler(const std::vector<Change>& batch, const Context& ctx, RangeState& st);
+    bool call_handler(const std::function<void()>& handler, const Context& ctx, RangeState& st);
     void handler_failed(int range, RangeState& st, std::exception_ptr p);
     template <class F>
     bool fenced(int range, RangeState& st, F&& store);
@@ -92,6 +96,7 @@ private:
     const ProcessorOptions& opt_;
     ConsumerEvents& events_;
     LeaseKeeper& leases_;
+    Delivery delivery_;
 
     std::mutex mu_;  // guards wake_ and stopping_
     std::condition_variable cv_;

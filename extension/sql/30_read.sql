@@ -120,6 +120,8 @@ $$;
 -- After a read that returned nothing, the position to keep is the read's own
 -- snapshot: call read() and current_position() in one REPEATABLE READ
 -- transaction.
+-- event_id is "<collection id>.<txid>.<seq>": the same on every read of the
+-- change by anyone, what a consumer deduplicates on (47_dedup.sql).
 -- Whether a change passes a read's filter: creates and replaces are tested on
 -- the document after the write, deletes on the one before it when the
 -- collection keeps previous images (passed through otherwise), clears always
@@ -157,7 +159,8 @@ RETURNS TABLE (
     ttl_expired bool,
     written_at timestamptz,
     tenant text,
-    "position" text)
+    "position" text,
+    event_id text)   -- the change's identity, the same on every redelivery
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
@@ -282,7 +285,8 @@ BEGIN
                k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
                CASE WHEN k.total <= remaining AND k.rn = k.total
                     THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
-                    ELSE changefeed.position_encode(lo, hi, k.seq) END
+                    ELSE changefeed.position_encode(lo, hi, k.seq) END,
+               c.id::text || '.' || k.txid::text || '.' || k.seq::text
           FROM counted k
          WHERE k.rn <= remaining
          ORDER BY k.seq;

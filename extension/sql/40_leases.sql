@@ -416,13 +416,15 @@ BEGIN
 END
 $$;
 
--- Forgets a processor: its leases, checkpoints, registered instances and owner (for its owner or an admin).
+-- Forgets a processor: its leases, checkpoints, registered instances,
+-- deduplication store (47_dedup.sql) and owner (for its owner or an admin).
 CREATE FUNCTION changefeed.drop_processor(tbl regclass, processor text) RETURNS bool
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor);
 BEGIN
+    DELETE FROM changefeed.applied a WHERE a.collection_id = c.id AND a.processor = processor;
     DELETE FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor;
     DELETE FROM changefeed.instance i WHERE i.collection_id = c.id AND i.processor = processor;
     DELETE FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor;

@@ -318,6 +318,14 @@ BEGIN
         failed_steps := failed_steps || step;
         PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
     END;
+
+    step := 'prune applied';
+    BEGIN
+        PERFORM changefeed.prune_applied(as_of);
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || step;
+        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+    END;
 END
 $$;
 

@@ -26,7 +26,7 @@ BEGIN
                'lease_init', 'lease_acquire', 'lease_renew', 'lease_release', 'lease_steal',
                'lease_checkpoint', 'lease_backfill_checkpoint', 'lease_resync', 'lease_owned',
                'reset_checkpoint', 'drop_processor', 'instance_register', 'instance_unregister', 'instances',
-               'position_at', 'bind_tenant', 'unbind_tenant', 'bound_tenants'])
+               'position_at', 'dedup_applied', 'dedup_record', 'bind_tenant', 'unbind_tenant', 'bound_tenants'])
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO %I', f.fn, '_' || f.proname);
         EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', f.fn);
@@ -55,7 +55,7 @@ CREATE FUNCTION changefeed.read(
     tenant text DEFAULT NULL)
 RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text, partition_key text,
                current jsonb, previous jsonb, ttl_expired bool, written_at timestamptz, tenant text,
-               "position" text)
+               "position" text, event_id text)
 AS 'MODULE_PATHNAME', 'changefeed_call_definer' LANGUAGE c VOLATILE;
 
 -- Functions that need the catalog but not the caller's identity.
@@ -105,6 +105,8 @@ GRANT EXECUTE ON FUNCTION
     changefeed.instance_register(regclass, text, text, text),
     changefeed.instance_unregister(regclass, text, text, text),
     changefeed.instances(regclass, text),
+    changefeed.dedup_applied(regclass, text, text[]),
+    changefeed.dedup_record(regclass, text, text[]),
     changefeed.backfill_page(regclass, int, jsonb, int),
     changefeed.estimated_rows(regclass),
     changefeed.maintain(timestamptz)

@@ -45,10 +45,11 @@ struct Context {
     // what a manual one may store (see CheckpointMode).  Empty for a backfill page.
     std::string position;
     // CheckpointMode::manual only (empty otherwise): stores `position` as the
-    // range's checkpoint, fenced by the lease (Error(lease_lost) if the range
+    // range's checkpoint (for a backfill page: the scan's progress), fenced
+    // by the lease at the batch's epoch (Error(lease_lost) if the range
     // changed hands).  Callable from any thread, during or after the handler,
-    // while the processor runs; a position older than the stored checkpoint is
-    // ignored.
+    // while the processor runs, on a connection of its own; a position older
+    // than one this instance already stored for the range is ignored.
     std::function<void()> checkpoint;
 };
 

@@ -1,0 +1,199 @@
+#include "delivery.hpp"
+
+#include "db.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <cstdio>
+#include <set>
+
+namespace changefeed::detail {
+namespace {
+
+// A text[] argument as jsonb text (libpqxx 6 has no array parameters): the
+// SQL unpacks it with jsonb_array_elements_text, so no id is ever spliced.
+std::string json_array_of(const std::vector<std::string>& ids) {
+    boost::json::array a;
+    a.reserve(ids.size());
+    for (const auto& id : ids) a.emplace_back(id);
+    return boost::json::serialize(a);
+}
+
+std::set<std::string> dedup_applied(pqxx::connection& c, const LeaseKey& k, const std::vector<std::string>& ids) {
+    return translated_names(k.processor, std::nullopt, [&] {
+        pqxx::read_transaction tx(c);
+        auto r = tx.exec_params(
+            "SELECT changefeed.dedup_applied($1::regclass, $2,"
+            "       ARRAY(SELECT pg_catalog.jsonb_array_elements_text($3::jsonb)))",
+            k.table, k.processor, json_array_of(ids));
+        std::set<std::string> out;
+        for (const auto& row : r) out.insert(row[0].as<std::string>());
+        return out;
+    });
+}
+
+void dedup_record(pqxx::connection& c, const LeaseKey& k, const std::vector<std::string>& ids) {
+    translated_names(k.processor, std::nullopt, [&] {
+        pqxx::work tx(c);
+        tx.exec_params(
+            "SELECT changefeed.dedup_record($1::regclass, $2,"
+            "       ARRAY(SELECT pg_catalog.jsonb_array_elements_text($3::jsonb)))",
+            k.table, k.processor, json_array_of(ids));
+        tx.commit();
+    });
+}
+
+void store_in(pqxx::transaction_base& tx, const LeaseKey& k, int range, std::int64_t epoch, const Mark& m) {
+    if (m.backfill)
+        checkpoint_backfill_in(tx, k, range, epoch, m.backfill_after, m.backfill_rows, m.backfill_done);
+    else
+        checkpoint_in(tx, k, range, epoch, m.position);
+}
+
+void store_on(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch, const Mark& m) {
+    if (m.backfill)
+        checkpoint_backfill(c, k, range, epoch, m.backfill_after, m.backfill_rows, m.backfill_done);
+    else
+        checkpoint(c, k, range, epoch, m.position);
+}
+
+// The open transaction a TransactionalHandler writes in.
+class PgTransaction final : public Transaction {
+public:
+    explicit PgTransaction(pqxx::transaction_base& tx) : tx_(tx) {}
+    pqxx::transaction_base& sql() override { return tx_; }
+    InMemoryTransaction& memory() override {
+        throw Error(errc::invalid_option, "memory() is the in-memory provider's transaction; on PostgreSQL use sql()");
+    }
+
+private:
+    pqxx::transaction_base& tx_;
+};
+
+}  // namespace
+
+std::string backfill_event_prefix(int collection_id, const std::string& backfill_position) {
+    std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64
+    for (unsigned char ch : backfill_position) {
+        h ^= ch;
+        h *= 1099511628211ull;
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return std::to_string(collection_id) + ".b" + hex + ".";
+}
+
+std::function<void()> ManualCheckpoints::bind(int range, std::int64_t epoch, Mark mark) {
+    std::uint64_t order;
+    {
+        std::lock_guard lock(mu_);
+        order = ++delivered_[range];
+    }
+    // Shared: the closure may outlive the processor's run (it then fails
+    // with lease_lost, the leases being released).
+    return [self = shared_from_this(), range, epoch, order, mark = std::move(mark)] {
+        self->store(range, epoch, order, mark);
+    };
+}
+
+void ManualCheckpoints::store(int range, std::int64_t epoch, std::uint64_t order, const Mark& mark) {
+    std::lock_guard lock(mu_);
+    auto it = stored_.find(range);
+    if (it != stored_.end() && it->second >= order) return;  // a later batch's checkpoint is stored already
+    try {
+        if (!conn_) conn_ = connect(conninfo_);
+        store_on(*conn_, key_, range, epoch, mark);
+    } catch (...) {
+        Error e = to_error(std::current_exception());
+        if (is_connection_error(e)) conn_.reset();  // the next call reconnects
+        throw e;
+    }
+    stored_[range] = order;
+}
+
+Delivery::Delivery(std::string conninfo, LeaseKey key, const Handlers& handlers, const ProcessorOptions& options,
+                   ConsumerEvents& events, std::shared_ptr<ProjectionCounters> counters)
+    : conninfo_(std::move(conninfo)), key_(std::move(key)), handlers_(handlers), options_(options),
+      events_(events), counters_(std::move(counters)) {
+    if (!automatic()) manual_ = std::make_shared<ManualCheckpoints>(conninfo_, key_);
+}
+
+bool Delivery::deliver(pqxx::connection& conn, const std::vector<Change>& batch, Context ctx, std::int64_t epoch,
+                       const Mark& after, std::stop_token stop, const Guard& guard) {
+    ctx.position = after.backfill ? std::string() : after.position;
+    switch (handlers_.shape) {
+    case HandlerShape::handler:
+        if (manual_) ctx.checkpoint = manual_->bind(ctx.range_id, epoch, after);
+        if (!guard([&] { handlers_.handler(batch, ctx, stop); })) return false;
+        break;
+    case HandlerShape::projector:
+        if (!project(conn, batch, ctx, guard)) return false;
+        break;
+    case HandlerShape::transactional:
+        return transact(conn, batch, ctx, epoch, after, guard);
+    }
+    if (automatic()) store_on(conn, key_, ctx.range_id, epoch, after);
+    return true;
+}
+
+void Delivery::store(pqxx::connection& conn, int range, std::int64_t epoch, const Mark& after) {
+    if (automatic()) store_on(conn, key_, range, epoch, after);
+}
+
+// The changes recorded in the store are skipped; the ids of those the
+// projector was called for are recorded after the batch, or after it threw
+// (for the ones before), so a retry calls it only from the one that threw.
+bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx,
+                       const Guard& guard) {
+    std::vector<std::string> ids;
+    ids.reserve(batch.size());
+    for (const auto& c : batch) ids.push_back(c.event_id);
+    const std::set<std::string> recorded = dedup_applied(conn, key_, ids);
+    std::vector<std::string> done;
+    std::vector<Error> alerts;
+    const bool ok = guard([&] {
+        for (const auto& c : batch) {
+            bool duplicate = recorded.count(c.event_id) > 0;
+            if (!duplicate) {
+                duplicate = handlers_.projector(c, ctx) == ProjectionResult::skipped_duplicate;
+                done.push_back(c.event_id);
+            }
+            if (auto alert = counters_->count(duplicate)) alerts.push_back(std::move(*alert));
+        }
+    });
+    if (!done.empty()) dedup_record(conn, key_, done);
+    for (const auto& a : alerts) events_.report(ctx.range_id, a);
+    return ok;
+}
+
+// Exactly once: the handler's writes and the checkpoint commit together.  The
+// checkpoint's fence (changefeed.lease_fence) locks the lease row FOR NO KEY
+// UPDATE until the commit, if this instance still owns it at `epoch`.  A
+// takeover (lease_acquire/lease_steal, reset_checkpoint) updates that row: if
+// it committed first, the fence sees the new owner or epoch (READ COMMITTED
+// re-checks the row it waited for) and raises CF010, and the handler's writes
+// roll back with it; if the fence came first, the takeover waits for this
+// commit and only then moves the lease.  So a range's writes commit only
+// while its lease is held, and each batch's exactly once with its checkpoint.
+bool Delivery::transact(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx,
+                        std::int64_t epoch, const Mark& after, const Guard& guard) {
+    std::unique_ptr<pqxx::work> tx = translated([&] { return std::make_unique<pqxx::work>(conn); });
+    PgTransaction t(*tx);
+    if (!guard([&] { handlers_.transactional(batch, t, ctx); })) {
+        try {
+            tx->abort();
+        } catch (...) {
+        }
+        tx.reset();
+        if (!conn.is_open()) throw Error(errc::connection_failed, "the connection dropped during the handler");
+        return false;
+    }
+    translated([&] {
+        store_in(*tx, key_, ctx.range_id, epoch, after);
+        tx->commit();
+    });
+    return true;
+}
+
+}  // namespace changefeed::detail
