@@ -246,6 +246,7 @@ State Processor::state() const { return impl_->current_state(); }
 const std::string& Processor::name() const { return impl_->processor_name(); }
 const std::string& Processor::instance_name() const { return impl_->instance_name(); }
 std::vector<int> Processor::owned_ranges() const { return impl_->owned_ranges(); }
+ProjectionStats Processor::projection_stats() const { return impl_->projection_stats(); }
 
 Processor make_latest_version_processor(Collection collection, std::string name, Handler handler,
                                         LatestVersionOptions options) {

@@ -36,6 +36,8 @@ struct ProcessorImpl {
     virtual const std::string& processor_name() const = 0;
     virtual const std::string& instance_name() const = 0;
     virtual std::vector<int> owned_ranges() const = 0;
+    // A projector processor's counters; zero for the other shapes.
+    virtual ProjectionStats projection_stats() const { return {}; }
     // Whether the caller runs on the thread that calls the handler.
     virtual bool on_handler_thread() const = 0;
     // Destroyed from inside the handler: ask to stop and take `self` (this
