@@ -173,13 +173,17 @@ struct MemoryStore {
         cv.notify_all();
     }
 
-    // The oldest entry any name could still read; older ones go.
+    // The oldest entry any name could still read; older ones go.  A range
+    // without a position of its own reads from the name's start; a range
+    // not known yet has no entries to keep.
     void trim() {
         if (names.empty()) return;
         std::int64_t keep_after = last_seq;
         auto consider = [&](const NameState& ns) {
-            keep_after = std::min(keep_after, ns.start);
-            for (const auto& [range, pos] : ns.ranges) keep_after = std::min(keep_after, pos.lo);
+            for (const auto& [range, id] : range_ids) {
+                auto pos = ns.ranges.find(range);
+                keep_after = std::min(keep_after, pos != ns.ranges.end() ? pos->second.lo : ns.start);
+            }
         };
         for (const auto& [name, ns] : names) consider(ns);
         for (const auto* ns : running) consider(*ns);
