@@ -96,13 +96,12 @@ struct MemoryStore {
     std::deque<Entry> log;
     std::int64_t last_seq = 0;
     bool recording = false;
-    // What the log still holds: every write after kept_after, written since
-    // recording_since; the newest write dropped from it was written at last_dropped_at.
-    std::int64_t kept_after = 0;
-    std::optional<std::chrono::system_clock::time_point> recording_since, last_dropped_at;
+    // The log holds every write after recorded_after, the last one before
+    // recording began at recording_since.
+    std::int64_t recorded_after = 0;
+    std::optional<std::chrono::system_clock::time_point> recording_since;
     int backfills = 0;
     std::map<std::string, NameState> names;  // the stored checkpoints
-    std::set<const NameState*> running;      // the cursors of running processors
     // Per processor name, the event ids its projector applied (the deduplication store).
     std::map<std::string, std::set<std::string>> applied;
     // What transactional handlers wrote: projection -> key -> value.
@@ -147,7 +146,7 @@ struct MemoryStore {
         if (recording) return;
         recording = true;
         recording_since = std::chrono::system_clock::now();
-        kept_after = last_seq;
+        recorded_after = last_seq;
     }
 
     void write(WriteKind kind, boost::json::object doc) {
@@ -171,27 +170,6 @@ struct MemoryStore {
             record(op, id, range, boost::json::value(std::move(doc)), std::move(previous));
         }
         cv.notify_all();
-    }
-
-    // The oldest entry any name could still read; older ones go.  A range
-    // without a position of its own reads from the name's start; a range
-    // not known yet has no entries to keep.
-    void trim() {
-        if (names.empty()) return;
-        std::int64_t keep_after = last_seq;
-        auto consider = [&](const NameState& ns) {
-            for (const auto& [range, id] : range_ids) {
-                auto pos = ns.ranges.find(range);
-                keep_after = std::min(keep_after, pos != ns.ranges.end() ? pos->second.lo : ns.start);
-            }
-        };
-        for (const auto& [name, ns] : names) consider(ns);
-        for (const auto* ns : running) consider(*ns);
-        while (!log.empty() && log.front().seq <= keep_after) {
-            kept_after = log.front().seq;
-            last_dropped_at = log.front().written_at;
-            log.pop_front();
-        }
     }
 
     // Under mu: a transaction's writes become the projections'.
@@ -286,7 +264,6 @@ public:
             // Each instance reads with its own cursor from the stored
             // checkpoint (no lease contention: two instances both see all).
             cursor_ = store_->names.at(name_);
-            store_->running.insert(&cursor_);
             stopping_ = false;
         } catch (...) {
             set_state(State::stopped);
@@ -356,11 +333,10 @@ private:
         ns.start = store_->last_seq;
         if (opt_.start_time) {
             const auto t = *opt_.start_time;
-            if (t < *store_->recording_since || (store_->last_dropped_at && t <= *store_->last_dropped_at))
+            if (t < *store_->recording_since)
                 throw Error(errc::history_lost,
-                            "processor \"" + name_ + "\": the collection no longer holds the writes since "
-                            "start_time (it records from the first processor's start, and drops what every "
-                            "processor has read)");
+                            "processor \"" + name_ + "\": the collection does not hold the writes since "
+                            "start_time (it records them from the first processor's start on)");
             for (const auto& e : store_->log)
                 if (e.written_at >= t) {
                     ns.start = e.seq - 1;
@@ -371,9 +347,10 @@ private:
                 throw Error(errc::foreign_position, "processor \"" + name_ + "\": position " +
                                                         opt_.start_position +
                                                         " lies beyond this collection's last write");
-            if (from->lo < store_->kept_after)
-                throw Error(errc::history_lost, "processor \"" + name_ + "\": the collection no longer holds "
-                                                "the writes after position " + opt_.start_position);
+            if (from->lo < store_->recorded_after)
+                throw Error(errc::history_lost, "processor \"" + name_ + "\": the collection does not hold "
+                                                "the writes after position " + opt_.start_position +
+                                                " (it records them from the first processor's start on)");
             ns.start = from->lo;  // a paged window restarts from its beginning
         } else if (start_from_beginning_ && mode_ == FeedMode::latest_version) {
             for (const auto& [id, range] : store_->range_of_doc) ns.backfill.emplace(range, std::nullopt);
@@ -397,7 +374,6 @@ private:
         std::vector<int> released;
         {
             std::lock_guard lock(store_->mu);
-            store_->running.erase(&cursor_);
             for (const auto& range : owned_) released.push_back(store_->range_ids.at(range));
         }
         owned_.clear();
@@ -448,8 +424,10 @@ private:
                 pos.after = 0;
             }
             std::vector<const Entry*> window;
-            for (const auto& e : store_->log)
-                if (e.seq > pos.lo && e.seq <= pos.hi && e.range == range) window.push_back(&e);
+            auto from = std::upper_bound(store_->log.begin(), store_->log.end(), pos.lo,
+                                         [](std::int64_t seq, const Entry& e) { return seq < e.seq; });
+            for (auto e = from; e != store_->log.end() && e->seq <= pos.hi; ++e)
+                if (e->range == range) window.push_back(&*e);
             std::vector<const Entry*> picked;
             if (mode_ == FeedMode::all_versions_and_deletes) {
                 picked = window;
@@ -661,7 +639,6 @@ private:
                 if (d.transaction) store_->apply(MemoryTransactionAccess::writes(*d.transaction));
                 if (backfilling) save_backfill(range, backfill_after, backfill_done);
                 else save(range, pos);
-                store_->trim();
             }
             if (!busy) store_->cv.wait_until(lock, next_retry);
         }

@@ -30,15 +30,14 @@
 //   when it appears); on_lease_released once per such range on stop.
 //   Context::lease_epoch is always 1 and Context::checkpoint never fails with
 //   lease_lost.
-// - The log is kept for whatever could still be read: nothing is recorded
-//   before the first processor starts; once a checkpoint exists the writes
-//   after it are kept for the life of the collection, the older ones are
-//   dropped.  No retention, so a stored checkpoint never loses history;
-//   resync and maintain_interval are accepted and ignored.  history_lost comes
-//   only from start(), for a start_time or start_position from before what the
-//   collection kept (before the first processor started recording, or writes
-//   every processor had already read).  A start_time in the future starts at
-//   the end of the log (the writes from start() on).
+// - Nothing is recorded before the first processor starts (even one whose
+//   start() then failed); from then on every write is kept in the log for the
+//   life of the collection (a collection of a unit test is small).  No
+//   retention, so a stored checkpoint never loses history; resync and
+//   maintain_interval are accepted and ignored.  history_lost comes only from
+//   start(), for a start_time or start_position from before the recording
+//   began.  A start_time in the future starts at the end of the log (the
+//   writes from start() on).
 // - Positions (Context::position, start_position) are "mem.<seq>": every
 //   change up to that sequence number was delivered; a position inside a
 //   paged latest-version window is "mem.<lo>.<hi>.<after>", and as a
