@@ -43,6 +43,8 @@ struct Position {
     std::int64_t lo = 0, hi = 0, after = 0;  // hi = 0: no window open
 };
 
+namespace {
+
 // Whether `a` is behind `b`: an earlier lo, or the same lo with less of its window delivered.
 bool behind(const Position& a, const Position& b) {
     return std::tuple(a.lo, a.hi != 0, a.after) < std::tuple(b.lo, b.hi != 0, b.after);
@@ -77,6 +79,8 @@ Position parse_position(const std::string& text) {
     if (parts.size() == 3 && parts[0] < parts[2] && parts[2] <= parts[1]) return Position{parts[0], parts[1], parts[2]};
     throw bad();
 }
+
+}  // namespace
 
 struct NameState {
     std::int64_t start = 0;  // where ranges without a position of their own begin
