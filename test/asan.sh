@@ -2,8 +2,9 @@
 # The client's lifetime-sensitive suites built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (halting on the first report): cancelling a
 # subscription and destroying a processor from inside their own callbacks,
-# subscriptions, the latest-version processor and the in-memory provider.  A build directory and
-# ports of its own, so that it runs beside the ordinary build.
+# subscriptions, the latest-version processor and the in-memory provider.  A
+# build directory and ports of its own, so that it runs beside the ordinary
+# build.
 # Usage: bash test/asan.sh [--build-dir DIR] [--port-base N] [--test-dir DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
