@@ -45,7 +45,10 @@ TEST(InMemoryTransaction, ReadsItsOwnWritesAndCommitsThemWithTheBatch) {
             throw std::runtime_error("first attempt fails");
         }
     };
-    auto p = changefeed::make_latest_version_processor(c, "names", handler, cftest::fast_options("one"));
+    cftest::ErrorLog errors;
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
+    o.on_error = errors.sink();
+    auto p = changefeed::make_latest_version_processor(c, "names", handler, o);
     p.start();
     c.create({{"id", 1}, {"name", "Ann"}});
     ASSERT_TRUE(cftest::eventually([&] { return c.projection("names").size() == 1; }));
@@ -56,6 +59,7 @@ TEST(InMemoryTransaction, ReadsItsOwnWritesAndCommitsThemWithTheBatch) {
     // The failed attempt's writes were not seen by the retry; the committed value was seen by the next batch.
     EXPECT_EQ(log, (std::vector<std::string>{"->Ann", "->Ann", "Ann>Bo"}));
     EXPECT_EQ(sql, errc::invalid_option);
+    EXPECT_EQ(errors.messages(errc::handler_failed).size(), 1u);
     EXPECT_TRUE(c.projection("other").empty());
 }
 
@@ -67,8 +71,10 @@ TEST(InMemory, EventIdsAndPositionsNameTheSequence) {
     c.create({{"id", "b"}});
     std::atomic<int> calls{0};
     cftest::Recorder rec;
+    cftest::ErrorLog errors;
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.start_from_beginning = true;
+    o.on_error = errors.sink();
     auto p = c.make_processor("p",
         [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
             if (calls++ == 0) throw std::runtime_error("once");
@@ -123,6 +129,67 @@ TEST(InMemory, StartOptionsNeverStartSilentlyFromNow) {
     ASSERT_TRUE(cftest::eventually([&] { return rec.of("2").size() == 2; }));
     EXPECT_EQ(rec.of("1").size(), 1u);
     EXPECT_FALSE(rec.has("0"));
+}
+
+// Manual checkpoints of backfill pages store the backfill's progress; a
+// checkpoint function stays callable after its processor is gone.
+TEST(InMemory, ManualCheckpointsOfABackfill) {
+    changefeed::InMemoryCollection c;
+    cftest::Recorder warmup;
+    { auto w = c.make_processor("warmup", warmup.handler(), changefeed::LatestVersionOptions(cftest::fast_options("w"))); w.start(); }
+    for (const char* k : {"a", "b", "c"}) c.upsert({{"id", "x"}, {"k", k}});  // one document, replaced
+    c.create({{"id", "y"}});
+    c.create({{"id", "z"}});
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
+    o.checkpoint_mode = changefeed::CheckpointMode::manual;
+    o.start_from_beginning = true;
+    o.max_batch_size = 1;
+    std::mutex mu;
+    std::vector<std::string> seen;
+    std::vector<std::function<void()>> checkpoints;
+    auto handler = [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+        std::lock_guard lock(mu);
+        for (const auto& ch : batch) seen.push_back(ch.doc_id);
+        checkpoints.push_back(ctx.checkpoint);
+        if (seen.size() == 1) ctx.checkpoint();  // only the first page: "x"
+    };
+    {
+        auto p = c.make_processor("p", handler, o);
+        p.start();
+        ASSERT_TRUE(cftest::eventually([&] {
+            std::lock_guard lock(mu);
+            return seen.size() == 3;
+        }));
+    }
+    std::function<void()> second;
+    {
+        std::lock_guard lock(mu);
+        EXPECT_EQ(seen, (std::vector<std::string>{"x", "y", "z"}));
+        second = checkpoints.at(1);
+        checkpoints.at(0)();  // again, later: already stored, nothing changes
+        seen.clear();
+    }
+    auto p = c.make_processor("p", handler, o);
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] {
+        std::lock_guard lock(mu);
+        return seen.size() == 2;
+    }));
+    p.stop();
+    {
+        std::lock_guard lock(mu);
+        EXPECT_EQ(seen, (std::vector<std::string>{"y", "z"}));  // after the checkpointed page
+        seen.clear();
+    }
+    second();  // "y" checkpointed after its processor was destroyed
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] {
+        std::lock_guard lock(mu);
+        return !seen.empty();
+    }));
+    std::this_thread::sleep_for(50ms);
+    std::lock_guard lock(mu);
+    EXPECT_EQ(seen, (std::vector<std::string>{"z"}));
 }
 
 TEST(InMemory, ShapesAndOptionsAreChecked) {
