@@ -2,8 +2,9 @@
 # The client's lifetime-sensitive suites built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (halting on the first report): cancelling a
 # subscription and destroying a processor from inside their own callbacks,
-# subscriptions, and the latest-version processor.  A build directory and
-# ports of its own, so that it runs beside the ordinary build.
+# subscriptions, the latest-version processor and the in-memory provider.  A
+# build directory and ports of its own, so that it runs beside the ordinary
+# build.
 # Usage: bash test/asan.sh [--build-dir DIR] [--port-base N] [--test-dir DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-tests=(cancel_in_callback_test processor_self_destroy_test subscription_test latest_version_test consumer_policy_test)
+tests=(cancel_in_callback_test processor_self_destroy_test subscription_test latest_version_test consumer_policy_test
+       in_memory_test)
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DCHANGEFEED_BUILD_TESTS=ON -DCHANGEFEED_BUILD_EXAMPLES=OFF \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
     -DCHANGEFEED_TEST_PORT_BASE="$port_base" -DCHANGEFEED_TEST_DIR="$test_dir" >/dev/null

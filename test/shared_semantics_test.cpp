@@ -3,8 +3,12 @@
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
 
 using namespace std::chrono_literals;
 using changefeed::Operation;
@@ -18,12 +22,15 @@ namespace {
 enum class FeedMode { latest_version, all_versions_and_deletes };
 
 
-// Documents are {"id": int, "v": text} on both sides.
+// Documents are {"id": int, "v": text} on both sides.  A transactional
+// handler's projection is key -> text: a table of the test's own on
+// PostgreSQL, a named in-memory projection on the other side.
 class PostgresProvider {
 public:
     PostgresProvider() : table_("shared_" + std::to_string(++counter_)) {
         cluster().exec("CREATE TABLE " + table_ + " (id int PRIMARY KEY, v text);"
-                       "SELECT changefeed.enable('" + table_ + "', ranges => 4)");
+                       "SELECT changefeed.enable('" + table_ + "', ranges => 4);"
+                       "CREATE TABLE " + table_ + "_projection (key text PRIMARY KEY, value text NOT NULL)");
     }
     void insert(int id, const std::string& v) {
         exec("INSERT INTO " + table_ + " VALUES (" + std::to_string(id) + ", " + quoted(v) + ")");
@@ -32,12 +39,31 @@ public:
         exec("UPDATE " + table_ + " SET v = " + quoted(v) + " WHERE id = " + std::to_string(id));
     }
     void remove(int id) { exec("DELETE FROM " + table_ + " WHERE id = " + std::to_string(id)); }
-    changefeed::Processor processor(const std::string& name, changefeed::Handler h, changefeed::LatestVersionOptions o,
+    // Handler, Projector or TransactionalHandler: the constructor's overload picks the shape.
+    template <class Consumer>
+    changefeed::Processor processor(const std::string& name, Consumer h, changefeed::LatestVersionOptions o,
                                     FeedMode mode) {
         changefeed::Collection c(cluster().conninfo(), table_);
         if (mode == FeedMode::latest_version) return changefeed::Processor(c, name, std::move(h), std::move(o));
         return changefeed::Processor(c, name, std::move(h), cftest::common_options(std::move(o)));
     }
+    // A transactional handler's write to the projection, in its transaction.
+    void put(changefeed::Transaction& tx, const std::string& key, const std::string& value) {
+        tx.sql().exec_params("INSERT INTO " + table_ + "_projection (key, value) VALUES ($1, $2) "
+                             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                             key, value);
+    }
+    // What has committed of the projection.
+    std::map<std::string, std::string> projection() {
+        std::map<std::string, std::string> out;
+        pqxx::work tx(conn());
+        for (const auto& row : tx.exec("SELECT key, value FROM " + table_ + "_projection"))
+            out[row[0].as<std::string>()] = row[1].as<std::string>();
+        tx.commit();
+        return out;
+    }
+    // The accessor of the other provider's transaction (it must refuse).
+    static void use_foreign_transaction(changefeed::Transaction& tx) { tx.memory(); }
 
 private:
     static std::string quoted(const std::string& v) { return "'" + v + "'"; }  // test constants only
@@ -60,11 +86,21 @@ public:
     void insert(int id, const std::string& v) { coll_.create({{"id", id}, {"v", v}}); }
     void update(int id, const std::string& v) { coll_.replace({{"id", id}, {"v", v}}); }
     void remove(int id) { coll_.delete_(std::to_string(id)); }
-    changefeed::Processor processor(const std::string& name, changefeed::Handler h, changefeed::LatestVersionOptions o,
+    template <class Consumer>
+    changefeed::Processor processor(const std::string& name, Consumer h, changefeed::LatestVersionOptions o,
                                     FeedMode mode) {
         if (mode == FeedMode::latest_version) return coll_.make_processor(name, std::move(h), std::move(o));
         return coll_.make_processor(name, std::move(h), cftest::common_options(std::move(o)));
     }
+    void put(changefeed::Transaction& tx, const std::string& key, const std::string& value) {
+        tx.memory().put("projection", key, boost::json::value(value));
+    }
+    std::map<std::string, std::string> projection() {
+        std::map<std::string, std::string> out;
+        for (const auto& [key, value] : coll_.projection("projection")) out[key] = std::string(value.as_string());
+        return out;
+    }
+    static void use_foreign_transaction(changefeed::Transaction& tx) { tx.sql(); }
 
 private:
     changefeed::InMemoryCollection coll_;
@@ -239,6 +275,244 @@ TYPED_TEST(SharedSemantics, ProcessorErrorsAreTheSame) {
     }
     p.stop();
     EXPECT_EQ(p.state(), changefeed::State::stopped);
+}
+
+// A projector is not given again what it applied: after it threw on the
+// third change of a batch, the redelivery (here by a restarted processor)
+// skips the two changes recorded before the throw.
+TYPED_TEST(SharedSemantics, ProjectorSkipsWhatItAppliedBeforeARedelivery) {
+    std::mutex mu;
+    std::map<std::string, int> calls;             // per event id
+    std::map<std::string, std::string> value_of;  // event id -> v
+    int total = 0;
+    auto projector = [&](const changefeed::Change& c, const changefeed::Context&) {
+        std::lock_guard lock(mu);
+        ++calls[c.event_id];
+        value_of[c.event_id] = this->v_of(c);
+        if (++total == 3) throw std::runtime_error("the projector fails on the third change");
+        return changefeed::ProjectionResult::applied;
+    };
+    cftest::ErrorLog errors;
+    auto o = cftest::fast_options("one");
+    o.on_error = errors.sink();
+    o.retry_delay = std::chrono::hours(1);  // no retry: the next instance gets the batch again
+    auto first = this->provider.processor("totals", projector, o, FeedMode::all_versions_and_deletes);
+    first.start();
+    ASSERT_TRUE(cftest::wait_running(first));
+    first.stop();  // the writes come while it is stopped, so that they are read as one batch
+    this->provider.insert(1, "0");
+    for (int k = 1; k <= 4; ++k) this->provider.update(1, std::to_string(k));
+    first.start();
+    ASSERT_TRUE(cftest::eventually([&] { return errors.has(changefeed::errc::handler_failed); }));
+    first.stop();
+    EXPECT_EQ(first.projection_stats().applied, 2);
+    EXPECT_EQ(first.projection_stats().skipped_duplicate, 0);
+
+    o.retry_delay = 100ms;
+    auto second = this->provider.processor("totals", projector, o, FeedMode::all_versions_and_deletes);
+    second.start();
+    ASSERT_TRUE(cftest::eventually([&] { return second.projection_stats().applied == 3; }));
+    EXPECT_EQ(second.projection_stats().skipped_duplicate, 2);  // "0" and "1", from the store
+    std::lock_guard lock(mu);
+    EXPECT_EQ(total, 6);
+    ASSERT_EQ(calls.size(), 5u);  // one event id per change, the same on the redelivery
+    for (const auto& [id, n] : calls) {
+        EXPECT_FALSE(id.empty());
+        EXPECT_EQ(n, value_of[id] == "2" ? 2 : 1) << "event " << id << " (v " << value_of[id] << ")";
+    }
+}
+
+TYPED_TEST(SharedSemantics, ProjectionStatsCountAppliedAndSkipped) {
+    auto projector = [](const changefeed::Change& c, const changefeed::Context&) {
+        // The projector's own check, e.g. a version compare, may find a change applied.
+        return std::stoi(c.doc_id) % 2 ? changefeed::ProjectionResult::applied
+                                       : changefeed::ProjectionResult::skipped_duplicate;
+    };
+    auto p = this->provider.processor("stats", projector, cftest::fast_options("one"), FeedMode::latest_version);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p));
+    for (int id = 1; id <= 5; ++id) this->provider.insert(id, "x");
+    ASSERT_TRUE(cftest::eventually([&] {
+        auto s = p.projection_stats();
+        return s.applied + s.skipped_duplicate == 5;
+    }));
+    EXPECT_EQ(p.projection_stats().applied, 3);
+    EXPECT_EQ(p.projection_stats().skipped_duplicate, 2);
+    cftest::Recorder rec;
+    auto plain = this->start("plain", rec);
+    this->provider.insert(6, "x");
+    ASSERT_TRUE(cftest::eventually([&] { return rec.has("6"); }));
+    EXPECT_EQ(plain.projection_stats().applied, 0);  // not a projector
+    EXPECT_EQ(plain.projection_stats().skipped_duplicate, 0);
+}
+
+// The projection's writes and the checkpoint commit together: a handler that
+// throws after writing leaves the projection unchanged and gets the batch
+// again; once it returned, a restarted processor does not get it again.
+TYPED_TEST(SharedSemantics, TransactionalHandlerCommitsProjectionAndCheckpointTogether) {
+    std::atomic<bool> fail{true};
+    std::atomic<int> failures{0};
+    std::mutex mu;
+    std::vector<std::string> delivered;
+    std::error_code foreign;
+    auto handler = [&](const std::vector<changefeed::Change>& batch, changefeed::Transaction& tx,
+                       const changefeed::Context&) {
+        for (const auto& c : batch) this->provider.put(tx, c.doc_id, this->v_of(c));
+        {
+            std::lock_guard lock(mu);
+            for (const auto& c : batch) delivered.push_back(c.doc_id);
+            foreign = cftest::code_of([&] { TypeParam::use_foreign_transaction(tx); });
+        }
+        if (fail) {
+            ++failures;
+            throw std::runtime_error("fails after writing");
+        }
+    };
+    cftest::ErrorLog errors;
+    auto o = cftest::fast_options("one");
+    o.on_error = errors.sink();
+    auto p = this->provider.processor("copy", handler, o, FeedMode::latest_version);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p));
+    this->provider.insert(1, "a");
+    ASSERT_TRUE(cftest::eventually([&] { return failures >= 2; }));
+    EXPECT_TRUE(this->provider.projection().empty());  // nothing of the failed attempts
+    fail = false;
+    const std::map<std::string, std::string> one{{"1", "a"}};
+    ASSERT_TRUE(cftest::eventually([&] { return this->provider.projection() == one; }));
+    p.stop();
+    {
+        std::lock_guard lock(mu);
+        EXPECT_GE(delivered.size(), 3u);  // the batch again after each failure
+        for (const auto& id : delivered) EXPECT_EQ(id, "1");
+        EXPECT_EQ(foreign, changefeed::errc::invalid_option);
+        delivered.clear();
+    }
+    this->provider.insert(2, "b");
+    auto q = this->provider.processor("copy", handler, o, FeedMode::latest_version);
+    q.start();
+    const std::map<std::string, std::string> two{{"1", "a"}, {"2", "b"}};
+    ASSERT_TRUE(cftest::eventually([&] { return this->provider.projection() == two; }));
+    std::lock_guard lock(mu);
+    EXPECT_EQ(delivered, std::vector<std::string>{"2"});  // the committed batch is not delivered again
+}
+
+TYPED_TEST(SharedSemantics, StartTimeStartsAtTheFirstChangeWrittenAtOrAfterIt) {
+    cftest::Recorder warmup;
+    { auto p = this->start("warmup", warmup); }  // the in-memory log records from here
+    this->provider.insert(1, "before");
+    std::this_thread::sleep_for(500ms);
+    const auto t = std::chrono::system_clock::now();
+    std::this_thread::sleep_for(100ms);
+    this->provider.insert(2, "after");
+    this->provider.insert(3, "after");
+    cftest::Recorder rec;
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
+    o.start_time = t;
+    auto p = this->start("since", rec, FeedMode::latest_version, o);
+    ASSERT_TRUE(cftest::eventually([&] { return rec.has("2") && rec.has("3"); }));
+    EXPECT_FALSE(rec.has("1"));
+    for (const auto& h : rec.all()) EXPECT_GE(*h.change.written_at, t);
+    p.stop();  // a checkpoint wins over start_time
+    this->provider.insert(4, "later");
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] { return rec.has("4"); }));
+    EXPECT_EQ(rec.of("2").size(), 1u);
+    EXPECT_EQ(rec.of("3").size(), 1u);
+    o.start_position = "mem.1";  // two start options at once
+    EXPECT_EQ(cftest::code_of([&] {
+                  auto q = this->provider.processor("both", rec.handler(), o, FeedMode::latest_version);
+                  q.start();
+              }),
+              changefeed::errc::invalid_option);
+}
+
+TYPED_TEST(SharedSemantics, StartPositionFromAContextPosition) {
+    cftest::Recorder a;
+    auto p = this->start("a", a);
+    this->provider.insert(1, "x");
+    ASSERT_TRUE(cftest::eventually([&] { return a.has("1"); }));
+    std::string position;
+    for (const auto& h : a.all())
+        if (h.change.doc_id == "1") position = h.context.position;
+    ASSERT_FALSE(position.empty());
+    this->provider.insert(2, "y");
+    cftest::Recorder b;
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
+    o.start_position = position;
+    auto q = this->start("b", b, FeedMode::latest_version, o);
+    ASSERT_TRUE(cftest::eventually([&] { return b.has("2"); }));
+    EXPECT_FALSE(b.has("1"));
+    o.start_position = "not a position";
+    EXPECT_EQ(cftest::code_of([&] {
+                  auto r = this->provider.processor("c", b.handler(), o, FeedMode::latest_version);
+                  r.start();
+              }),
+              changefeed::errc::malformed_position);
+}
+
+// CheckpointMode::manual: only Context::checkpoint stores, from the handler
+// or later from another thread; an older position is ignored.  A restart
+// resumes after the last checkpoint and redelivers the rest.
+TYPED_TEST(SharedSemantics, ManualCheckpointsStoreOnlyWhatTheHandlerCheckpointed) {
+    std::mutex mu;
+    std::vector<std::string> seen, positions;
+    std::function<void()> checkpoint_of_a;
+    auto handler = [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
+                       std::stop_token) {
+        std::lock_guard lock(mu);
+        positions.push_back(ctx.position);
+        bool has_b = false;
+        for (const auto& c : batch) {
+            seen.push_back(this->v_of(c));
+            if (this->v_of(c) == "a") checkpoint_of_a = ctx.checkpoint;
+            has_b = has_b || this->v_of(c) == "b";
+        }
+        if (has_b) ctx.checkpoint();
+    };
+    auto has = [&](const std::string& v) {
+        std::lock_guard lock(mu);
+        return std::find(seen.begin(), seen.end(), v) != seen.end();
+    };
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
+    o.checkpoint_mode = changefeed::CheckpointMode::manual;
+    auto p = this->provider.processor("manual", handler, o, FeedMode::all_versions_and_deletes);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p));
+    this->provider.insert(1, "a");
+    ASSERT_TRUE(cftest::eventually([&] { return has("a"); }));
+    this->provider.update(1, "b");
+    ASSERT_TRUE(cftest::eventually([&] { return has("b"); }));
+    std::function<void()> older;
+    {
+        std::lock_guard lock(mu);
+        older = checkpoint_of_a;
+    }
+    ASSERT_TRUE(older);
+    std::thread([&] { older(); }).join();  // from another thread, after b's: ignored
+    this->provider.update(1, "c");
+    ASSERT_TRUE(cftest::eventually([&] { return has("c"); }));
+    p.stop();
+    {
+        std::lock_guard lock(mu);
+        for (const auto& pos : positions) EXPECT_FALSE(pos.empty());
+        seen.clear();
+    }
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] { return has("c"); }));
+    {
+        std::lock_guard lock(mu);
+        EXPECT_EQ(seen, std::vector<std::string>{"c"});  // after b's checkpoint; c was never checkpointed
+    }
+    // Manual checkpoints are for a Handler only.
+    auto projector = [](const changefeed::Change&, const changefeed::Context&) {
+        return changefeed::ProjectionResult::applied;
+    };
+    EXPECT_EQ(cftest::code_of([&] {
+                  auto q = this->provider.processor("manual-projector", projector, o, FeedMode::latest_version);
+                  q.start();
+              }),
+              changefeed::errc::invalid_option);
 }
 
 // What only the in-memory provider promises.

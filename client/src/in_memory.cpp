@@ -1,6 +1,8 @@
 // The in-memory provider.  A position per (processor name, range) mirrors the
 // server's: `lo` (every change up to it was delivered) and, while a window is
-// paged, the window's end `hi` and the last seq delivered in it.
+// paged, the window's end `hi` and the last seq delivered in it.  The
+// collection keeps, per processor name, the stored checkpoints and the
+// projector's deduplication store, so that both survive a processor restart.
 #include <changefeed/in_memory.hpp>
 
 #include "names.hpp"
@@ -11,6 +13,8 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -18,6 +22,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 namespace changefeed {
 namespace detail {
@@ -38,11 +43,51 @@ struct Position {
     std::int64_t lo = 0, hi = 0, after = 0;  // hi = 0: no window open
 };
 
+namespace {
+
+// Whether `a` is behind `b`: an earlier lo, or the same lo with less of its window delivered.
+bool behind(const Position& a, const Position& b) {
+    return std::tuple(a.lo, a.hi != 0, a.after) < std::tuple(b.lo, b.hi != 0, b.after);
+}
+
+std::string text_of(const Position& p) {
+    if (p.hi == 0) return "mem." + std::to_string(p.lo);
+    return "mem." + std::to_string(p.lo) + "." + std::to_string(p.hi) + "." + std::to_string(p.after);
+}
+
+// "mem.<lo>" or "mem.<lo>.<hi>.<after>"; Error(malformed_position) for anything else.
+Position parse_position(const std::string& text) {
+    auto bad = [&] {
+        return Error(errc::malformed_position,
+                     "\"" + text + "\" is not a position of the in-memory provider (mem.<seq>)");
+    };
+    const std::string prefix = "mem.";
+    if (text.compare(0, prefix.size(), prefix) != 0) throw bad();
+    std::vector<std::int64_t> parts;
+    const char* p = text.data() + prefix.size();
+    const char* end = text.data() + text.size();
+    while (true) {
+        std::int64_t v = 0;
+        auto [next, ec] = std::from_chars(p, end, v);
+        if (ec != std::errc() || next == p || v < 0) throw bad();
+        parts.push_back(v);
+        if (next == end) break;
+        if (*next != '.') throw bad();
+        p = next + 1;
+    }
+    if (parts.size() == 1) return Position{parts[0], 0, 0};
+    if (parts.size() == 3 && parts[0] < parts[2] && parts[2] <= parts[1]) return Position{parts[0], parts[1], parts[2]};
+    throw bad();
+}
+
+}  // namespace
+
 struct NameState {
     std::int64_t start = 0;  // where ranges without a position of their own begin
     std::map<std::string, Position> ranges;
     // start_from_beginning: ranges still to scan, and the last id delivered.
     std::map<std::string, std::optional<std::string>> backfill;
+    int backfill_number = 0;  // names the backfill in its rows' event ids
 };
 
 struct MemoryStore {
@@ -55,8 +100,16 @@ struct MemoryStore {
     std::deque<Entry> log;
     std::int64_t last_seq = 0;
     bool recording = false;
+    // The log holds every write after recorded_after, the last one before
+    // recording began at recording_since.
+    std::int64_t recorded_after = 0;
+    std::optional<std::chrono::system_clock::time_point> recording_since;
+    int backfills = 0;
     std::map<std::string, NameState> names;  // the stored checkpoints
-    std::set<const NameState*> running;      // the cursors of running processors
+    // Per processor name, the event ids its projector applied (the deduplication store).
+    std::map<std::string, std::set<std::string>> applied;
+    // What transactional handlers wrote: projection -> key -> value.
+    std::map<std::string, std::map<std::string, boost::json::value>> projections;
 
     std::string text_of(const boost::json::object& doc, const std::string& field) const {
         auto it = doc.find(field);
@@ -92,6 +145,14 @@ struct MemoryStore {
                             std::chrono::system_clock::now()});
     }
 
+    // Under mu: from now on every write is kept in the log until read.
+    void start_recording() {
+        if (recording) return;
+        recording = true;
+        recording_since = std::chrono::system_clock::now();
+        recorded_after = last_seq;
+    }
+
     void write(WriteKind kind, boost::json::object doc) {
         {
             std::lock_guard lock(mu);
@@ -115,18 +176,23 @@ struct MemoryStore {
         cv.notify_all();
     }
 
-    // The oldest entry any name could still read; older ones go.
-    void trim() {
-        if (names.empty()) return;
-        std::int64_t keep_after = last_seq;
-        auto consider = [&](const NameState& ns) {
-            keep_after = std::min(keep_after, ns.start);
-            for (const auto& [range, pos] : ns.ranges) keep_after = std::min(keep_after, pos.lo);
-        };
-        for (const auto& [name, ns] : names) consider(ns);
-        for (const auto* ns : running) consider(*ns);
-        while (!log.empty() && log.front().seq <= keep_after) log.pop_front();
+    // Under mu: a transaction's writes become the projections'.
+    void apply(std::map<std::string, std::map<std::string, std::optional<boost::json::value>>>& writes) {
+        for (auto& [name, values] : writes) {
+            auto& projection = projections[name];
+            for (auto& [key, value] : values) {
+                if (value) projection[key] = std::move(*value);
+                else projection.erase(key);
+            }
+        }
     }
+};
+
+struct MemoryTransactionAccess {
+    static std::unique_ptr<InMemoryTransaction> make(std::shared_ptr<MemoryStore> store) {
+        return std::unique_ptr<InMemoryTransaction>(new InMemoryTransaction(std::move(store)));
+    }
+    static auto& writes(InMemoryTransaction& tx) { return tx.writes_; }
 };
 
 namespace {
@@ -142,13 +208,24 @@ Change change_of(const Entry& e, const MemoryStore& s) {
     c.written_at = e.written_at;
     c.seq = e.seq;
     c.txid = static_cast<std::uint64_t>(e.seq);
+    c.event_id = "mem." + std::to_string(e.seq);
     return c;
 }
 
+// What the processor calls: one of the three shapes.
+struct Consumer {
+    Handler handler;
+    Projector projector;
+    TransactionalHandler transactional;
+
+    bool empty() const { return !handler && !projector && !transactional; }
+    const char* culprit() const { return projector ? "projector failed" : "handler failed"; }
+};
+
 class MemoryProcessor final : public ProcessorImpl {
 public:
-    MemoryProcessor(std::shared_ptr<MemoryStore> store, std::string name, Handler handler, FeedSettings feed)
-        : store_(std::move(store)), name_(std::move(name)), handler_(std::move(handler)),
+    MemoryProcessor(std::shared_ptr<MemoryStore> store, std::string name, Consumer consumer, FeedSettings feed)
+        : store_(std::move(store)), name_(std::move(name)), consumer_(std::move(consumer)),
           opt_(std::move(feed.common)), mode_(feed.mode), start_from_beginning_(feed.start_from_beginning),
           events_(opt_.on_error, opt_.on_state_change) {
         detail::check_processor_name(name_, name_);
@@ -156,11 +233,22 @@ public:
         // (a test would see every tenant's changes and pass for the wrong reason).
         if (!opt_.tenant.empty())
             throw Error(errc::invalid_option, "the in-memory provider does not support the tenant option");
-        if (!handler_) throw Error(errc::invalid_option, "the handler must not be empty");
+        if (consumer_.empty()) throw Error(errc::invalid_option, "the handler must not be empty");
         if (opt_.max_batch_size < 1 || opt_.max_batch_size > 100000)
             throw Error(errc::invalid_option, "max_batch_size must be between 1 and 100000");
         if (opt_.poll_interval <= std::chrono::milliseconds(0) || opt_.retry_delay < std::chrono::milliseconds(0))
             throw Error(errc::invalid_option, "intervals must be positive");
+        if (opt_.checkpoint_mode == CheckpointMode::manual && !consumer_.handler)
+            throw Error(errc::invalid_option,
+                        "manual checkpoints are for a Handler: a projector or a transactional handler "
+                        "checkpoints each batch itself");
+        if (int(opt_.start_time.has_value()) + int(!opt_.start_position.empty()) + int(start_from_beginning_) > 1)
+            throw Error(errc::invalid_option,
+                        "at most one of start_time, start_position and start_from_beginning may be given");
+        if (!(opt_.duplicate_alert_share >= 0.0 && opt_.duplicate_alert_share <= 1.0))
+            throw Error(errc::invalid_option, "duplicate_alert_share must be between 0 and 1");
+        if (opt_.duplicate_alert_window < 1)
+            throw Error(errc::invalid_option, "duplicate_alert_window must be at least 1");
         instance_ = opt_.instance_name.empty() ? "in-memory" : opt_.instance_name;
         detail::check_instance_name(instance_);
     }
@@ -170,23 +258,33 @@ public:
         std::lock_guard guard(start_mu_);
         if (thread_.joinable()) throw Error(errc::already_started, "processor \"" + name_ + "\" is already started");
         set_state(State::starting);
-        {
+        try {
+            // Checked even when a checkpoint wins: a bad option is a bug either way.
+            std::optional<Position> from;
+            if (!opt_.start_position.empty()) from = parse_position(opt_.start_position);
             std::lock_guard lock(store_->mu);
-            store_->recording = true;
-            if (!store_->names.count(name_)) {
-                NameState ns;
-                ns.start = store_->last_seq;
-                if (start_from_beginning_ && mode_ == FeedMode::latest_version)
-                    for (const auto& [id, range] : store_->range_of_doc) ns.backfill.emplace(range, std::nullopt);
-                store_->names.emplace(name_, std::move(ns));
-            }
+            store_->start_recording();
+            if (!store_->names.count(name_)) store_->names.emplace(name_, first_state(from));
             // Each instance reads with its own cursor from the stored
             // checkpoint (no lease contention: two instances both see all).
             cursor_ = store_->names.at(name_);
-            store_->running.insert(&cursor_);
             stopping_ = false;
+        } catch (...) {
+            set_state(State::stopped);
+            throw;
         }
         stop_source_ = std::stop_source();
+        halted_.clear();
+        failures_.clear();
+        owned_.clear();
+        applied_ = 0;
+        skipped_ = 0;
+        {
+            std::lock_guard lock(outcomes_mu_);
+            outcomes_.clear();
+            duplicates_in_window_ = 0;
+            alerting_ = false;
+        }
         set_state(State::running);
         thread_ = std::jthread([this] {
             run();
@@ -228,9 +326,42 @@ public:
         std::sort(out.begin(), out.end());
         return out;
     }
+    ProjectionStats projection_stats() const override { return ProjectionStats{applied_.load(), skipped_.load()}; }
 
 private:
     using Clock = std::chrono::steady_clock;
+
+    // Under mu: where a name without checkpoints starts.
+    NameState first_state(const std::optional<Position>& from) {
+        NameState ns;
+        ns.start = store_->last_seq;
+        if (opt_.start_time) {
+            const auto t = *opt_.start_time;
+            if (t < *store_->recording_since)
+                throw Error(errc::history_lost,
+                            "processor \"" + name_ + "\": the collection does not hold the writes since "
+                            "start_time (it records them from the first processor's start on)");
+            for (const auto& e : store_->log)
+                if (e.written_at >= t) {
+                    ns.start = e.seq - 1;
+                    break;
+                }
+        } else if (from) {
+            if (from->lo > store_->last_seq || from->hi > store_->last_seq)
+                throw Error(errc::foreign_position, "processor \"" + name_ + "\": position " +
+                                                        opt_.start_position +
+                                                        " lies beyond this collection's last write");
+            if (from->lo < store_->recorded_after)
+                throw Error(errc::history_lost, "processor \"" + name_ + "\": the collection does not hold "
+                                                "the writes after position " + opt_.start_position +
+                                                " (it records them from the first processor's start on)");
+            ns.start = from->lo;  // a paged window restarts from its beginning
+        } else if (start_from_beginning_ && mode_ == FeedMode::latest_version) {
+            for (const auto& [id, range] : store_->range_of_doc) ns.backfill.emplace(range, std::nullopt);
+            ns.backfill_number = ++store_->backfills;
+        }
+        return ns;
+    }
 
     void request_stop() {
         {
@@ -244,12 +375,25 @@ private:
     void set_state(State s) { events_.set_state(s); }
 
     void finish_stop() {
+        std::vector<int> released;
         {
             std::lock_guard lock(store_->mu);
-            store_->running.erase(&cursor_);
+            for (const auto& range : owned_) released.push_back(store_->range_ids.at(range));
         }
-        set_state(State::stopped);
+        owned_.clear();
+        for (int id : released) callback(opt_.on_lease_released, id);
+        if (events_.state() != State::history_lost) set_state(State::stopped);
     }
+
+    static void callback(const std::function<void(int)>& f, int range_id) {
+        if (!f) return;
+        try {
+            f(range_id);
+        } catch (...) {
+        }
+    }
+
+    bool manual() const { return opt_.checkpoint_mode == CheckpointMode::manual; }
 
     // Under mu: the next batch of `range` and the position after it.
     std::vector<Change> next_batch(const std::string& range, Position& pos, std::optional<std::string>& backfill_after,
@@ -269,6 +413,7 @@ private:
                 c.range_id = store_->range_ids.at(range);
                 c.current = it->second;
                 c.from_backfill = true;
+                c.event_id = "mem.b" + std::to_string(ns.backfill_number) + "." + it->first;
                 out.push_back(std::move(c));
                 backfill_after = it->first;
             }
@@ -283,8 +428,10 @@ private:
                 pos.after = 0;
             }
             std::vector<const Entry*> window;
-            for (const auto& e : store_->log)
-                if (e.seq > pos.lo && e.seq <= pos.hi && e.range == range) window.push_back(&e);
+            auto from = std::upper_bound(store_->log.begin(), store_->log.end(), pos.lo,
+                                         [](std::int64_t seq, const Entry& e) { return seq < e.seq; });
+            for (auto e = from; e != store_->log.end() && e->seq <= pos.hi; ++e)
+                if (e->range == range) window.push_back(&*e);
             std::vector<const Entry*> picked;
             if (mode_ == FeedMode::all_versions_and_deletes) {
                 picked = window;
@@ -321,6 +468,116 @@ private:
         return out;
     }
 
+    // What one delivery left behind.
+    struct Delivery {
+        std::exception_ptr failure;
+        std::vector<std::string> applied_ids;           // to record in the deduplication store
+        std::unique_ptr<InMemoryTransaction> transaction;  // its writes, to apply with the checkpoint
+    };
+
+    // Calls the consumer; never throws.  Runs without mu.
+    Delivery deliver(const std::vector<Change>& batch, const Context& ctx, const std::vector<bool>& known) {
+        Delivery d;
+        try {
+            if (consumer_.handler) {
+                consumer_.handler(batch, ctx, stop_source_.get_token());
+            } else if (consumer_.transactional) {
+                d.transaction = MemoryTransactionAccess::make(store_);
+                consumer_.transactional(batch, *d.transaction, ctx);
+            } else {
+                for (std::size_t i = 0; i < batch.size(); ++i) {
+                    if (known[i]) {  // applied before: not given to the projector again
+                        ++skipped_;
+                        outcome(true);
+                        continue;
+                    }
+                    const auto result = consumer_.projector(batch[i], ctx);
+                    d.applied_ids.push_back(batch[i].event_id);
+                    if (result == ProjectionResult::applied) ++applied_;
+                    else ++skipped_;
+                    outcome(result != ProjectionResult::applied);
+                }
+            }
+        } catch (...) {
+            d.failure = std::current_exception();
+            d.transaction.reset();  // its writes are discarded
+        }
+        return d;
+    }
+
+    // A projector's outcome for one change; tells duplicates_rising once per
+    // crossing of duplicate_alert_share over the last duplicate_alert_window.
+    void outcome(bool duplicate) {
+        std::optional<std::string> alert;
+        {
+            std::lock_guard lock(outcomes_mu_);
+            outcomes_.push_back(duplicate);
+            duplicates_in_window_ += duplicate;
+            if (outcomes_.size() > static_cast<std::size_t>(opt_.duplicate_alert_window)) {
+                duplicates_in_window_ -= outcomes_.front();
+                outcomes_.pop_front();
+            }
+            if (outcomes_.size() < static_cast<std::size_t>(opt_.duplicate_alert_window)) return;
+            const double share = double(duplicates_in_window_) / double(outcomes_.size());
+            if (share <= opt_.duplicate_alert_share) {
+                alerting_ = false;
+            } else if (!alerting_) {
+                alerting_ = true;
+                alert = "processor \"" + name_ + "\": " + std::to_string(duplicates_in_window_) + " of the last " +
+                        std::to_string(outcomes_.size()) + " changes were skipped as duplicates (more than " +
+                        std::to_string(opt_.duplicate_alert_share) + "): changes are delivered again and again";
+            }
+        }
+        if (alert) events_.report(std::nullopt, Error(errc::duplicates_rising, *alert));
+    }
+
+    // A failed delivery: asks the recovery policy, tells on_error; whether the range halts.  Runs without mu.
+    bool failed(const std::string& range, int range_id, std::exception_ptr p) {
+        const int consecutive = ++failures_[range];
+        const Error e = handler_failure(p, consumer_.culprit());
+        const Incident incident{Situation::handler_failing, range_id, e.code(), e.what(), consecutive};
+        RecoveryDecision decision = RecoveryDecision::resume();
+        try {
+            decision = opt_.recovery ? opt_.recovery(incident) : default_recovery(incident);
+        } catch (...) {  // a policy that throws decides nothing: the defaults do
+            decision = default_recovery(incident);
+        }
+        const std::string runbook = decision.halts() ? runbook_path(decision.runbook()) : std::string();
+        tell_error(opt_.on_error, ErrorInfo{range_id, e.code(), e.what(), p, runbook});
+        if (!decision.halts()) return false;
+        set_state(decision.state());
+        const Error halted(errc::halted, "processor \"" + name_ + "\": range " + range + " halted by the recovery "
+                                         "policy after " + std::to_string(consecutive) +
+                                         " consecutive failures; no further changes of it are delivered until "
+                                         "the processor is restarted (runbook: " + runbook + ")");
+        tell_error(opt_.on_error, ErrorInfo{range_id, halted.code(), halted.what(), std::make_exception_ptr(halted),
+                                            runbook});
+        return true;
+    }
+
+    // Context::checkpoint of a manual processor: stores where this batch
+    // ended, unless the stored checkpoint is already past it.  Holds no
+    // pointer to the processor, so it stays safe to call after a stop.
+    std::function<void()> checkpoint_of(const std::string& range, bool backfilling, const Position& pos,
+                                        const std::optional<std::string>& backfill_after, bool backfill_done) {
+        return [store = store_, name = name_, range, backfilling, pos, backfill_after, backfill_done] {
+            std::lock_guard lock(store->mu);
+            auto& ns = store->names.at(name);
+            auto b = ns.backfill.find(range);
+            if (backfilling) {
+                if (b == ns.backfill.end()) return;  // the stored backfill is past it
+                if (backfill_done) ns.backfill.erase(b);
+                else if (!b->second || *b->second < *backfill_after) b->second = backfill_after;
+                return;
+            }
+            auto r = ns.ranges.find(range);
+            const Position stored = r != ns.ranges.end() ? r->second : Position{ns.start, 0, 0};
+            if (!behind(stored, pos)) return;
+            if (b != ns.backfill.end()) ns.backfill.erase(b);  // a log position comes after the whole backfill
+            ns.ranges[range] = pos;
+        };
+    }
+
     void run() {
         std::map<std::string, Clock::time_point> retry_at;
         std::unique_lock lock(store_->mu);
@@ -329,8 +586,18 @@ private:
             auto next_retry = Clock::now() + opt_.poll_interval;
             std::vector<std::string> ranges;
             for (const auto& [range, id] : store_->range_ids) ranges.push_back(range);
+            // No leases here: a range is "acquired" when this processor first sees it.
+            std::vector<int> acquired;
+            for (const auto& range : ranges)
+                if (owned_.insert(range).second) acquired.push_back(store_->range_ids.at(range));
+            if (!acquired.empty() && opt_.on_lease_acquired) {
+                lock.unlock();
+                for (int id : acquired) callback(opt_.on_lease_acquired, id);
+                lock.lock();
+            }
             for (const auto& range : ranges) {
                 if (stopping_) break;
+                if (halted_.count(range)) continue;
                 if (auto r = retry_at.find(range); r != retry_at.end() && Clock::now() < r->second) {
                     next_retry = std::min(next_retry, r->second);
                     continue;
@@ -344,52 +611,61 @@ private:
                     else save(range, pos);  // moving past empty windows loses nothing
                     continue;
                 }
-                Context ctx{store_->range_ids.at(range), name_, instance_, 1, range, {}, {}};
-                lock.unlock();
-                bool ok = true;
-                try {
-                    handler_(batch, ctx, stop_source_.get_token());
-                } catch (...) {
-                    ok = false;
-                    report(ctx.range_id, std::current_exception());
+                const bool backfill_done = batch.size() < static_cast<std::size_t>(opt_.max_batch_size);
+                Context ctx{store_->range_ids.at(range), name_, instance_, 1, range,
+                            backfilling ? std::string() : text_of(pos), {}};
+                if (manual()) ctx.checkpoint = checkpoint_of(range, backfilling, pos, backfill_after, backfill_done);
+                std::vector<bool> known;
+                if (consumer_.projector) {
+                    const auto& ids = store_->applied[name_];
+                    for (const auto& c : batch) known.push_back(ids.count(c.event_id) > 0);
                 }
+                lock.unlock();
+                Delivery d = deliver(batch, ctx, known);
                 lock.lock();
                 busy = true;
-                if (!ok) {
-                    retry_at[range] = Clock::now() + opt_.retry_delay;
+                // Recorded also when the projector threw: those changes are applied.
+                if (!d.applied_ids.empty()) {
+                    auto& ids = store_->applied[name_];
+                    ids.insert(d.applied_ids.begin(), d.applied_ids.end());
+                }
+                if (d.failure) {
+                    lock.unlock();
+                    const bool halt = failed(range, ctx.range_id, d.failure);
+                    lock.lock();
+                    if (halt) halted_.insert(range);
+                    else retry_at[range] = Clock::now() + opt_.retry_delay;
                     continue;
                 }
+                failures_.erase(range);
                 retry_at.erase(range);
-                // The checkpoint: only after the handler returned.
-                if (backfilling)
-                    save_backfill(range, backfill_after,
-                                  batch.size() < static_cast<std::size_t>(opt_.max_batch_size));
-                else
-                    save(range, pos);
-                store_->trim();
+                // The projection's writes and the checkpoint, together, only after the handler returned.
+                if (d.transaction) store_->apply(MemoryTransactionAccess::writes(*d.transaction));
+                if (backfilling) save_backfill(range, backfill_after, backfill_done);
+                else save(range, pos);
             }
             if (!busy) store_->cv.wait_until(lock, next_retry);
         }
     }
 
-    // Under mu: moves this instance's cursor and the name's stored checkpoint.
+    // Under mu: moves this instance's cursor and, unless checkpoints are
+    // manual, the name's stored checkpoint.
     void save(const std::string& range, const Position& pos) {
         cursor_.ranges[range] = pos;
-        store_->names.at(name_).ranges[range] = pos;
+        if (!manual()) store_->names.at(name_).ranges[range] = pos;
     }
     void save_backfill(const std::string& range, std::optional<std::string> after, bool done) {
         for (auto* ns : {&cursor_, &store_->names.at(name_)}) {
+            if (ns != &cursor_ && manual()) continue;
             if (done) ns->backfill.erase(range);
             else ns->backfill[range] = after;
         }
     }
 
-    void report(int range, std::exception_ptr p) { events_.report_handler_failure(range, p, "handler failed"); }
-
     std::shared_ptr<MemoryStore> store_;
     NameState cursor_;  // under store_->mu
     std::string name_, instance_;
-    Handler handler_;
+    Consumer consumer_;
     ProcessorOptions opt_;
     FeedMode mode_;
     bool start_from_beginning_;
@@ -398,11 +674,49 @@ private:
     bool stopping_ = false;  // under store_->mu
     std::stop_source stop_source_;
     std::unique_ptr<ProcessorImpl> disposed_self_;  // set when destroyed from the handler
+    // The processor's thread only (and start/stop while it does not run):
+    std::set<std::string> halted_;        // ranges the recovery policy halted
+    std::map<std::string, int> failures_;  // consecutive failures per range
+    std::set<std::string> owned_;          // ranges on_lease_acquired was told of
+    std::atomic<std::int64_t> applied_{0}, skipped_{0};
+    std::mutex outcomes_mu_;
+    std::deque<bool> outcomes_;  // the last duplicate_alert_window projector outcomes: true = a duplicate
+    int duplicates_in_window_ = 0;
+    bool alerting_ = false;
     std::jthread thread_;
 };
 
 }  // namespace
 }  // namespace detail
+
+InMemoryTransaction::InMemoryTransaction(std::shared_ptr<detail::MemoryStore> store) : store_(std::move(store)) {}
+
+void InMemoryTransaction::put(const std::string& projection, const std::string& key, boost::json::value value) {
+    writes_[projection][key] = std::move(value);
+}
+
+bool InMemoryTransaction::erase(const std::string& projection, const std::string& key) {
+    const bool existed = get(projection, key).has_value();
+    writes_[projection][key] = std::nullopt;
+    return existed;
+}
+
+std::optional<boost::json::value> InMemoryTransaction::get(const std::string& projection,
+                                                           const std::string& key) const {
+    if (auto p = writes_.find(projection); p != writes_.end())
+        if (auto k = p->second.find(key); k != p->second.end()) return k->second;
+    std::lock_guard lock(store_->mu);
+    auto p = store_->projections.find(projection);
+    if (p == store_->projections.end()) return std::nullopt;
+    auto k = p->second.find(key);
+    if (k == p->second.end()) return std::nullopt;
+    return k->second;
+}
+
+pqxx::transaction_base& InMemoryTransaction::sql() {
+    throw Error(errc::invalid_option,
+                "the in-memory provider has no SQL transaction: write the projection through memory()");
+}
 
 InMemoryCollection::InMemoryCollection(InMemoryOptions options) : store_(std::make_shared<detail::MemoryStore>()) {
     if (options.key.empty()) throw Error(errc::invalid_option, "the key needs at least one field");
@@ -456,22 +770,70 @@ std::size_t InMemoryCollection::size() const {
 
 std::string InMemoryCollection::id_of(const boost::json::object& document) const { return store_->id_of(document); }
 
-Processor InMemoryCollection::make_processor(std::string name, Handler handler, LatestVersionOptions options) {
-    return detail::ProcessorAccess::make(std::make_unique<detail::MemoryProcessor>(
-        store_, std::move(name), std::move(handler), detail::FeedSettings::of(std::move(options))));
+std::map<std::string, boost::json::value> InMemoryCollection::projection(const std::string& name) const {
+    std::lock_guard lock(store_->mu);
+    auto it = store_->projections.find(name);
+    if (it == store_->projections.end()) return {};
+    return it->second;
 }
 
-Processor InMemoryCollection::make_processor(std::string name, Handler handler, AllVersionsOptions options) {
+namespace {
+
+template <class Options>
+Processor memory_processor(std::shared_ptr<detail::MemoryStore> store, std::string name, detail::Consumer consumer,
+                           Options options) {
     return detail::ProcessorAccess::make(std::make_unique<detail::MemoryProcessor>(
-        store_, std::move(name), std::move(handler), detail::FeedSettings::of(std::move(options))));
+        std::move(store), std::move(name), std::move(consumer), detail::FeedSettings::of(std::move(options))));
+}
+
+detail::Consumer consumer_of(Handler h) { return detail::Consumer{std::move(h), {}, {}}; }
+detail::Consumer consumer_of(Projector p) { return detail::Consumer{{}, std::move(p), {}}; }
+detail::Consumer consumer_of(TransactionalHandler h) { return detail::Consumer{{}, {}, std::move(h)}; }
+
+}  // namespace
+
+Processor InMemoryCollection::make_processor(std::string name, Handler handler, LatestVersionOptions options) {
+    return memory_processor(store_, std::move(name), consumer_of(std::move(handler)), std::move(options));
+}
+Processor InMemoryCollection::make_processor(std::string name, Handler handler, AllVersionsOptions options) {
+    return memory_processor(store_, std::move(name), consumer_of(std::move(handler)), std::move(options));
+}
+Processor InMemoryCollection::make_processor(std::string name, Projector projector, LatestVersionOptions options) {
+    return memory_processor(store_, std::move(name), consumer_of(std::move(projector)), std::move(options));
+}
+Processor InMemoryCollection::make_processor(std::string name, Projector projector, AllVersionsOptions options) {
+    return memory_processor(store_, std::move(name), consumer_of(std::move(projector)), std::move(options));
+}
+Processor InMemoryCollection::make_processor(std::string name, TransactionalHandler handler,
+                                             LatestVersionOptions options) {
+    return memory_processor(store_, std::move(name), consumer_of(std::move(handler)), std::move(options));
+}
+Processor InMemoryCollection::make_processor(std::string name, TransactionalHandler handler,
+                                             AllVersionsOptions options) {
+    return memory_processor(store_, std::move(name), consumer_of(std::move(handler)), std::move(options));
 }
 
 Processor make_latest_version_processor(InMemoryCollection& c, std::string name, Handler handler,
                                         LatestVersionOptions options) {
     return c.make_processor(std::move(name), std::move(handler), std::move(options));
 }
-
 Processor make_all_versions_processor(InMemoryCollection& c, std::string name, Handler handler,
+                                      AllVersionsOptions options) {
+    return c.make_processor(std::move(name), std::move(handler), std::move(options));
+}
+Processor make_latest_version_processor(InMemoryCollection& c, std::string name, Projector projector,
+                                        LatestVersionOptions options) {
+    return c.make_processor(std::move(name), std::move(projector), std::move(options));
+}
+Processor make_all_versions_processor(InMemoryCollection& c, std::string name, Projector projector,
+                                      AllVersionsOptions options) {
+    return c.make_processor(std::move(name), std::move(projector), std::move(options));
+}
+Processor make_latest_version_processor(InMemoryCollection& c, std::string name, TransactionalHandler handler,
+                                        LatestVersionOptions options) {
+    return c.make_processor(std::move(name), std::move(handler), std::move(options));
+}
+Processor make_all_versions_processor(InMemoryCollection& c, std::string name, TransactionalHandler handler,
                                       AllVersionsOptions options) {
     return c.make_processor(std::move(name), std::move(handler), std::move(options));
 }

@@ -1,7 +1,7 @@
 // The in-memory provider: the same processors (latest-version and
-// all-versions, same Handler, Change, Context and ProcessorOptions) over a
-// collection held in memory, so that a projection can be unit-tested without
-// a database.
+// all-versions; Handler, Projector and TransactionalHandler; same Change,
+// Context and ProcessorOptions) over a collection held in memory, so that a
+// projection can be unit-tested without a database.
 //
 //   changefeed::InMemoryCollection users;          // documents keyed by "id"
 //   auto p = changefeed::make_latest_version_processor(users, "projection", handler);
@@ -12,25 +12,54 @@
 // first start (or from the checkpoint), latest-version collapsing and no
 // deletes, all-versions with previous images, checkpoints after the handler
 // returned, a throwing handler gets the batch again, start_from_beginning
-// (latest-version only).  Differences, on purpose:
+// (latest-version only), event ids stable across redeliveries, a projector's
+// deduplication store (kept per processor name by the collection, so it
+// survives a restart), transactional handlers (the projection's writes and the
+// checkpoint applied together), start_time and start_position, manual
+// checkpoints, and the recovery policy for failing handlers.  Differences, on
+// purpose:
 // - A range is one partition key value: Context::range is that value (the
 //   components of a composite partition key joined by '/'), Context::range_id
 //   a number in order of first appearance.  That is narrower than a range of a
 //   real collection and never promises an order PostgreSQL would not keep.
 // - Lease contention is not modelled: two processors under one name each see
-//   every change (they share the checkpoints, though).
-// - The log is kept for whatever could still be read: nothing is recorded
-//   before the first processor starts; once a checkpoint exists the writes
-//   after it are kept for the life of the collection.  No retention, so no
-//   history_lost; resync and maintain_interval are accepted and ignored.
+//   every change (they share the checkpoints and the deduplication store,
+//   though).  A processor "owns" every range the collection knows:
+//   on_lease_acquired is called once per range, on the processor's own thread,
+//   before the first read of it after start() (for a range that appears later,
+//   when it appears); on_lease_released once per such range on stop.
+//   Context::lease_epoch is always 1 and Context::checkpoint never fails with
+//   lease_lost.
+// - Nothing is recorded before the first processor starts (even one whose
+//   start() then failed); from then on every write is kept in the log for the
+//   life of the collection (a collection of a unit test is small).  No
+//   retention, so a stored checkpoint never loses history; resync and
+//   maintain_interval are accepted and ignored.  history_lost comes only from
+//   start(), for a start_time or start_position from before the recording
+//   began.  A start_time in the future starts at the end of the log (the
+//   writes from start() on).
+// - Positions (Context::position, start_position) are "mem.<seq>": every
+//   change up to that sequence number was delivered; a position inside a
+//   paged latest-version window is "mem.<lo>.<hi>.<after>", and as a
+//   start_position it starts from the window's beginning (duplicates
+//   possible, loss not).  A position beyond the collection's last write is a
+//   foreign_position.
+// - Event ids: "mem.<seq>" for log changes; "mem.b<n>.<doc id>" for backfill
+//   rows, n numbering the collection's backfills.  The deduplication store is
+//   not pruned (it lives as long as the collection).
 // - Every write is its own transaction (txid = seq); writes are immediately
 //   visible; the whole document is always written (no partial updates).
+// - A TransactionalHandler writes to named in-memory projections through
+//   InMemoryTransaction (Transaction::memory()); Transaction::sql() throws
+//   Error(invalid_option).
 #pragma once
 
 #include <changefeed/processor.hpp>
 
 #include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,12 +69,38 @@ namespace changefeed {
 
 namespace detail {
 struct MemoryStore;
+struct MemoryTransactionAccess;
 }
 
 struct InMemoryOptions {
     std::vector<std::string> key{"id"};     // fields forming the document id
     std::vector<std::string> partition_key;  // default: the key
     bool keep_previous = true;               // previous images on replace/delete
+};
+
+// The transaction a TransactionalHandler gets on the in-memory provider:
+// writes to named projections (key -> JSON value) of the collection, seen by
+// this transaction's own reads at once and applied to the collection together
+// with the batch's checkpoint when the handler returned; discarded when it
+// threw.  Only valid during the handler call.
+class InMemoryTransaction final : public Transaction {
+public:
+    void put(const std::string& projection, const std::string& key, boost::json::value value);
+    // Whether there was a value to erase (as this transaction sees it).
+    bool erase(const std::string& projection, const std::string& key);
+    // The value as this transaction sees it: its own writes, else the committed one.
+    std::optional<boost::json::value> get(const std::string& projection, const std::string& key) const;
+
+    // Throws Error(invalid_option): there is no SQL here.
+    pqxx::transaction_base& sql() override;
+    InMemoryTransaction& memory() override { return *this; }
+
+private:
+    friend struct detail::MemoryTransactionAccess;
+    explicit InMemoryTransaction(std::shared_ptr<detail::MemoryStore> store);
+    std::shared_ptr<detail::MemoryStore> store_;
+    // projection -> key -> value, none for an erase
+    std::map<std::string, std::map<std::string, std::optional<boost::json::value>>> writes_;
 };
 
 class InMemoryCollection {
@@ -70,9 +125,16 @@ public:
     // array of the texts for a composite key.
     std::string id_of(const boost::json::object& document) const;
 
+    // A copy of a projection transactional handlers wrote (empty if none).
+    std::map<std::string, boost::json::value> projection(const std::string& name) const;
+
     // The options' type says the feed, as for Processor.
     Processor make_processor(std::string name, Handler handler, LatestVersionOptions options = {});
     Processor make_processor(std::string name, Handler handler, AllVersionsOptions options);
+    Processor make_processor(std::string name, Projector projector, LatestVersionOptions options = {});
+    Processor make_processor(std::string name, Projector projector, AllVersionsOptions options);
+    Processor make_processor(std::string name, TransactionalHandler handler, LatestVersionOptions options = {});
+    Processor make_processor(std::string name, TransactionalHandler handler, AllVersionsOptions options);
 
 private:
     std::shared_ptr<detail::MemoryStore> store_;
@@ -82,5 +144,13 @@ Processor make_latest_version_processor(InMemoryCollection& collection, std::str
                                         LatestVersionOptions options = {});
 Processor make_all_versions_processor(InMemoryCollection& collection, std::string name, Handler handler,
                                       AllVersionsOptions options = {});
+Processor make_latest_version_processor(InMemoryCollection& collection, std::string name, Projector projector,
+                                        LatestVersionOptions options = {});
+Processor make_all_versions_processor(InMemoryCollection& collection, std::string name, Projector projector,
+                                      AllVersionsOptions options = {});
+Processor make_latest_version_processor(InMemoryCollection& collection, std::string name,
+                                        TransactionalHandler handler, LatestVersionOptions options = {});
+Processor make_all_versions_processor(InMemoryCollection& collection, std::string name,
+                                      TransactionalHandler handler, AllVersionsOptions options = {});
 
 }  // namespace changefeed
