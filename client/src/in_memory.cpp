@@ -5,9 +5,10 @@
 // projector's deduplication store, so that both survive a processor restart.
 #include <changefeed/in_memory.hpp>
 
-#include "names.hpp"
 #include "consumer_policy.hpp"
+#include "names.hpp"
 #include "processor_impl.hpp"
+#include "projection_policy.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -227,7 +228,8 @@ public:
     MemoryProcessor(std::shared_ptr<MemoryStore> store, std::string name, Consumer consumer, FeedSettings feed)
         : store_(std::move(store)), name_(std::move(name)), consumer_(std::move(consumer)),
           opt_(std::move(feed.common)), mode_(feed.mode), start_from_beginning_(feed.start_from_beginning),
-          events_(opt_.on_error, opt_.on_state_change) {
+          events_(opt_.on_error, opt_.on_state_change, opt_.recovery),
+          counters_(opt_.duplicate_alert_share, opt_.duplicate_alert_window) {
         detail::check_processor_name(name_, name_);
         // Tenants are not modelled here: refusing the option beats ignoring it
         // (a test would see every tenant's changes and pass for the wrong reason).
@@ -238,17 +240,12 @@ public:
             throw Error(errc::invalid_option, "max_batch_size must be between 1 and 100000");
         if (opt_.poll_interval <= std::chrono::milliseconds(0) || opt_.retry_delay < std::chrono::milliseconds(0))
             throw Error(errc::invalid_option, "intervals must be positive");
-        if (opt_.checkpoint_mode == CheckpointMode::manual && !consumer_.handler)
-            throw Error(errc::invalid_option,
-                        "manual checkpoints are for a Handler: a projector or a transactional handler "
-                        "checkpoints each batch itself");
+        check_shape_options(opt_, consumer_.handler      ? HandlerShape::handler
+                                  : consumer_.projector ? HandlerShape::projector
+                                                        : HandlerShape::transactional);
         if (int(opt_.start_time.has_value()) + int(!opt_.start_position.empty()) + int(start_from_beginning_) > 1)
             throw Error(errc::invalid_option,
                         "at most one of start_time, start_position and start_from_beginning may be given");
-        if (!(opt_.duplicate_alert_share >= 0.0 && opt_.duplicate_alert_share <= 1.0))
-            throw Error(errc::invalid_option, "duplicate_alert_share must be between 0 and 1");
-        if (opt_.duplicate_alert_window < 1)
-            throw Error(errc::invalid_option, "duplicate_alert_window must be at least 1");
         instance_ = opt_.instance_name.empty() ? "in-memory" : opt_.instance_name;
         detail::check_instance_name(instance_);
     }
@@ -277,14 +274,7 @@ public:
         halted_.clear();
         failures_.clear();
         owned_.clear();
-        applied_ = 0;
-        skipped_ = 0;
-        {
-            std::lock_guard lock(outcomes_mu_);
-            outcomes_.clear();
-            duplicates_in_window_ = 0;
-            alerting_ = false;
-        }
+        counters_.reset();
         set_state(State::running);
         thread_ = std::jthread([this] {
             run();
@@ -326,7 +316,7 @@ public:
         std::sort(out.begin(), out.end());
         return out;
     }
-    ProjectionStats projection_stats() const override { return ProjectionStats{applied_.load(), skipped_.load()}; }
+    ProjectionStats projection_stats() const override { return counters_.stats(); }
 
 private:
     using Clock = std::chrono::steady_clock;
@@ -487,14 +477,11 @@ private:
             } else {
                 for (std::size_t i = 0; i < batch.size(); ++i) {
                     if (known[i]) {  // applied before: not given to the projector again
-                        ++skipped_;
                         outcome(true);
                         continue;
                     }
                     const auto result = consumer_.projector(batch[i], ctx);
                     d.applied_ids.push_back(batch[i].event_id);
-                    if (result == ProjectionResult::applied) ++applied_;
-                    else ++skipped_;
                     outcome(result != ProjectionResult::applied);
                 }
             }
@@ -505,30 +492,9 @@ private:
         return d;
     }
 
-    // A projector's outcome for one change; tells duplicates_rising once per
-    // crossing of duplicate_alert_share over the last duplicate_alert_window.
+    // A projector's outcome for one change; duplicates_rising as on PostgreSQL.
     void outcome(bool duplicate) {
-        std::optional<std::string> alert;
-        {
-            std::lock_guard lock(outcomes_mu_);
-            outcomes_.push_back(duplicate);
-            duplicates_in_window_ += duplicate;
-            if (outcomes_.size() > static_cast<std::size_t>(opt_.duplicate_alert_window)) {
-                duplicates_in_window_ -= outcomes_.front();
-                outcomes_.pop_front();
-            }
-            if (outcomes_.size() < static_cast<std::size_t>(opt_.duplicate_alert_window)) return;
-            const double share = double(duplicates_in_window_) / double(outcomes_.size());
-            if (share <= opt_.duplicate_alert_share) {
-                alerting_ = false;
-            } else if (!alerting_) {
-                alerting_ = true;
-                alert = "processor \"" + name_ + "\": " + std::to_string(duplicates_in_window_) + " of the last " +
-                        std::to_string(outcomes_.size()) + " changes were skipped as duplicates (more than " +
-                        std::to_string(opt_.duplicate_alert_share) + "): changes are delivered again and again";
-            }
-        }
-        if (alert) events_.report(std::nullopt, Error(errc::duplicates_rising, *alert));
+        if (auto alert = counters_.count(duplicate)) events_.report(std::nullopt, *alert);
     }
 
     // A failed delivery: asks the recovery policy, tells on_error; whether the range halts.  Runs without mu.
@@ -536,23 +502,9 @@ private:
         const int consecutive = ++failures_[range];
         const Error e = handler_failure(p, consumer_.culprit());
         const Incident incident{Situation::handler_failing, range_id, e.code(), e.what(), consecutive};
-        RecoveryDecision decision = RecoveryDecision::resume();
-        try {
-            decision = opt_.recovery ? opt_.recovery(incident) : default_recovery(incident);
-        } catch (...) {  // a policy that throws decides nothing: the defaults do
-            decision = default_recovery(incident);
-        }
-        const std::string runbook = decision.halts() ? runbook_path(decision.runbook()) : std::string();
-        tell_error(opt_.on_error, ErrorInfo{range_id, e.code(), e.what(), p, runbook});
-        if (!decision.halts()) return false;
-        set_state(decision.state());
-        const Error halted(errc::halted, "processor \"" + name_ + "\": range " + range + " halted by the recovery "
-                                         "policy after " + std::to_string(consecutive) +
-                                         " consecutive failures; no further changes of it are delivered until "
-                                         "the processor is restarted (runbook: " + runbook + ")");
-        tell_error(opt_.on_error, ErrorInfo{range_id, halted.code(), halted.what(), std::make_exception_ptr(halted),
-                                            runbook});
-        return true;
+        const RecoveryDecision decision = events_.decide(incident);
+        events_.report_decided(range_id, e, p, decision);
+        return decision.halts();
     }
 
     // Context::checkpoint of a manual processor: stores where this batch
@@ -678,11 +630,7 @@ private:
     std::set<std::string> halted_;        // ranges the recovery policy halted
     std::map<std::string, int> failures_;  // consecutive failures per range
     std::set<std::string> owned_;          // ranges on_lease_acquired was told of
-    std::atomic<std::int64_t> applied_{0}, skipped_{0};
-    std::mutex outcomes_mu_;
-    std::deque<bool> outcomes_;  // the last duplicate_alert_window projector outcomes: true = a duplicate
-    int duplicates_in_window_ = 0;
-    bool alerting_ = false;
+    ProjectionCounters counters_;
     std::jthread thread_;
 };
 

@@ -18,6 +18,15 @@ void check_shape_options(const ProcessorOptions& options, HandlerShape shape) {
                           "with its transaction");
 }
 
+void ProjectionCounters::reset() {
+    applied_ = 0;
+    skipped_ = 0;
+    std::lock_guard lock(mu_);
+    last_.clear();
+    duplicates_in_window_ = 0;
+    alerted_ = false;
+}
+
 std::optional<Error> ProjectionCounters::count(bool duplicate) {
     (duplicate ? skipped_ : applied_).fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mu_);

@@ -33,6 +33,8 @@ public:
     // when it falls back to `share` or below).
     std::optional<Error> count(bool duplicate);
     ProjectionStats stats() const;
+    // Back to zero, for a new start.
+    void reset();
 
 private:
     const double share_;
