@@ -33,6 +33,7 @@ public:
         case errc::instance_name_in_use: return "another live instance of the processor uses this instance name";
         case errc::duplicates_rising: return "the projector skips an unusual share of changes as duplicates";
         case errc::halted: return "halted by the recovery policy";
+        case errc::publish_failed: return "the publisher could not confirm the batch";
         }
         return "unknown changefeed error";
     }

@@ -1,6 +1,7 @@
 // The changefeed client library: include this for everything.
 #pragma once
 
+#include <changefeed/bridge.hpp>
 #include <changefeed/change.hpp>
 #include <changefeed/collection.hpp>
 #include <changefeed/error.hpp>

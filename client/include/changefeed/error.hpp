@@ -34,6 +34,7 @@ enum class errc {
     instance_name_in_use,                // another live instance of the processor runs under this name (CF015)
     duplicates_rising,                   // a projector skips more duplicates than duplicate_alert_share
     halted,                              // the recovery policy halted the processor or a range (see the runbook)
+    publish_failed,                      // a bridge's publisher could not confirm a batch (broker down, timeout)
 };
 
 const std::error_category& changefeed_category() noexcept;

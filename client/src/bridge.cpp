@@ -1,0 +1,107 @@
+// The bridge's runner: an all-versions processor whose handler maps the batch
+// and publishes it; returning from the handler is what checkpoints, so a batch
+// is checkpointed only once the publisher confirmed all of it.
+#include <changefeed/bridge.hpp>
+
+#include "consumer_policy.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+namespace changefeed {
+
+struct Bridge::Impl {
+    Impl(Mapper m, Publisher& p, const BridgeOptions& o)
+        : mapper(std::move(m)), publisher(p), retry_min(o.publish_retry_min), retry_max(o.publish_retry_max) {}
+
+    // The handler: map every change, publish, and on a publisher failure
+    // retry the same envelopes with backoff without returning (the range
+    // pauses; nothing is checkpointed).  A mapper that throws fails the batch.
+    void handle(const std::vector<Change>& batch, const Context& ctx, std::stop_token stop) {
+        std::vector<Envelope> out;
+        std::int64_t filtered = 0;
+        for (const auto& c : batch) {
+            auto mapped = mapper(c, ctx);
+            if (mapped.empty()) ++filtered;
+            for (auto& e : mapped) out.push_back(std::move(e));
+        }
+        changes += static_cast<std::int64_t>(batch.size());
+        this->filtered += filtered;
+        if (out.empty()) return;
+        detail::Backoff backoff(retry_min, retry_max);
+        for (;;) {
+            try {
+                publisher.publish(out);
+                published += static_cast<std::int64_t>(out.size());
+                failing = false;
+                return;
+            } catch (...) {
+                ++publish_failures;
+                failing = true;
+                report(ctx.range_id, std::current_exception());
+            }
+            std::unique_lock lock(mu);
+            std::stop_callback wake(stop, [&] { cv.notify_all(); });
+            if (cv.wait_for(lock, backoff.next(), [&] { return stop.stop_requested(); }))
+                throw Error(errc::publish_failed, "stopped while the publisher was failing");
+        }
+    }
+
+    void report(int range, std::exception_ptr p) {
+        Error e(errc::publish_failed, "publish failed");
+        try {
+            std::rethrow_exception(p);
+        } catch (const std::exception& ex) {
+            e = Error(errc::publish_failed, std::string("publish failed: ") + ex.what());
+        } catch (...) {
+        }
+        detail::tell_error(on_error, range, e, p);
+    }
+
+    Mapper mapper;
+    Publisher& publisher;
+    std::chrono::milliseconds retry_min, retry_max;
+    std::function<void(const ErrorInfo&)> on_error;
+    std::atomic<std::int64_t> changes{0}, published{0}, filtered{0}, publish_failures{0};
+    std::atomic<bool> failing{false};
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_ptr<Processor> processor;
+};
+
+Bridge::Bridge(Collection collection, std::string name, Mapper mapper, Publisher& publisher, BridgeOptions options) {
+    if (!mapper) throw Error(errc::invalid_option, "the bridge's mapper must not be empty");
+    if (options.publish_retry_min <= std::chrono::milliseconds(0) ||
+        options.publish_retry_max < options.publish_retry_min)
+        throw Error(errc::invalid_option, "publish_retry_min must be positive and not above publish_retry_max");
+    impl_ = std::make_unique<Impl>(std::move(mapper), publisher, options);
+    impl_->on_error = options.on_error;
+    Impl* impl = impl_.get();
+    impl_->processor = std::make_unique<Processor>(
+        std::move(collection), std::move(name),
+        Handler([impl](const std::vector<Change>& batch, const Context& ctx, std::stop_token stop) {
+            impl->handle(batch, ctx, stop);
+        }),
+        AllVersionsOptions(static_cast<AllVersionsOptions&>(options)));
+}
+
+Bridge::~Bridge() {
+    if (impl_) impl_->processor.reset();  // stops before the runner's state goes
+}
+
+void Bridge::start() { impl_->processor->start(); }
+void Bridge::stop() { impl_->processor->stop(); }
+
+State Bridge::state() const {
+    const State s = impl_->processor->state();
+    return s == State::running && impl_->failing ? State::resuming : s;
+}
+
+BridgeStats Bridge::stats() const {
+    return BridgeStats{impl_->changes.load(), impl_->published.load(), impl_->filtered.load(),
+                       impl_->publish_failures.load()};
+}
+
+}  // namespace changefeed
