@@ -4,6 +4,7 @@
 #include <changefeed/bridge.hpp>
 
 #include "consumer_policy.hpp"
+#include "db.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -13,19 +14,27 @@
 namespace changefeed {
 
 struct Bridge::Impl {
-    Impl(Mapper m, Publisher& p, const BridgeOptions& o)
-        : mapper(std::move(m)), publisher(p), retry_min(o.publish_retry_min), retry_max(o.publish_retry_max) {}
+    Impl(Collection c, Mapper m, Publisher& p, const BridgeOptions& o)
+        : collection(std::move(c)), mapper(std::move(m)), publisher(p), retry_min(o.publish_retry_min), retry_max(o.publish_retry_max) {}
 
     // The handler: map every change, publish, and on a publisher failure
     // retry the same envelopes with backoff without returning (the range
     // pauses; nothing is checkpointed).  A mapper that throws fails the batch.
     void handle(const std::vector<Change>& batch, const Context& ctx, std::stop_token stop) {
+        MapContext mctx;
+        static_cast<Context&>(mctx) = ctx;
+        mctx.source = source;
         std::vector<Envelope> out;
         std::int64_t filtered = 0;
-        for (const auto& c : batch) {
-            auto mapped = mapper(c, ctx);
-            if (mapped.empty()) ++filtered;
-            for (auto& e : mapped) out.push_back(std::move(e));
+        try {
+            for (const auto& c : batch) {
+                auto mapped = mapper(c, mctx);
+                if (mapped.empty()) ++filtered;
+                for (auto& e : mapped) out.push_back(std::move(e));
+            }
+        } catch (...) {
+            ++mapper_failures;
+            throw;  // the processor reports handler_failed and reads the batch again
         }
         changes += static_cast<std::int64_t>(batch.size());
         this->filtered += filtered;
@@ -60,11 +69,30 @@ struct Bridge::Impl {
         detail::tell_error(on_error, range, e, p);
     }
 
+    // The source the mappers are told; written by start() before the
+    // processor runs, read-only while it does.
+    void resolve_source() {
+        auto conn = detail::connect(collection.conninfo());
+        detail::translated([&] {
+            pqxx::read_transaction tx(*conn);
+            auto r = tx.exec_params1(
+                "SELECT pg_catalog.current_database()::text, n.nspname::text, c.relname::text"
+                "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+                " WHERE c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
+                collection.table());
+            source = EnvelopeSource{r[0].as<std::string>(), r[1].as<std::string>() + "." + r[2].as<std::string>()};
+        });
+        resolved = true;
+    }
+
+    Collection collection;
+    bool resolved = false;
+    EnvelopeSource source;
     Mapper mapper;
     Publisher& publisher;
     std::chrono::milliseconds retry_min, retry_max;
     std::function<void(const ErrorInfo&)> on_error;
-    std::atomic<std::int64_t> changes{0}, published{0}, filtered{0}, publish_failures{0};
+    std::atomic<std::int64_t> changes{0}, published{0}, filtered{0}, publish_failures{0}, mapper_failures{0};
     std::atomic<bool> failing{false};
     std::mutex mu;
     std::condition_variable_any cv;
@@ -76,7 +104,7 @@ Bridge::Bridge(Collection collection, std::string name, Mapper mapper, Publisher
     if (options.publish_retry_min <= std::chrono::milliseconds(0) ||
         options.publish_retry_max < options.publish_retry_min)
         throw Error(errc::invalid_option, "publish_retry_min must be positive and not above publish_retry_max");
-    impl_ = std::make_unique<Impl>(std::move(mapper), publisher, options);
+    impl_ = std::make_unique<Impl>(collection, std::move(mapper), publisher, options);
     impl_->on_error = options.on_error;
     Impl* impl = impl_.get();
     impl_->processor = std::make_unique<Processor>(
@@ -91,7 +119,11 @@ Bridge::~Bridge() {
     if (impl_) impl_->processor.reset();  // stops before the runner's state goes
 }
 
-void Bridge::start() { impl_->processor->start(); }
+void Bridge::start() {
+    // Once: a second start() while running must not write what handlers read.
+    if (!impl_->resolved) impl_->resolve_source();
+    impl_->processor->start();
+}
 void Bridge::stop() { impl_->processor->stop(); }
 
 State Bridge::state() const {
@@ -101,7 +133,7 @@ State Bridge::state() const {
 
 BridgeStats Bridge::stats() const {
     return BridgeStats{impl_->changes.load(), impl_->published.load(), impl_->filtered.load(),
-                       impl_->publish_failures.load()};
+                       impl_->publish_failures.load(), impl_->mapper_failures.load()};
 }
 
 }  // namespace changefeed

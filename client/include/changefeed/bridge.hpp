@@ -5,8 +5,7 @@
 // envelope's id (the change's event id).  See docs/bridge.md.
 //
 //   changefeed::NatsPublisher nats({.url = "nats://127.0.0.1:4222"});     // nats_publisher.hpp
-//   changefeed::Bridge bridge(orders, "orders-to-nats",
-//                             changefeed::cloudevents_mapper({.source_prefix = "/shop"}), nats);
+//   changefeed::Bridge bridge(orders, "orders-to-nats", changefeed::cloudevents_mapper(), nats);
 //   bridge.start();
 //
 // The bridge depends on the Publisher port only; adapters (NATS JetStream:
@@ -37,11 +36,6 @@ struct Envelope {
     std::map<std::string, std::string> headers;  // extra transport headers
 };
 
-// Maps one change to the envelopes it publishes: none (filtered out), one, or
-// several.  A mapper that throws fails the batch like a throwing handler
-// (nothing published is checkpointed; the batch is read again).
-using Mapper = std::function<std::vector<Envelope>(const Change& change, const Context& context)>;
-
 // The port a transport implements.
 class Publisher {
 public:
@@ -53,32 +47,62 @@ public:
     virtual void publish(const std::vector<Envelope>& envelopes) = 0;
 };
 
-// What the mappers need to know about where changes come from.
+// Where changes come from, as the envelopes name it.
 struct EnvelopeSource {
-    std::string database;  // e.g. "shop"; empty = the connection's database
-    std::string table;     // "schema.table"; empty = the collection's table as given
+    std::string database;  // e.g. "shop"
+    std::string table;     // "schema.table" (split at its first dot where a format names both)
 };
 
-// CloudEvents 1.0, JSON structured mode: id = event id, source =
+// What a mapper is told about a batch: the processor's Context, and the source
+// the bridge resolved at start() (the connection's current_database() and the
+// collection's table as "schema.table").
+struct MapContext : Context {
+    EnvelopeSource source;
+};
+
+// Maps one change to the envelopes it publishes: none (filtered out), one, or
+// several (each with an id of its own, the same on every redelivery).  A
+// mapper that throws fails the batch like a throwing handler: on_error is told
+// handler_failed, nothing of the batch is published or checkpointed, and the
+// batch is mapped again after retry_delay.  A callable taking `const Context&`
+// fits too.
+using Mapper = std::function<std::vector<Envelope>(const Change& change, const MapContext& context)>;
+
+// The ready mappers.  Each takes the source from `source` where it is given,
+// from MapContext::source otherwise; a table given without a schema throws
+// Error(invalid_option) here, a source still unknown when a change is mapped
+// (a mapper called outside a bridge without one) throws Error(invalid_option)
+// from the mapper.  Envelope::id is the change's event id, Envelope::table
+// "schema.table", Envelope::subject empty (the publisher's per-table default).
+
+// CloudEvents 1.0, JSON structured mode (Envelope::content_type
+// "application/cloudevents+json"): specversion "1.0", id = event id, source =
 // "/<database>/<schema.table>", type = "changefeed.<operation>" (create,
-// replace, delete, clear), time = written_at (RFC 3339, UTC), subject = the
-// document id, data = {"current": ..., "previous": ...} as the change carries
-// them; datacontenttype application/json, specversion "1.0".  The default
-// subject of the envelope (NATS) is empty: the publisher's per-table subject.
+// replace, delete, clear), time = written_at (RFC 3339, UTC, microseconds;
+// absent for backfill rows), subject = the document id (absent for a clear),
+// datacontenttype "application/json", data = {"current": ..., "previous": ...}
+// as the change carries them (null when absent), and the extension attribute
+// "changefeedrange" (integer): the range, the scope of the ordering.  One
+// event per change: a TRUNCATE is one clear per range, each in its range's order.
 Mapper cloudevents_mapper(EnvelopeSource source = {});
 
 // Debezium-compatible change events (the value of the message, schemaless
-// JSON): {"before", "after", "op": c|u|d|t|r, "ts_ms", "source": {"connector":
-// "changefeed", "db", "schema", "table", "txId", "sequence", "ts_ms",
-// "snapshot"}}.  Backfill rows are "r"; a TRUNCATE is one "t" event (from
-// range 0: the feed logs a clear in every range), not one per range.
+// JSON, as Debezium's PostgreSQL connector writes it with schemas disabled):
+// {"before", "after", "op": c|u|d|t|r, "ts_ms" (when mapped), "source":
+// {"version", "connector": "changefeed", "name" (the bridge's name), "db",
+// "schema", "table", "txId", "sequence" ("[null,\"<seq>\"]"), "ts_ms"
+// (written_at), "snapshot" ("true" for backfill rows, else "false")}}.  Backfill
+// rows are "r"; a TRUNCATE is one "t" event (from range 0: the feed logs a
+// clear in every range; the others are filtered out), not one per range.
 Mapper debezium_mapper(EnvelopeSource source = {});
 
 struct BridgeOptions : AllVersionsOptions {
     BridgeOptions() = default;
     BridgeOptions(AllVersionsOptions o) : AllVersionsOptions(std::move(o)) {}
-    // A publisher that fails pauses the range: the batch is published again
-    // after a backoff doubling from min to max; nothing is checkpointed meanwhile.
+    // A publisher that fails pauses this instance's reading (its ranges share
+    // one reading thread; the leases are still renewed): the batch is
+    // published again after a backoff doubling from min to max, and nothing
+    // is checkpointed meanwhile.  on_error is told publish_failed each time.
     std::chrono::milliseconds publish_retry_min{std::chrono::milliseconds(100)};
     std::chrono::milliseconds publish_retry_max{std::chrono::seconds(10)};
 };
@@ -89,10 +113,13 @@ struct BridgeStats {
     std::int64_t published = 0;         // envelopes confirmed by the publisher
     std::int64_t filtered = 0;          // changes the mapper mapped to nothing
     std::int64_t publish_failures = 0;  // publish() calls that threw
+    std::int64_t mapper_failures = 0;   // batches the mapper threw on
 };
 
 // An all-versions processor whose handler maps and publishes.  The processor's
-// options (leases, instances, recovery policy, start positions) apply.
+// options (leases, instances, recovery policy, start positions) apply.  It has
+// no backfill (the all-versions feed has none): a bridge starts from its
+// start position, and publishes what is written from then on.
 class Bridge {
 public:
     // Throws Error(invalid_option) for an empty mapper, and what Processor throws.
@@ -101,6 +128,9 @@ public:
     Bridge(const Bridge&) = delete;
     Bridge& operator=(const Bridge&) = delete;
 
+    // Resolves MapContext::source (the connection's current_database() and the
+    // table's schema and name; throws what Processor::start throws for a
+    // missing table or a failed connection), then starts the processor.
     void start();
     void stop();
     // The processor's state, but `resuming` while the publisher is failing.

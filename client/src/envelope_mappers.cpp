@@ -1,0 +1,147 @@
+// The bridge's ready mappers: CloudEvents 1.0 (JSON structured mode) and
+// Debezium-compatible change events.  Both name the envelope after the
+// change's event id, so every redelivery of a change publishes the same id.
+#include <changefeed/bridge.hpp>
+#include <changefeed/error.hpp>
+
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <chrono>
+#include <cstdio>
+
+#ifndef CHANGEFEED_CLIENT_VERSION
+#define CHANGEFEED_CLIENT_VERSION "unknown"
+#endif
+
+namespace changefeed {
+namespace {
+
+namespace json = boost::json;
+using std::chrono::system_clock;
+
+// The source of one change: the mapper's own where given, else the bridge's.
+struct Source {
+    std::string database;
+    std::string qualified;  // "schema.table"
+    std::string schema;
+    std::string table;
+};
+
+void check_table(const std::string& table) {
+    const auto dot = table.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == table.size())
+        throw Error(errc::invalid_option, "the envelope source's table must be \"schema.table\", got \"" + table + "\"");
+}
+
+EnvelopeSource checked(EnvelopeSource given) {
+    if (!given.table.empty()) check_table(given.table);
+    return given;
+}
+
+Source source_of(const EnvelopeSource& given, const MapContext& ctx) {
+    Source s;
+    s.database = given.database.empty() ? ctx.source.database : given.database;
+    s.qualified = given.table.empty() ? ctx.source.table : given.table;
+    if (s.database.empty() || s.qualified.empty())
+        throw Error(errc::invalid_option,
+                    "the envelope source is unknown: give the mapper an EnvelopeSource or run it in a Bridge");
+    check_table(s.qualified);
+    const auto dot = s.qualified.find('.');
+    s.schema = s.qualified.substr(0, dot);
+    s.table = s.qualified.substr(dot + 1);
+    return s;
+}
+
+// RFC 3339 in UTC with microseconds, e.g. "2026-11-30T08:34:44.123456Z".
+std::string rfc3339(system_clock::time_point t) {
+    using namespace std::chrono;
+    const auto us = floor<microseconds>(t);
+    const auto day = floor<days>(us);
+    const year_month_day ymd{day};
+    const hh_mm_ss hms{us - day};
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02d.%06lldZ", static_cast<int>(ymd.year()),
+                  static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                  static_cast<int>(hms.hours().count()), static_cast<int>(hms.minutes().count()),
+                  static_cast<int>(hms.seconds().count()), static_cast<long long>(hms.subseconds().count()));
+    return buf;
+}
+
+std::int64_t epoch_ms(system_clock::time_point t) {
+    return std::chrono::floor<std::chrono::milliseconds>(t).time_since_epoch().count();
+}
+
+Envelope envelope(const Change& c, const Source& s, const char* content_type, const json::object& body) {
+    Envelope e;
+    e.id = c.event_id;
+    e.table = s.qualified;
+    e.content_type = content_type;
+    e.body = json::serialize(body);
+    return e;
+}
+
+const char* debezium_op(const Change& c) {
+    if (c.from_backfill) return "r";
+    switch (c.operation) {
+        case Operation::create: return "c";
+        case Operation::replace: return "u";
+        case Operation::delete_: return "d";
+        case Operation::clear: return "t";
+    }
+    return "c";
+}
+
+}  // namespace
+
+Mapper cloudevents_mapper(EnvelopeSource source) {
+    return [given = checked(std::move(source))](const Change& c, const MapContext& ctx) {
+        const Source s = source_of(given, ctx);
+        json::object ev;
+        ev["specversion"] = "1.0";
+        ev["id"] = c.event_id;
+        ev["source"] = "/" + s.database + "/" + s.qualified;
+        ev["type"] = std::string("changefeed.") + to_string(c.operation);
+        if (c.written_at) ev["time"] = rfc3339(*c.written_at);
+        if (c.operation != Operation::clear) ev["subject"] = c.doc_id;
+        ev["datacontenttype"] = "application/json";
+        ev["changefeedrange"] = c.range_id;
+        ev["data"] = json::object{{"current", c.current}, {"previous", c.previous}};
+        return std::vector<Envelope>{envelope(c, s, "application/cloudevents+json", ev)};
+    };
+}
+
+Mapper debezium_mapper(EnvelopeSource source) {
+    return [given = checked(std::move(source))](const Change& c, const MapContext& ctx) {
+        // A TRUNCATE is logged as a clear in every range: range 0's stands for it.
+        if (c.operation == Operation::clear && c.range_id != 0) return std::vector<Envelope>{};
+        const Source s = source_of(given, ctx);
+        const auto now = system_clock::now();
+        json::object src;
+        src["version"] = CHANGEFEED_CLIENT_VERSION;
+        src["connector"] = "changefeed";
+        src["name"] = ctx.processor;
+        src["ts_ms"] = epoch_ms(c.written_at ? *c.written_at : now);
+        src["snapshot"] = c.from_backfill ? "true" : "false";
+        src["db"] = s.database;
+        if (c.from_backfill)
+            src["sequence"] = nullptr;
+        else
+            src["sequence"] = "[null,\"" + std::to_string(c.seq) + "\"]";
+        src["schema"] = s.schema;
+        src["table"] = s.table;
+        if (c.from_backfill)
+            src["txId"] = nullptr;
+        else
+            src["txId"] = c.txid;
+        json::object ev;
+        ev["before"] = c.previous;
+        ev["after"] = c.current;
+        ev["source"] = std::move(src);
+        ev["op"] = debezium_op(c);
+        ev["ts_ms"] = epoch_ms(now);
+        return std::vector<Envelope>{envelope(c, s, "application/json", ev)};
+    };
+}
+
+}  // namespace changefeed
