@@ -15,11 +15,16 @@ namespace changefeed {
 
 struct Bridge::Impl {
     Impl(Collection c, Mapper m, Publisher& p, const BridgeOptions& o)
-        : collection(std::move(c)), mapper(std::move(m)), publisher(p), retry_min(o.publish_retry_min), retry_max(o.publish_retry_max) {}
+        : collection(std::move(c)),
+          mapper(std::move(m)),
+          publisher(p),
+          retry_min(o.publish_retry_min),
+          retry_max(o.publish_retry_max) {}
 
     // The handler: map every change, publish, and on a publisher failure
-    // retry the same envelopes with backoff without returning (the range
-    // pauses; nothing is checkpointed).  A mapper that throws fails the batch.
+    // retry the same envelopes with backoff without returning (the
+    // instance's reading thread waits; nothing is checkpointed).  A mapper
+    // that throws fails the batch before anything of it is published.
     void handle(const std::vector<Change>& batch, const Context& ctx, std::stop_token stop) {
         MapContext mctx;
         static_cast<Context&>(mctx) = ctx;
