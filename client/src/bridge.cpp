@@ -67,6 +67,11 @@ struct Bridge::Impl {
         Error e(errc::publish_failed, "publish failed");
         try {
             std::rethrow_exception(p);
+        } catch (const Error& ex) {
+            // A publisher's own publish_failed says it all already.
+            e = ex.code() == make_error_code(errc::publish_failed)
+                    ? ex
+                    : Error(errc::publish_failed, std::string("publish failed: ") + ex.what(), ex.sqlstate());
         } catch (const std::exception& ex) {
             e = Error(errc::publish_failed, std::string("publish failed: ") + ex.what());
         } catch (...) {
