@@ -22,7 +22,7 @@ namespace {
 cftest::ChildProcess bridge_runner(const std::string& table, const std::string& instance, const std::string& url,
                                    const std::string& stats) {
     return cftest::ChildProcess({CF_BRIDGE_RUNNER, cluster().conninfo(), table, "to-nats", instance, url, "fault",
-                                 "FAULT", stats, "--batch", "50"});
+                                 "FAULT", stats, "--batch", "50", "--hold-ms", "40"});
 }
 
 // What the runners wrote to STATS: acknowledged, of which duplicates, failed publishes.
@@ -132,6 +132,9 @@ TEST(NatsFaults, KilledBridgesAndARestartedBrokerLoseAndInventNothing) {
     EXPECT_EQ(r.invented, 0u);
     EXPECT_EQ(r.misordered, 0u);
     EXPECT_GE(s.failures, 1) << "the broker's restart failed publishes";
+    // The runners hold each confirmed batch 40 ms before its checkpoint, so
+    // the kills republish batches: the window must have dropped them.
+    EXPECT_GT(s.duplicates, 0) << "no redelivery was recognized by the duplicate window";
     // Every acknowledgement the runners recorded is a stored message or a dropped duplicate.
     EXPECT_LE(s.acked - s.duplicates, static_cast<std::int64_t>(r.stored));
 }
