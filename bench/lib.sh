@@ -4,8 +4,8 @@ BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH_OUT=${BENCH_OUT:-$BENCH_ROOT/bench/out}
 # The PostgreSQL to run (test/cluster.sh honours the same variable).
 export PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-# Where the benchmark clusters live and the first of the five ports they take
-# (BENCH_PORT_BASE .. +4), so that two checkouts can run side by side.
+# Where the benchmark clusters live and the first of the seven ports they and
+# the nats-server take (BENCH_PORT_BASE .. +6), so that two checkouts can run side by side.
 BENCH_SCRATCH=${BENCH_SCRATCH:-/tmp/changefeed-bench}
 BENCH_PORT_BASE=${BENCH_PORT_BASE:-55460}
 mkdir -p "$BENCH_OUT"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # All benchmarks in one run: write overhead, commit-to-handler latency,
-# consumer throughput, retention.  Writes bench/RESULTS.md and bench/results.png.
+# consumer throughput, retention, the bridge into NATS JetStream.  Writes
+# bench/RESULTS.md and bench/results.png.
 #   bash bench/run.sh            full sizes (about 25 minutes on 2 cores)
 #   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
-# The clusters take ports BENCH_PORT_BASE .. +4 (default 55460) and live in
+# The clusters and the nats-server take ports BENCH_PORT_BASE .. +6 (default 55460) and live in
 # BENCH_SCRATCH-* (default /tmp/changefeed-bench-*): set both to run two
 # checkouts side by side.  PGBIN chooses the PostgreSQL (see test/cluster.sh).
 set -euo pipefail
@@ -39,9 +40,10 @@ if [ "$mode" = --smoke ]; then
     bash bench/latency.sh 200 2 1 "$BENCH_OUT/bin"
     bash bench/throughput.sh 5000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 2000
+    bash bench/bridge_nats.sh 2000 1 "$BENCH_OUT/bin"
     bash bench/report.sh "$BENCH_OUT/RESULTS.md" "$BENCH_OUT/results.png"
     # The smoke run checks that every part produced figures.
-    for part in write latency throughput prune; do
+    for part in write latency throughput prune bridge; do
         grep -q "^$part	" "$BENCH_OUT/raw.tsv" || { echo "bench smoke: no $part figures" >&2; exit 1; }
     done
     echo "bench smoke: every part produced figures"
@@ -50,5 +52,6 @@ else
     bash bench/latency.sh 1000 15 3 "$BENCH_OUT/bin"
     bash bench/throughput.sh 1000000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 10000 100000 1000000
+    bash bench/bridge_nats.sh 100000 3 "$BENCH_OUT/bin"
     bash bench/report.sh bench/RESULTS.md bench/results.png
 fi

@@ -6,9 +6,20 @@
 # `app` owns and writes the table, the processor connects as `feed`, a
 # changefeed_processor that may only SELECT it; neither is a superuser.  The processor polls only every 30 s, so changes
 # that show up within milliseconds were brought by the notifier's NOTIFY.
-# Usage (as root on Debian 12): bash test/demo.sh
+# With --nats it then bridges the table to NATS JetStream: a nats-server
+# started in the demo's folder, the example bridge
+# (client/examples/bridge_to_nats.cpp) publishing each change with its event id
+# as Nats-Msg-Id, and the messages read back from the stream.
+# Usage (as root on Debian 12): bash test/demo.sh [--nats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+nats=no
+for arg in "$@"; do
+    case "$arg" in
+        --nats) nats=yes ;;
+        *) echo "usage: bash test/demo.sh [--nats]" >&2; exit 2 ;;
+    esac
+done
 
 bash test/install-deps.sh
 echo "== building and installing the extension"
@@ -17,11 +28,17 @@ make -s install >/dev/null
 echo "== building the client and its example"
 cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=OFF -DCHANGEFEED_BUILD_EXAMPLES=ON >/dev/null
 cmake --build build-demo -j2 --target print_changes >/dev/null
+[ "$nats" = yes ] && cmake --build build-demo -j2 --target bridge_to_nats >/dev/null
 
 dir=/tmp/changefeed-demo
 echo "== starting a throwaway cluster in $dir"
 bash test/cluster.sh start "$dir" --port 55480
-trap 'bash test/cluster.sh stop "$dir" >/dev/null 2>&1 || true' EXIT
+nats_pid=
+cleanup() {
+    [ -n "$nats_pid" ] && kill "$nats_pid" 2>/dev/null && wait "$nats_pid" 2>/dev/null
+    bash test/cluster.sh stop "$dir" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
 eval "$(bash test/cluster.sh env "$dir")"
 conninfo="host=$PGHOST port=$PGPORT user=feed dbname=postgres"
 
@@ -72,4 +89,33 @@ echo "== feed may read, not write"
 psql -qX -U feed -c "UPDATE users SET name = 'x'" 2>&1 | sed 's/^/   /' || true
 echo "== the extension's background workers"
 psql -qX -c "SELECT pid, backend_type FROM pg_stat_activity WHERE backend_type LIKE 'changefeed %'"
+[ "$nats" = yes ] || exit "$status"
+
+echo
+echo "== NATS JetStream: starting nats-server -js in $dir/nats"
+rm -rf "$dir/nats"
+mkdir -p "$dir/nats"
+nats-server -js -sd "$dir/nats/store" -a 127.0.0.1 -p 55481 -l "$dir/nats/nats.log" >/dev/null 2>&1 &
+nats_pid=$!
+for _ in $(seq 1 100); do
+    (exec 3<>/dev/tcp/127.0.0.1/55481) 2>/dev/null && break
+    sleep 0.1
+done
+echo "== starting the example bridge: users -> subject demo.public.users in stream DEMO"
+./build-demo/bridge_to_nats "$conninfo" users nats://127.0.0.1:55481 --count 4 --timeout 60 \
+    >"$dir/bridge.out" 2>"$dir/bridge.err" &
+bridge=$!
+for _ in $(seq 1 100); do
+    grep -q "state: running" "$dir/bridge.err" 2>/dev/null && break
+    sleep 0.1
+done
+echo "== writing to users as app"
+write "INSERT INTO users (id, name, email) VALUES (4, 'Barbara', 'barbara@example.com')"
+write "UPDATE users SET email = 'liskov@example.com' WHERE id = 4"
+write "DELETE FROM users WHERE id = 3"
+write "INSERT INTO users (id, name) VALUES (5, 'Niklaus')"
+wait "$bridge" && bridge_status=0 || bridge_status=$?
+echo "== what the bridge published, read back from the stream"
+cat "$dir/bridge.out"
+[ "$status" = 0 ] && exit "$bridge_status"
 exit "$status"
