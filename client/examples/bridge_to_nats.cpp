@@ -4,7 +4,7 @@
 //   bridge_to_nats CONNINFO TABLE NATS_URL [--count N] [--timeout SECONDS] [--prefix PREFIX]
 //
 // Runs a Bridge (all-versions feed) named "to-nats" that publishes each change
-// as a JSON envelope to "<prefix>.<schema>.<table>" in the stream "<PREFIX>"
+// as a CloudEvent to "<prefix>.<schema>.<table>" in the stream "<PREFIX>"
 // (upper case), until the stream holds N messages or the timeout passed; then
 // prints every message of the stream: sequence, subject, Nats-Msg-Id, body.
 // Exit status: 0 when N messages arrived, 1 on timeout, 2 on bad arguments or errors.
@@ -12,8 +12,6 @@
 #include <changefeed/nats_publisher.hpp>
 
 #include <nats/nats.h>
-
-#include <boost/json/serialize.hpp>
 
 #include <cctype>
 #include <chrono>
@@ -23,23 +21,6 @@
 #include <thread>
 
 namespace {
-
-// A small integration event of our own: the change's event id as the
-// envelope's id (the deduplication key), the document and what happened to it.
-changefeed::Mapper example_mapper(std::string table) {
-    return [table](const changefeed::Change& c, const changefeed::Context&) {
-        boost::json::object body;
-        body["id"] = c.event_id;
-        body["type"] = std::string("changefeed.") + changefeed::to_string(c.operation);
-        body["document_id"] = c.doc_id;
-        body["data"] = c.current;
-        changefeed::Envelope e;
-        e.id = c.event_id;
-        e.table = table;
-        e.body = boost::json::serialize(body);
-        return std::vector<changefeed::Envelope>{std::move(e)};
-    };
-}
 
 // The messages of `stream` (by sequence) printed; returns how many it holds.
 std::uint64_t stream_messages(const std::string& url, const std::string& stream, bool print) {
@@ -97,9 +78,9 @@ int main(int argc, char** argv) {
         options.on_state_change = [](changefeed::State s) {
             std::cerr << "bridge state: " << changefeed::to_string(s) << "\n";
         };
-        std::string qualified = table.find('.') == std::string::npos ? "public." + table : table;
-        changefeed::Bridge bridge(changefeed::Collection(conninfo, table), "to-nats", example_mapper(qualified), nats,
-                                  options);
+        // CloudEvents 1.0: the change's event id as the envelope id (and Nats-Msg-Id).
+        changefeed::Bridge bridge(changefeed::Collection(conninfo, table), "to-nats", changefeed::cloudevents_mapper(),
+                                  nats, options);
         bridge.start();
         auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
         while (std::chrono::steady_clock::now() < deadline && bridge.stats().published < count)
