@@ -92,7 +92,7 @@ cleanup() {
     if [ "$keep" = 0 ]; then
         bash test/cluster.sh stop "$dir" --immediate >/dev/null 2>&1 || true
         # A passing run leaves nothing behind; a failing one keeps its data and logs.
-        [ "$own_dir" = 1 ] && [ "$status" = PASS ] && rm -rf "$dir"
+        if [ "$own_dir" = 1 ] && [ "$status" = PASS ]; then rm -rf "$dir"; fi
     fi
 }
 trap cleanup EXIT
@@ -187,8 +187,10 @@ while :; do
     read -r count missing behind exact_behind < <(psql -qXAt -F ' ' -f test/torture/progress.sql)
     waited=$(( $(date +%s) - catchup_start ))
     [ "$missing" = 0 ] && [ "$behind" = 0 ] && [ "$exact_behind" = 0 ] && break
-    if [ "$count.$exact_behind" = "$last_count" ]; then still=$((still + 5)); else still=0; fi
-    last_count=$count.$exact_behind
+    # Progress of any consumer (all-versions deliveries, the projection, the
+    # exactly-once consumer) keeps the wait going.
+    if [ "$count.$behind.$exact_behind" = "$last_count" ]; then still=$((still + 5)); else still=0; fi
+    last_count=$count.$behind.$exact_behind
     # Deliveries stopped growing with changes still missing: they are lost.
     if [ "$waited" -ge "$catchup_timeout" ] || [ "$still" -ge 60 ]; then
         echo "   gave up after ${waited}s: $missing undelivered, projection $behind behind, exactly-once consumer $exact_behind behind"
