@@ -201,11 +201,12 @@ DECLARE
     mine int;
 BEGIN
     PERFORM changefeed.check_duration(duration);
-    -- Serialize balancing steps of one processor: each sees the others' result.
-    PERFORM 1 FROM changefeed.lease l
-      WHERE l.collection_id = c.id AND l.processor = processor
-      ORDER BY l.range_id FOR UPDATE;
-    IF NOT FOUND THEN
+    -- Serialize balancing steps of one processor: each sees the others'
+    -- result.  One row lock (the processor's), not one per lease: a step's
+    -- cost must not grow with the ranges it leaves alone.  The leases it
+    -- moves are updated, which is what fences their previous owners.
+    PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
+    IF NOT EXISTS (SELECT 1 FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor) THEN
         RAISE EXCEPTION 'processor "%" has no leases on %', processor, tbl
             USING ERRCODE = 'CF003', HINT = 'Call changefeed.lease_init() first.';
     END IF;
