@@ -56,6 +56,8 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
     awk -F'\t' '$1 == "prune" {m[$2 FS $3] = $4; if (!($3 in s)) {s[$3]; o[++n] = $3}}
         END {for (i = 1; i <= n; i++) {p = m["changefeed.prune (DROP)" FS o[i]]; d = m["DELETE" FS o[i]];
             printf "| %s | %.1f | %.1f | %.1fx |\n", o[i], p, d, (p > 0 ? d / p : 0)}}' "$BENCH_OUT/medians.tsv"
+    echo
+    bash "$(dirname "$0")/report_ranges.sh"
 } >"$md"
 
 # Chart: write-overhead ratios per case and variant.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All benchmarks in one run: write overhead, commit-to-handler latency,
-# consumer throughput, retention.  Writes bench/RESULTS.md and bench/results.png.
+# consumer throughput, retention, many ranges.  Writes bench/RESULTS.md and bench/results.png.
 #   bash bench/run.sh            full sizes (about 25 minutes on 2 cores)
 #   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
 # The clusters take ports BENCH_PORT_BASE .. +4 (default 55460) and live in
@@ -39,9 +39,10 @@ if [ "$mode" = --smoke ]; then
     bash bench/latency.sh 200 2 1 "$BENCH_OUT/bin"
     bash bench/throughput.sh 5000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 2000
+    bash bench/ranges.sh "$BENCH_OUT/bin" 1 200 2 "8 64"
     bash bench/report.sh "$BENCH_OUT/RESULTS.md" "$BENCH_OUT/results.png"
     # The smoke run checks that every part produced figures.
-    for part in write latency throughput prune; do
+    for part in write latency throughput prune ranges; do
         grep -q "^$part	" "$BENCH_OUT/raw.tsv" || { echo "bench smoke: no $part figures" >&2; exit 1; }
     done
     echo "bench smoke: every part produced figures"
@@ -50,5 +51,6 @@ else
     bash bench/latency.sh 1000 15 3 "$BENCH_OUT/bin"
     bash bench/throughput.sh 1000000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 10000 100000 1000000
+    bash bench/ranges.sh "$BENCH_OUT/bin" 3 5000 10 "16 256 1024"
     bash bench/report.sh bench/RESULTS.md bench/results.png
 fi
