@@ -15,6 +15,7 @@ conninfo=$(bench_conninfo)
 
 fresh_table() {  # name ranges
     psql -qX -v ON_ERROR_STOP=1 >/dev/null <<SQL
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS changefeed;
 DROP TABLE IF EXISTS $1;
 CREATE TABLE $1 (id int PRIMARY KEY, v text);
