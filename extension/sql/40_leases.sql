@@ -199,6 +199,9 @@ DECLARE
     floor_share int;
     ceil_share int;
     mine int;
+    mine_expired int;
+    n_free int;
+    holders text[];
 BEGIN
     PERFORM changefeed.check_duration(duration);
     -- Serialize balancing steps of one processor: each sees the others'
@@ -211,19 +214,31 @@ BEGIN
             USING ERRCODE = 'CF003', HINT = 'Call changefeed.lease_init() first.';
     END IF;
 
-    SELECT count(*) INTO live FROM changefeed.live_instances(c.id, processor, instance);
+    -- One pass over the leases: an idle step (balanced, nothing free or
+    -- expired) writes nothing.
+    SELECT count(*) FILTER (WHERE l.owner = instance),
+           count(*) FILTER (WHERE l.owner = instance AND (l.expires_at IS NULL OR l.expires_at <= now())),
+           count(*) FILTER (WHERE l.owner IS DISTINCT FROM instance
+                              AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= now())),
+           array_agg(DISTINCT l.owner) FILTER (WHERE l.owner IS NOT NULL AND l.expires_at > now())
+      INTO mine, mine_expired, n_free, holders
+      FROM changefeed.lease l
+     WHERE l.collection_id = c.id AND l.processor = processor;
+    SELECT count(*) INTO live FROM (
+        SELECT x FROM changefeed.live_instances(c.id, processor, instance) x
+        UNION SELECT unnest(holders)) v;
     floor_share := c.ranges / live;
     ceil_share := ceil(c.ranges::numeric / live)::int;
 
     -- Our own expired leases come back without a new epoch: nobody else held them.
-    UPDATE changefeed.lease l
-       SET expires_at = now() + duration, updated_at = now()
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
-       AND (l.expires_at IS NULL OR l.expires_at <= now());
-    SELECT count(*) INTO mine FROM changefeed.lease l
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance;
+    IF mine_expired > 0 THEN
+        UPDATE changefeed.lease l
+           SET expires_at = now() + duration, updated_at = now()
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+           AND (l.expires_at IS NULL OR l.expires_at <= now());
+    END IF;
 
-    IF mine < ceil_share THEN
+    IF mine < ceil_share AND n_free > 0 THEN
         WITH free AS (
             SELECT l.range_id FROM changefeed.lease l
              WHERE l.collection_id = c.id AND l.processor = processor
