@@ -15,8 +15,7 @@ awk -F'\t' '$1 == "ranges" {m[$2 FS $3] = $4; u[$2] = $5; if (!($3 in s)) {s[$3]
             m["split-join" FS r], m["idle-client" FS r], m["idle-server" FS r]}
         lo = o[1]; hi = o[n];
         if (n > 1 && m["burst" FS lo] > 0)
-            printf "\nBurst %s vs %s ranges: %.2fx.  Idle CPU (client + server) %s vs %s ranges: %.2fx (idle over %s).\n",
-                hi, lo, m["burst" FS hi] / m["burst" FS lo], hi, lo,
-                (m["idle-client" FS hi] + m["idle-server" FS hi]) / (m["idle-client" FS lo] + m["idle-server" FS lo] + 1e-9),
-                u["idle-client"]}' "$med"
+            printf "\nBurst %s vs %s ranges: %.2fx.  Idle CPU (client + server, %s) %s vs %s ranges: %.2fx.\n",
+                hi, lo, m["burst" FS hi] / m["burst" FS lo], u["idle-client"], hi, lo,
+                (m["idle-client" FS hi] + m["idle-server" FS hi]) / (m["idle-client" FS lo] + m["idle-server" FS lo] + 1e-9)}' "$med"
 echo
