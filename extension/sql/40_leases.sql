@@ -234,8 +234,11 @@ BEGIN
     IF mine_expired > 0 THEN
         UPDATE changefeed.lease l
            SET expires_at = now() + duration, updated_at = now()
-         WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
-           AND (l.expires_at IS NULL OR l.expires_at <= now());
+          FROM (SELECT k.range_id FROM changefeed.lease k
+                 WHERE k.collection_id = c.id AND k.processor = processor AND k.owner = instance
+                   AND (k.expires_at IS NULL OR k.expires_at <= now())
+                 ORDER BY k.range_id FOR NO KEY UPDATE) o   -- in range order (see lease_renew)
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = o.range_id;
     END IF;
 
     IF mine < ceil_share AND n_free > 0 THEN
@@ -244,7 +247,8 @@ BEGIN
              WHERE l.collection_id = c.id AND l.processor = processor
                AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= now())
                AND l.owner IS DISTINCT FROM instance
-             ORDER BY l.range_id LIMIT ceil_share - mine)
+             ORDER BY l.range_id LIMIT ceil_share - mine
+               FOR NO KEY UPDATE)   -- in range order (see lease_renew)
         UPDATE changefeed.lease l
            SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
           FROM free f
@@ -269,10 +273,16 @@ BEGIN
              WHERE h.k <= h.n - floor_share
              ORDER BY h.k, h.n DESC, h.owner
              LIMIT floor_share - mine
+        ),
+        locked AS (   -- in range order (see lease_renew)
+            SELECT l.range_id FROM changefeed.lease l
+             WHERE l.collection_id = c.id AND l.processor = processor
+               AND l.range_id IN (SELECT t.range_id FROM taken t)
+             ORDER BY l.range_id FOR NO KEY UPDATE
         )
         UPDATE changefeed.lease l
            SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
-          FROM taken t
+          FROM locked t
          WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = t.range_id;
     END IF;
 
@@ -290,10 +300,16 @@ DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
     PERFORM changefeed.check_duration(duration);
+    -- Rows are locked in range order, as by every function writing many
+    -- leases (lease_checkpoint_many holds some while it takes others).
     RETURN QUERY
     UPDATE changefeed.lease l
        SET expires_at = now() + duration, updated_at = now()
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+      FROM (SELECT k.range_id FROM changefeed.lease k
+             WHERE k.collection_id = c.id AND k.processor = processor AND k.owner = instance
+             ORDER BY k.range_id FOR NO KEY UPDATE) o
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = o.range_id
+       AND l.owner = instance
     RETURNING l.range_id, l.epoch;
 END
 $$;
@@ -310,8 +326,12 @@ DECLARE
 BEGIN
     UPDATE changefeed.lease l
        SET owner = NULL, expires_at = NULL, updated_at = now()
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
-       AND (range_ids IS NULL OR l.range_id = ANY (range_ids));
+      FROM (SELECT k.range_id FROM changefeed.lease k
+             WHERE k.collection_id = c.id AND k.processor = processor AND k.owner = instance
+               AND (range_ids IS NULL OR k.range_id = ANY (range_ids))
+             ORDER BY k.range_id FOR NO KEY UPDATE) o   -- in range order (see lease_renew)
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = o.range_id
+       AND l.owner = instance;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END
