@@ -217,6 +217,7 @@ MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
         for (const auto& row : r) {
             if (!row[0].is_null()) {
                 Change ch = change_of(row, scope);
+                out.positions[ch.range_id].push_back(row[10].as<std::string>());
                 out.changes[ch.range_id].push_back(std::move(ch));
                 ++out.total;
                 continue;

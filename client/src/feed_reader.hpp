@@ -47,6 +47,9 @@ ReadResult read_ranges(pqxx::connection& c, const std::string& table, const std:
 // read (the budget `max` ran out first): it keeps its position.
 struct MultiReadResult {
     std::map<int, std::vector<Change>> changes;
+    // The position after each of those changes, valid for its range alone:
+    // a range's batch cut after its k-th change resumes at positions[k-1].
+    std::map<int, std::vector<std::string>> positions;
     std::map<int, std::string> resume;
     std::size_t total = 0;  // change rows in all
 };

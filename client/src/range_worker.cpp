@@ -344,9 +344,14 @@ bool RangeWorker::step(pqxx::connection& conn, int range, RangeState& st) {
 bool RangeWorker::log_round(pqxx::connection& conn, const std::vector<int>& group) {
     std::map<int, std::string> since;
     for (int range : group) since[range] = ranges_.at(range).lease.checkpoint;
+    // A read of up to max_batch_size changes per range, for up to 16 ranges'
+    // worth: ranges at diverged positions each catch up in the same call,
+    // and every batch still holds at most max_batch_size changes (cut below).
+    const long budget = std::min<long>(100000, static_cast<long>(opt_.max_batch_size) *
+                                                   std::min<long>(16, static_cast<long>(group.size())));
     MultiReadResult rr;
     try {
-        rr = read_positions(conn, s_.collection.table(), since, opt_.max_batch_size, s_.feed->mode, s_.scope);
+        rr = read_positions(conn, s_.collection.table(), since, static_cast<int>(budget), s_.feed->mode, s_.scope);
     } catch (const Error& e) {
         if (!unusable_checkpoint(e)) throw;
         bool any = false;  // history loss is handled range by range
@@ -366,7 +371,15 @@ bool RangeWorker::log_round(pqxx::connection& conn, const std::vector<int>& grou
             continue;
         }
         if (stop_source_.stop_requested()) break;
-        busy |= deliver(conn, context_of(range, st), st, batch->second, resume->second, &pending);
+        std::string resume_at = resume->second;
+        if (batch->second.size() > static_cast<std::size_t>(opt_.max_batch_size)) {
+            // More than one batch of this range: the rest is read again from
+            // the position after the last change handed over.
+            batch->second.resize(static_cast<std::size_t>(opt_.max_batch_size));
+            resume_at = rr.positions[range][static_cast<std::size_t>(opt_.max_batch_size) - 1];
+            busy = true;
+        }
+        busy |= deliver(conn, context_of(range, st), st, batch->second, resume_at, &pending);
     }
     store_pending(conn, pending);
     return busy;
