@@ -202,6 +202,7 @@ DECLARE
     mine_expired int;
     n_free int;
     holders text[];
+    ids int[];
 BEGIN
     PERFORM changefeed.check_duration(duration);
     -- Serialize balancing steps of one processor: each sees the others'
@@ -232,27 +233,27 @@ BEGIN
 
     -- Our own expired leases come back without a new epoch: nobody else held them.
     IF mine_expired > 0 THEN
+        SELECT array_agg(o.range_id) INTO ids FROM (
+            SELECT l.range_id FROM changefeed.lease l
+             WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+               AND (l.expires_at IS NULL OR l.expires_at <= now())
+             ORDER BY l.range_id FOR NO KEY UPDATE) o;   -- in range order (see lease_renew)
         UPDATE changefeed.lease l
            SET expires_at = now() + duration, updated_at = now()
-          FROM (SELECT k.range_id FROM changefeed.lease k
-                 WHERE k.collection_id = c.id AND k.processor = processor AND k.owner = instance
-                   AND (k.expires_at IS NULL OR k.expires_at <= now())
-                 ORDER BY k.range_id FOR NO KEY UPDATE) o   -- in range order (see lease_renew)
-         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = o.range_id;
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids);
     END IF;
 
     IF mine < ceil_share AND n_free > 0 THEN
-        WITH free AS (
+        SELECT array_agg(f.range_id) INTO ids FROM (
             SELECT l.range_id FROM changefeed.lease l
              WHERE l.collection_id = c.id AND l.processor = processor
                AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= now())
                AND l.owner IS DISTINCT FROM instance
              ORDER BY l.range_id LIMIT ceil_share - mine
-               FOR NO KEY UPDATE)   -- in range order (see lease_renew)
+               FOR NO KEY UPDATE) f;   -- in range order (see lease_renew)
         UPDATE changefeed.lease l
            SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
-          FROM free f
-         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = f.range_id;
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids);
         SELECT count(*) INTO mine FROM changefeed.lease l
          WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance;
     END IF;
@@ -267,23 +268,18 @@ BEGIN
               FROM changefeed.lease l
              WHERE l.collection_id = c.id AND l.processor = processor
                AND l.owner IS NOT NULL AND l.owner <> instance AND l.expires_at > now()
-        ),
-        taken AS (
+        )
+        SELECT array_agg(t.range_id) INTO ids FROM (
             SELECT h.range_id FROM held h
              WHERE h.k <= h.n - floor_share
              ORDER BY h.k, h.n DESC, h.owner
-             LIMIT floor_share - mine
-        ),
-        locked AS (   -- in range order (see lease_renew)
-            SELECT l.range_id FROM changefeed.lease l
-             WHERE l.collection_id = c.id AND l.processor = processor
-               AND l.range_id IN (SELECT t.range_id FROM taken t)
-             ORDER BY l.range_id FOR NO KEY UPDATE
-        )
+             LIMIT floor_share - mine) t;
+        PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
+          WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids)
+          ORDER BY l.range_id FOR NO KEY UPDATE;
         UPDATE changefeed.lease l
            SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
-          FROM locked t
-         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = t.range_id;
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids);
     END IF;
 
     RETURN QUERY SELECT * FROM changefeed.leases_held(c.id, processor, instance);
@@ -302,14 +298,13 @@ BEGIN
     PERFORM changefeed.check_duration(duration);
     -- Rows are locked in range order, as by every function writing many
     -- leases (lease_checkpoint_many holds some while it takes others).
+    PERFORM 1 FROM changefeed.lease l
+      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+      ORDER BY l.range_id FOR NO KEY UPDATE;
     RETURN QUERY
     UPDATE changefeed.lease l
        SET expires_at = now() + duration, updated_at = now()
-      FROM (SELECT k.range_id FROM changefeed.lease k
-             WHERE k.collection_id = c.id AND k.processor = processor AND k.owner = instance
-             ORDER BY k.range_id FOR NO KEY UPDATE) o
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = o.range_id
-       AND l.owner = instance
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
     RETURNING l.range_id, l.epoch;
 END
 $$;
@@ -324,14 +319,14 @@ DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
     n int;
 BEGIN
+    PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
+      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+        AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
+      ORDER BY l.range_id FOR NO KEY UPDATE;
     UPDATE changefeed.lease l
        SET owner = NULL, expires_at = NULL, updated_at = now()
-      FROM (SELECT k.range_id FROM changefeed.lease k
-             WHERE k.collection_id = c.id AND k.processor = processor AND k.owner = instance
-               AND (range_ids IS NULL OR k.range_id = ANY (range_ids))
-             ORDER BY k.range_id FOR NO KEY UPDATE) o   -- in range order (see lease_renew)
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = o.range_id
-       AND l.owner = instance;
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+       AND (range_ids IS NULL OR l.range_id = ANY (range_ids));
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END
