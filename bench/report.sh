@@ -64,6 +64,8 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
     awk -F'\t' '$1 == "bridge" {m[$2] = $4; o[++n] = $2}
         END {b = m["raw publisher loop"]; for (i = 1; i <= n; i++) printf "| %s | %.0f | %.2fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
         "$BENCH_OUT/medians.tsv"
+    echo
+    bash "$(dirname "$0")/report_ranges.sh"
 } >"$md"
 
 # Chart: write-overhead ratios per case and variant.

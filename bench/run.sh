@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All benchmarks in one run: write overhead, commit-to-handler latency,
-# consumer throughput, retention, the bridge into NATS JetStream.  Writes
-# bench/RESULTS.md and bench/results.png.
+# consumer throughput, retention, the bridge into NATS JetStream, many ranges.
+# Writes bench/RESULTS.md and bench/results.png.
 #   bash bench/run.sh            full sizes (about 25 minutes on 2 cores)
 #   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
 # The clusters and the nats-server take ports BENCH_PORT_BASE .. +6 (default 55460) and live in
@@ -41,9 +41,10 @@ if [ "$mode" = --smoke ]; then
     bash bench/throughput.sh 5000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 2000
     bash bench/bridge_nats.sh 2000 1 "$BENCH_OUT/bin"
+    bash bench/ranges.sh "$BENCH_OUT/bin" 1 200 2 "8 64"
     bash bench/report.sh "$BENCH_OUT/RESULTS.md" "$BENCH_OUT/results.png"
     # The smoke run checks that every part produced figures.
-    for part in write latency throughput prune bridge; do
+    for part in write latency throughput prune bridge ranges; do
         grep -q "^$part	" "$BENCH_OUT/raw.tsv" || { echo "bench smoke: no $part figures" >&2; exit 1; }
     done
     echo "bench smoke: every part produced figures"
@@ -53,5 +54,6 @@ else
     bash bench/throughput.sh 1000000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 10000 100000 1000000
     bash bench/bridge_nats.sh 100000 3 "$BENCH_OUT/bin"
+    bash bench/ranges.sh "$BENCH_OUT/bin" 3 5000 10 "16 256 1024"
     bash bench/report.sh bench/RESULTS.md bench/results.png
 fi

@@ -120,7 +120,8 @@ Delivery::Delivery(std::string conninfo, LeaseKey key, const Handlers& handlers,
 }
 
 bool Delivery::deliver(pqxx::connection& conn, const std::vector<Change>& batch, Context ctx, std::int64_t epoch,
-                       const Mark& after, std::stop_token stop, const Guard& guard) {
+                       const Mark& after, std::stop_token stop, const Guard& guard,
+                       std::vector<PendingCheckpoint>* deferred) {
     ctx.position = after.backfill ? std::string() : after.position;
     switch (handlers_.shape) {
     case HandlerShape::handler:
@@ -133,7 +134,11 @@ bool Delivery::deliver(pqxx::connection& conn, const std::vector<Change>& batch,
     case HandlerShape::transactional:
         return transact(conn, batch, ctx, epoch, after, guard);
     }
-    if (automatic()) store_on(conn, key_, ctx.range_id, epoch, after);
+    if (!automatic()) return true;
+    if (deferred && !after.backfill)
+        deferred->push_back(PendingCheckpoint{ctx.range_id, epoch, after.position});
+    else
+        store_on(conn, key_, ctx.range_id, epoch, after);
     return true;
 }
 

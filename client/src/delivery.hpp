@@ -89,8 +89,13 @@ public:
     // Error(lease_lost) when the lease changed hands (a transactional
     // handler's writes are then rolled back), other Errors for the
     // connection.  `stop` is the handler's stop token.
+    // With `deferred`, a log batch's checkpoint (Handler and Projector
+    // shapes, automatic mode) is appended there instead, for the caller to
+    // store with the round's others in one call (checkpoint_many); a
+    // TransactionalHandler's is always committed with its writes.
     bool deliver(pqxx::connection& conn, const std::vector<Change>& batch, Context ctx, std::int64_t epoch,
-                 const Mark& after, std::stop_token stop, const Guard& guard);
+                 const Mark& after, std::stop_token stop, const Guard& guard,
+                 std::vector<PendingCheckpoint>* deferred = nullptr);
     // Stores a mark without a batch (an empty backfill page).  Manual mode:
     // nothing (the next Context::checkpoint covers it).
     void store(pqxx::connection& conn, int range, std::int64_t epoch, const Mark& after);

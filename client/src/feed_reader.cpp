@@ -6,6 +6,7 @@
 #include "db.hpp"
 #include "server_time.hpp"
 
+#include <boost/json/array.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -32,6 +33,25 @@ const std::string read_columns =
     "SELECT seq, range_id, operation, doc_id, partition_key, current::text, previous::text,"
     "       ttl_expired, " + epoch_microseconds_sql("written_at") + ", tenant, \"position\", txid::text, event_id";
 
+// One change row of changefeed.read() or read_ranges() (read_columns).
+Change change_of(const pqxx::row& row, const TenantScope& scope) {
+    Change ch;
+    ch.seq = row[0].as<std::int64_t>();
+    ch.range_id = row[1].as<int>();
+    ch.operation = operation_of(row[2].as<std::string>());
+    ch.doc_id = row[3].is_null() ? std::string() : row[3].as<std::string>();
+    ch.partition_key = row[4].is_null() ? std::string() : row[4].as<std::string>();
+    ch.current = json_of(row[5]);
+    ch.previous = json_of(row[6]);
+    ch.ttl_expired = row[7].as<bool>();
+    if (!row[8].is_null()) ch.written_at = time_of_epoch_microseconds(row[8].as<std::int64_t>());
+    if (!row[9].is_null()) ch.tenant = row[9].as<std::string>();
+    if (scope.scoped()) scope.strip(ch.partition_key);
+    ch.txid = std::stoull(row[11].c_str());
+    ch.event_id = row[12].as<std::string>();
+    return ch;
+}
+
 // Rows of changefeed.read(), then the position to resume from (after nothing:
 // current_position() in the read's own snapshot).
 template <class Tx>
@@ -42,23 +62,7 @@ ReadResult collect(Tx& tx, const pqxx::result& r, const TenantScope& scope) {
         return out;
     }
     out.changes.reserve(r.size());
-    for (const auto& row : r) {
-        Change ch;
-        ch.seq = row[0].as<std::int64_t>();
-        ch.range_id = row[1].as<int>();
-        ch.operation = operation_of(row[2].as<std::string>());
-        ch.doc_id = row[3].is_null() ? std::string() : row[3].as<std::string>();
-        ch.partition_key = row[4].is_null() ? std::string() : row[4].as<std::string>();
-        ch.current = json_of(row[5]);
-        ch.previous = json_of(row[6]);
-        ch.ttl_expired = row[7].as<bool>();
-        if (!row[8].is_null()) ch.written_at = time_of_epoch_microseconds(row[8].as<std::int64_t>());
-        if (!row[9].is_null()) ch.tenant = row[9].as<std::string>();
-        if (scope.scoped()) scope.strip(ch.partition_key);
-        ch.txid = std::stoull(row[11].c_str());
-        ch.event_id = row[12].as<std::string>();
-        out.changes.push_back(std::move(ch));
-    }
+    for (const auto& row : r) out.changes.push_back(change_of(row, scope));
     out.position = r[r.size() - 1][10].as<std::string>();
     return out;
 }
@@ -171,6 +175,70 @@ std::int64_t estimated_rows(pqxx::connection& c, const std::string& table) {
         pqxx::read_transaction tx(c);
         return tx.exec_params("SELECT changefeed.estimated_rows($1::regclass)", table)[0][0]
             .as<std::int64_t>();
+    });
+}
+
+}  // namespace changefeed::detail
+
+namespace changefeed::detail {
+
+// A list as jsonb text for an array parameter (libpqxx 6 has none): the SQL
+// unpacks it in order, nothing is spliced.
+static std::string json_strings(const std::map<int, std::string>& since, bool keys) {
+    boost::json::array a;
+    a.reserve(since.size());
+    for (const auto& [range, pos] : since) {
+        if (keys)
+            a.emplace_back(range);
+        else
+            a.emplace_back(pos);
+    }
+    return boost::json::serialize(a);
+}
+
+MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
+                               const std::map<int, std::string>& since, int max, FeedMode mode,
+                               const TenantScope& scope) {
+    return translated([&] {
+        ReadTx tx(c);
+        auto r = tx.exec_params(
+            std::string(read_columns) +
+                ", resume_ranges::text"
+                "  FROM changefeed.read_ranges($1::regclass,"
+                "       ARRAY(SELECT e::int FROM pg_catalog.jsonb_array_elements_text($2::jsonb)"
+                "                  WITH ORDINALITY AS t(e, i) ORDER BY i),"
+                "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($3::jsonb)"
+                "                  WITH ORDINALITY AS t(e, i) ORDER BY i),"
+                "       $4, $5, tenant => $6)",
+            table, json_strings(since, true), json_strings(since, false), max,
+            mode == FeedMode::latest_version ? "latest" : "all", scope.scoped() ? scope.tenant.c_str() : nullptr);
+        tx.commit();
+        MultiReadResult out;
+        for (const auto& row : r) {
+            if (!row[0].is_null()) {
+                Change ch = change_of(row, scope);
+                out.positions[ch.range_id].push_back(row[10].as<std::string>());
+                out.changes[ch.range_id].push_back(std::move(ch));
+                ++out.total;
+                continue;
+            }
+            // A marker: "{1,2,3}" resume at its position.
+            const std::string pos = row[10].as<std::string>();
+            const std::string list = row[13].as<std::string>();
+            int v = 0;
+            bool in_number = false;
+            for (char ch : list) {
+                if (ch >= '0' && ch <= '9') {
+                    v = v * 10 + (ch - '0');
+                    in_number = true;
+                } else if (in_number) {
+                    out.resume[v] = pos;
+                    v = 0;
+                    in_number = false;
+                }
+            }
+        }
+        return out;
     });
 }
 

@@ -6,6 +6,7 @@
 
 #include "feed_mode.hpp"
 
+#include <map>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
@@ -39,6 +40,22 @@ ReadResult read_range(pqxx::connection& c, const std::string& table, const std::
 // so a range without rows up to the last one returned has none before it).
 ReadResult read_ranges(pqxx::connection& c, const std::string& table, const std::string& since, int max,
                        const std::vector<int>& ranges, FeedMode mode, const TenantScope& scope = {});
+
+// Many ranges, each from its own position, in one read
+// (changefeed.read_ranges): the changes of each range read, and where each
+// range resumes once they are handled.  A range missing from `resume` was not
+// read (the budget `max` ran out first): it keeps its position.
+struct MultiReadResult {
+    std::map<int, std::vector<Change>> changes;
+    // The position after each of those changes, valid for its range alone:
+    // a range's batch cut after its k-th change resumes at positions[k-1].
+    std::map<int, std::vector<std::string>> positions;
+    std::map<int, std::string> resume;
+    std::size_t total = 0;  // change rows in all
+};
+MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
+                               const std::map<int, std::string>& since, int max, FeedMode mode,
+                               const TenantScope& scope = {});
 
 // What a subscription reads: every version of all ranges, filtered in the
 // database by a jsonpath (with its variables as jsonb text) and/or one document id.

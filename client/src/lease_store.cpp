@@ -6,6 +6,9 @@
 
 #include "db.hpp"
 
+#include <boost/json/array.hpp>
+#include <boost/json/serialize.hpp>
+
 #include <cstdio>
 #include <ctime>
 
@@ -138,6 +141,31 @@ void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t 
         tx.exec("SET LOCAL synchronous_commit = off");
         checkpoint_in(tx, k, range, epoch, position);
         tx.commit();
+    });
+}
+
+std::vector<int> checkpoint_many(pqxx::connection& c, const LeaseKey& k, const std::vector<PendingCheckpoint>& marks) {
+    // Array arguments as jsonb text (libpqxx 6 has no array parameters).
+    boost::json::array ranges, epochs, positions;
+    for (const auto& m : marks) {
+        ranges.emplace_back(m.range);
+        epochs.emplace_back(m.epoch);
+        positions.emplace_back(m.position);
+    }
+    return translated_names(k.processor, k.instance, [&] {
+        pqxx::work tx(c);
+        tx.exec("SET LOCAL synchronous_commit = off");  // as checkpoint()
+        auto r = tx.exec_params(
+            "SELECT changefeed.lease_checkpoint_many($1::regclass, $2, $3,"
+            "       ARRAY(SELECT e::int FROM pg_catalog.jsonb_array_elements_text($4::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
+            "       ARRAY(SELECT e::bigint FROM pg_catalog.jsonb_array_elements_text($5::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
+            "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($6::jsonb) WITH ORDINALITY t(e, i) ORDER BY i))",
+            k.table, k.processor, k.instance, boost::json::serialize(ranges), boost::json::serialize(epochs),
+            boost::json::serialize(positions));
+        tx.commit();
+        std::vector<int> lost;
+        for (const auto& row : r) lost.push_back(row[0].as<int>());
+        return lost;
     });
 }
 

@@ -52,6 +52,15 @@ std::map<int, RangeLease> load_leases(pqxx::connection& c, const LeaseKey& k);
 // Fenced checkpoints: Error(lease_lost) when the lease changed hands.
 void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
                 const std::string& position);
+// The checkpoints of many ranges in one call (changefeed.lease_checkpoint_many):
+// each fenced on its own; returns the ranges whose lease changed hands (not
+// moved), the others are stored.
+struct PendingCheckpoint {
+    int range = 0;
+    std::int64_t epoch = 0;
+    std::string position;
+};
+std::vector<int> checkpoint_many(pqxx::connection& c, const LeaseKey& k, const std::vector<PendingCheckpoint>& marks);
 void checkpoint_backfill(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
                          const std::optional<std::string>& after, std::int64_t rows, bool done);
 // The same two inside a transaction of the caller's (a transactional

@@ -111,18 +111,15 @@ bool RangeWorker::pass(pqxx::connection& conn) {
 
     bool busy = false;
     if (Clock::now() < view.valid_until) {
-        // Ranges at one position are read together: after a catch-up they
-        // all share the last read's position, so a wake-up costs one read,
-        // not one per range.
+        // All ranges reading the log in one read_ranges() call, whatever
+        // their positions, and their checkpoints in one call after the
+        // round: a wake-up costs two statements, not two per range.
         const ReadPlan p = plan();
         for (int range : p.backfilling) {
             if (stop_source_.stop_requested()) break;
             busy |= step(conn, range, ranges_.at(range));
         }
-        for (const auto& [position, group] : p.by_position) {
-            if (stop_source_.stop_requested()) break;
-            busy |= group.size() == 1 ? step(conn, group[0], ranges_.at(group[0])) : group_step(conn, position, group);
-        }
+        if (!p.log.empty() && !stop_source_.stop_requested()) busy |= log_round(conn, p.log);
     }
     drop_lost();
     return busy;
@@ -140,7 +137,7 @@ RangeWorker::ReadPlan RangeWorker::plan() const {
         if (!st.lease.backfill_done)
             p.backfilling.push_back(range);
         else
-            p.by_position[st.lease.checkpoint].push_back(range);
+            p.log.push_back(range);
     }
     return p;
 }
@@ -150,13 +147,39 @@ RangeWorker::ReadPlan RangeWorker::plan() const {
 // manual mode, where only Context::checkpoint stores.
 void RangeWorker::store_idle_positions(pqxx::connection& conn) {
     if (!delivery_.automatic()) return;
+    std::vector<PendingCheckpoint> pending;
     for (auto& [range, st] : ranges_) {
         if (st.lost || st.lease.checkpoint == st.persisted) continue;
-        try {
-            checkpoint(conn, s_.key, range, st.lease.epoch, st.lease.checkpoint);
-        } catch (...) {
-            return;
+        pending.push_back(PendingCheckpoint{range, st.lease.epoch, st.lease.checkpoint});
+    }
+    if (pending.empty()) return;
+    try {
+        (void)checkpoint_many(conn, s_.key, pending);
+    } catch (...) {
+    }
+}
+
+// Stores a round's checkpoints in one call; a range whose lease changed
+// hands is reported and dropped, as after CF010 from a single checkpoint.
+void RangeWorker::store_pending(pqxx::connection& conn, const std::vector<PendingCheckpoint>& pending) {
+    if (pending.empty()) return;
+    const std::vector<int> lost = checkpoint_many(conn, s_.key, pending);
+    const auto now = Clock::now();
+    for (const auto& m : pending) {
+        auto it = ranges_.find(m.range);
+        if (it == ranges_.end()) continue;
+        RangeState& st = it->second;
+        if (std::find(lost.begin(), lost.end(), m.range) != lost.end()) {
+            events_.report(m.range, Error(errc::lease_lost,
+                                          "lease on range " + std::to_string(m.range) + " of processor \"" +
+                                              s_.name + "\" is no longer held by \"" + s_.instance +
+                                              "\" at epoch " + std::to_string(m.epoch),
+                                          "CF010"));
+            st.lost = true;
+            continue;
         }
+        st.persisted = m.position;
+        st.last_persist = now;
     }
 }
 
@@ -315,32 +338,50 @@ bool RangeWorker::step(pqxx::connection& conn, int range, RangeState& st) {
     return deliver(conn, ctx, st, rr.changes, rr.position);
 }
 
-// Ranges sharing `since`, in one read.  The read's position is valid for each
-// of them: rows come in seq order across the ranges, so a range with no rows
-// up to the last one returned had none before it.
-bool RangeWorker::group_step(pqxx::connection& conn, const std::string& since, const std::vector<int>& group) {
-    ReadResult rr;
+// The ranges reading the log, each from its checkpoint, in one read; the
+// handler per range with that range's changes; the round's checkpoints in
+// one call at the end (also when stopping midway: those ranges were handled).
+bool RangeWorker::log_round(pqxx::connection& conn, const std::vector<int>& group) {
+    std::map<int, std::string> since;
+    for (int range : group) since[range] = ranges_.at(range).lease.checkpoint;
+    // A read of up to max_batch_size changes per range, for up to 16 ranges'
+    // worth: ranges at diverged positions each catch up in the same call,
+    // and every batch still holds at most max_batch_size changes (cut below).
+    const long budget = std::min<long>(100000, static_cast<long>(opt_.max_batch_size) *
+                                                   std::min<long>(16, static_cast<long>(group.size())));
+    MultiReadResult rr;
     try {
-        rr = read_ranges(conn, s_.collection.table(), since, opt_.max_batch_size, group, s_.feed->mode, s_.scope);
+        rr = read_positions(conn, s_.collection.table(), since, static_cast<int>(budget), s_.feed->mode, s_.scope);
     } catch (const Error& e) {
         if (!unusable_checkpoint(e)) throw;
         bool any = false;  // history loss is handled range by range
         for (int range : group) any |= step(conn, range, ranges_.at(range));
         return any;
     }
-    std::map<int, std::vector<Change>> by_range;
-    for (auto& c : rr.changes) by_range[c.range_id].push_back(std::move(c));
-    bool busy = false;
+    // Ranges left unread (the budget ran out) are read on at once.
+    bool busy = rr.resume.size() < group.size();
+    std::vector<PendingCheckpoint> pending;
     for (int range : group) {
+        auto resume = rr.resume.find(range);
+        if (resume == rr.resume.end()) continue;
         RangeState& st = ranges_.at(range);
-        auto it = by_range.find(range);
-        if (it == by_range.end()) {
-            advance_idle(conn, range, st, rr.position);
+        auto batch = rr.changes.find(range);
+        if (batch == rr.changes.end()) {
+            advance_idle(conn, range, st, resume->second, &pending);
             continue;
         }
         if (stop_source_.stop_requested()) break;
-        busy |= deliver(conn, context_of(range, st), st, it->second, rr.position);
+        std::string resume_at = resume->second;
+        if (batch->second.size() > static_cast<std::size_t>(opt_.max_batch_size)) {
+            // More than one batch of this range: the rest is read again from
+            // the position after the last change handed over.
+            batch->second.resize(static_cast<std::size_t>(opt_.max_batch_size));
+            resume_at = rr.positions[range][static_cast<std::size_t>(opt_.max_batch_size) - 1];
+            busy = true;
+        }
+        busy |= deliver(conn, context_of(range, st), st, batch->second, resume_at, &pending);
     }
+    store_pending(conn, pending);
     return busy;
 }
 
@@ -348,19 +389,23 @@ bool RangeWorker::group_step(pqxx::connection& conn, const std::string& since, c
 // (Delivery: how, for each shape).  Manual mode: reads on from `position`,
 // stores nothing.
 bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState& st,
-                          const std::vector<Change>& batch, const std::string& position) {
+                          const std::vector<Change>& batch, const std::string& position,
+                          std::vector<PendingCheckpoint>* pending) {
+    const std::size_t pending_before = pending ? pending->size() : 0;
     const int range = ctx.range_id;
     Mark after;
     after.position = position;
     bool delivered = false;
     if (!fenced(range, st, [&] {
             delivered = delivery_.deliver(conn, batch, ctx, st.lease.epoch, after, stop_source_.get_token(),
-                                          [&](const std::function<void()>& f) { return call_handler(f, ctx, st); });
+                                          [&](const std::function<void()>& f) { return call_handler(f, ctx, st); },
+                                          pending);
         }))
         return true;
     if (!delivered) return false;
     st.lease.checkpoint = position;
-    if (delivery_.automatic()) {
+    // A deferred checkpoint counts as stored once store_pending() stored it.
+    if (delivery_.automatic() && !(pending && pending->size() > pending_before)) {
         st.persisted = position;
         st.last_persist = Clock::now();
     }
@@ -369,10 +414,15 @@ bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState
 
 // Nothing to deliver: move on, and store the advancing position now and then
 // rather than on every poll.
-void RangeWorker::advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position) {
+void RangeWorker::advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position,
+                               std::vector<PendingCheckpoint>* pending) {
     st.lease.checkpoint = position;
     if (delivery_.automatic() && position != st.persisted &&
         Clock::now() - st.last_persist >= opt_.idle_checkpoint_interval) {
+        if (pending) {
+            pending->push_back(PendingCheckpoint{range, st.lease.epoch, position});
+            return;
+        }
         if (fenced(range, st, [&] { checkpoint(conn, s_.key, range, st.lease.epoch, position); })) {
             st.persisted = position;
             st.last_persist = Clock::now();

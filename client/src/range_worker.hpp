@@ -68,7 +68,7 @@ private:
     // One pass over the ranges: who reads alone, who reads together.
     struct ReadPlan {
         std::vector<int> backfilling;  // each alone: a backfill reads the table, not the log
-        std::map<std::string, std::vector<int>> by_position;  // ranges sharing a checkpoint
+        std::vector<int> log;          // all in one read_ranges() call, whatever their positions
         Clock::time_point next_retry = Clock::time_point::max();
     };
 
@@ -84,10 +84,12 @@ private:
     template <class F>
     bool fenced(int range, RangeState& st, F&& store);
     bool step(pqxx::connection& conn, int range, RangeState& st);
-    bool group_step(pqxx::connection& conn, const std::string& since, const std::vector<int>& group);
+    bool log_round(pqxx::connection& conn, const std::vector<int>& group);
     bool deliver(pqxx::connection& conn, const Context& ctx, RangeState& st, const std::vector<Change>& batch,
-                 const std::string& position);
-    void advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position);
+                 const std::string& position, std::vector<PendingCheckpoint>* pending = nullptr);
+    void advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position,
+                      std::vector<PendingCheckpoint>* pending = nullptr);
+    void store_pending(pqxx::connection& conn, const std::vector<PendingCheckpoint>& pending);
     bool backfill_step(pqxx::connection& conn, const Context& ctx, RangeState& st);
     void store_idle_positions(pqxx::connection& conn);
     Context context_of(int range, const RangeState& st) const;

@@ -304,3 +304,148 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Reads many ranges of `tbl`, each from its own position, in one call: the
+-- wake-up of a processor instance over all the ranges it owns.
+--   ranges, positions  range ids and the position each resumes from (same
+--                      length, no nulls, no range twice)
+--   max_changes        at most this many change rows in all (1 .. 100000)
+--   mode, tenant       as in read()
+-- Ranges at one position are read together by one read() (one window scan,
+-- whatever their number); the groups are read oldest position first, each
+-- with what is left of max_changes, so a group behind is never starved and
+-- the groups come together once caught up.
+-- Rows: the change rows of each range, in seq order (the order read() gives),
+-- and marker rows (seq null) whose `resume_ranges` resume at `position` once
+-- their change rows are handled.  A range in no marker row was not read (the
+-- budget ran out first): it keeps its position.  Ranges read up to the
+-- call's snapshot (all those that had nothing, and those whose group's rows
+-- fit in the budget) resume at that snapshot, so an idle wake-up returns one
+-- marker row and ranges at diverged positions come together once caught up.
+-- Must run in a REPEATABLE READ (or SERIALIZABLE) transaction: that snapshot
+-- is then the one every read in the call saw (25001 otherwise).
+CREATE FUNCTION changefeed.read_ranges(
+    tbl regclass,
+    ranges int[],
+    positions text[],
+    max_changes int DEFAULT 1000,
+    mode text DEFAULT 'all',
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
+RETURNS TABLE (
+    seq bigint,
+    txid xid8,
+    range_id int,
+    operation text,
+    doc_id text,
+    partition_key text,
+    current jsonb,
+    previous jsonb,
+    ttl_expired bool,
+    written_at timestamptz,
+    tenant text,
+    "position" text,
+    event_id text,
+    resume_ranges int[])   -- marker rows only
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection;
+    g record;
+    r record;
+    remaining int := max_changes;
+    n int;
+    last_pos text;
+    now_pos text;
+    now_xmax xid8;
+    idle int[] := '{}';
+BEGIN
+    IF current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable') THEN
+        RAISE EXCEPTION 'read_ranges() must run in a REPEATABLE READ transaction'
+            USING ERRCODE = 'active_sql_transaction',
+                  HINT = 'BEGIN ISOLATION LEVEL REPEATABLE READ first: idle ranges resume at the transaction''s snapshot.';
+    END IF;
+    IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
+        RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_changes IS NULL OR max_changes < 1 OR max_changes > 100000 THEN
+        RAISE EXCEPTION 'max_changes must be between 1 and 100000, not %', coalesce(max_changes::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    c := changefeed.collection_of(tbl);
+    -- The rights are checked here too: an empty call reads nothing but still needs them.
+    PERFORM changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    IF ranges IS NULL OR positions IS NULL
+       OR coalesce(array_length(ranges, 1), 0) <> coalesce(array_length(positions, 1), 0) THEN
+        RAISE EXCEPTION 'ranges and positions must be arrays of the same length'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(ranges) x WHERE x IS NULL OR x < 0 OR x >= c.ranges) THEN
+        RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (SELECT count(DISTINCT x) FROM unnest(ranges) x) <> coalesce(array_length(ranges, 1), 0) THEN
+        RAISE EXCEPTION 'a range id must not be given twice' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_position(positions, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004',
+              HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
+    END IF;
+    now_pos := changefeed.current_position();
+    now_xmax := pg_snapshot_xmax(pg_current_snapshot());
+
+    FOR g IN
+        SELECT q.pos, q.rs, pg_snapshot_xmax(coalesce(d.hi, d.lo)) AS upto
+          FROM (SELECT p.pos, array_agg(p.r ORDER BY p.r) AS rs
+                  FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) q
+          CROSS JOIN LATERAL changefeed.position_decode(q.pos) d
+         ORDER BY pg_snapshot_xmax(d.lo), d.hi IS NOT NULL, pg_snapshot_xmax(d.hi), d.last_seq, q.pos
+    LOOP
+        EXIT WHEN remaining = 0;
+        n := 0;
+        FOR r IN
+            SELECT * FROM changefeed._read(tbl, g.pos, remaining,
+                                           CASE WHEN cardinality(g.rs) = c.ranges THEN NULL ELSE g.rs END,
+                                           mode, NULL, NULL, NULL, only_tenant)
+        LOOP
+            seq := r.seq; txid := r.txid; range_id := r.range_id; operation := r.operation;
+            doc_id := r.doc_id; partition_key := r.partition_key; current := r.current;
+            previous := r.previous; ttl_expired := r.ttl_expired; written_at := r.written_at;
+            tenant := r.tenant; "position" := r."position"; event_id := r.event_id; resume_ranges := NULL;
+            RETURN NEXT;
+            n := n + 1;
+            last_pos := r."position";
+        END LOOP;
+        IF n < remaining AND now_xmax >= g.upto THEN
+            -- A read stops short of its budget only at the snapshot: the group
+            -- resumes there, with the idle ones (so groups come together).
+            idle := idle || g.rs;
+            remaining := remaining - n;
+            CONTINUE;
+        END IF;
+        remaining := remaining - n;
+        IF n > 0 THEN
+            -- Valid for every range of the group: rows come in seq order across
+            -- them, so one without rows up to the last row had none before it.
+            seq := NULL; txid := NULL; range_id := NULL; operation := NULL; doc_id := NULL;
+            partition_key := NULL; current := NULL; previous := NULL; ttl_expired := NULL;
+            written_at := NULL; tenant := NULL; event_id := NULL;
+            "position" := last_pos; resume_ranges := g.rs;
+            RETURN NEXT;
+        ELSE
+            seq := NULL; txid := NULL; range_id := NULL; operation := NULL; doc_id := NULL;
+            partition_key := NULL; current := NULL; previous := NULL; ttl_expired := NULL;
+            written_at := NULL; tenant := NULL; event_id := NULL;
+            "position" := g.pos; resume_ranges := g.rs;   -- newer than our snapshot: stays
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+    IF cardinality(idle) > 0 THEN
+        seq := NULL; txid := NULL; range_id := NULL; operation := NULL; doc_id := NULL;
+        partition_key := NULL; current := NULL; previous := NULL; ttl_expired := NULL;
+        written_at := NULL; tenant := NULL; event_id := NULL;
+        "position" := now_pos; resume_ranges := (SELECT array_agg(x ORDER BY x) FROM unnest(idle) x);
+        RETURN NEXT;
+    END IF;
+END
+$$;

@@ -177,10 +177,17 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
      ORDER BY l.range_id
 $$;
 
--- One balancing step for `instance`: take free and expired leases up to an
--- equal share of the live instances, else steal one lease from the instance
--- holding the most when it holds at least two more than we do.  Returns the
--- leases `instance` owns afterwards.
+-- One balancing step for `instance`.  With N live instances (live_instances)
+-- and R ranges, an equal share is R/N rounded down or up.  The step takes
+-- free and expired leases up to R/N rounded up, then, while `instance` holds
+-- fewer than R/N rounded down, takes the missing ones at once from instances
+-- holding more than that (never making them fall below it), a few from each,
+-- bumping the epochs so the previous owners are fenced (their checkpoints
+-- fail with CF010).  Instances above their share give nothing away on their
+-- own: the ones below take.  So instances started together are balanced after
+-- one step each, and a joining or leaving instance within about one acquire
+-- interval (a dead one's leases once they expire).  Returns the leases
+-- `instance` owns afterwards.
 CREATE FUNCTION changefeed.lease_acquire(tbl regclass, processor text, instance text, duration interval)
 RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
                backfill_after jsonb, backfill_rows bigint, backfill_position text)
@@ -189,57 +196,90 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
     live int;
-    share int;
+    floor_share int;
+    ceil_share int;
     mine int;
-    victim record;
+    mine_expired int;
+    n_free int;
+    holders text[];
+    ids int[];
 BEGIN
     PERFORM changefeed.check_duration(duration);
-    -- Serialize balancing steps of one processor: each sees the others' result.
-    PERFORM 1 FROM changefeed.lease l
-      WHERE l.collection_id = c.id AND l.processor = processor
-      ORDER BY l.range_id FOR UPDATE;
-    IF NOT FOUND THEN
+    -- Serialize balancing steps of one processor: each sees the others'
+    -- result.  One row lock (the processor's), not one per lease: a step's
+    -- cost must not grow with the ranges it leaves alone.  The leases it
+    -- moves are updated, which is what fences their previous owners.
+    PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
+    IF NOT EXISTS (SELECT 1 FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor) THEN
         RAISE EXCEPTION 'processor "%" has no leases on %', processor, tbl
             USING ERRCODE = 'CF003', HINT = 'Call changefeed.lease_init() first.';
     END IF;
 
-    SELECT count(DISTINCT l.owner) FILTER (WHERE l.owner <> instance) + 1,
-           count(*) FILTER (WHERE l.owner = instance AND l.expires_at > now())
-      INTO live, mine
+    -- One pass over the leases: an idle step (balanced, nothing free or
+    -- expired) writes nothing.
+    SELECT count(*) FILTER (WHERE l.owner = instance),
+           count(*) FILTER (WHERE l.owner = instance AND (l.expires_at IS NULL OR l.expires_at <= now())),
+           count(*) FILTER (WHERE l.owner IS DISTINCT FROM instance
+                              AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= now())),
+           array_agg(DISTINCT l.owner) FILTER (WHERE l.owner IS NOT NULL AND l.expires_at > now())
+      INTO mine, mine_expired, n_free, holders
       FROM changefeed.lease l
-     WHERE l.collection_id = c.id AND l.processor = processor
-       AND l.owner IS NOT NULL AND l.expires_at > now();
-    share := ceil(c.ranges::numeric / live)::int;
+     WHERE l.collection_id = c.id AND l.processor = processor;
+    SELECT count(*) INTO live FROM (
+        SELECT x FROM changefeed.live_instances(c.id, processor, instance) x
+        UNION SELECT unnest(holders)) v;
+    floor_share := c.ranges / live;
+    ceil_share := ceil(c.ranges::numeric / live)::int;
 
-    IF mine < share THEN
-        WITH free AS (
+    -- Our own expired leases come back without a new epoch: nobody else held them.
+    IF mine_expired > 0 THEN
+        SELECT array_agg(o.range_id) INTO ids FROM (
+            SELECT l.range_id FROM changefeed.lease l
+             WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+               AND (l.expires_at IS NULL OR l.expires_at <= now())
+             ORDER BY l.range_id FOR NO KEY UPDATE) o;   -- in range order (see lease_renew)
+        UPDATE changefeed.lease l
+           SET expires_at = now() + duration, updated_at = now()
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids);
+    END IF;
+
+    IF mine < ceil_share AND n_free > 0 THEN
+        SELECT array_agg(f.range_id) INTO ids FROM (
             SELECT l.range_id FROM changefeed.lease l
              WHERE l.collection_id = c.id AND l.processor = processor
                AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= now())
                AND l.owner IS DISTINCT FROM instance
-             ORDER BY l.range_id LIMIT share - mine)
+             ORDER BY l.range_id LIMIT ceil_share - mine
+               FOR NO KEY UPDATE) f;   -- in range order (see lease_renew)
         UPDATE changefeed.lease l
            SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
-          FROM free f
-         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = f.range_id;
-        -- Our own expired leases come back without a new epoch: nobody else held them.
-        UPDATE changefeed.lease l
-           SET expires_at = now() + duration, updated_at = now()
-         WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
-           AND (l.expires_at IS NULL OR l.expires_at <= now());
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids);
         SELECT count(*) INTO mine FROM changefeed.lease l
          WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance;
     END IF;
 
-    IF mine < share THEN
-        SELECT l.owner, count(*) AS n, max(l.range_id) AS range_id INTO victim
-          FROM changefeed.lease l
-         WHERE l.collection_id = c.id AND l.processor = processor
-           AND l.owner IS NOT NULL AND l.owner <> instance AND l.expires_at > now()
-         GROUP BY l.owner ORDER BY count(*) DESC, l.owner LIMIT 1;
-        IF FOUND AND victim.n >= mine + 2 THEN
-            PERFORM changefeed.lease_steal(tbl, processor, victim.range_id, instance, victim.owner, duration);
-        END IF;
+    IF mine < floor_share THEN
+        -- Each instance above the share gives its highest ranges beyond it,
+        -- taken round-robin so that all of them come down together.
+        WITH held AS (
+            SELECT l.range_id, l.owner,
+                   count(*) OVER (PARTITION BY l.owner) AS n,
+                   row_number() OVER (PARTITION BY l.owner ORDER BY l.range_id DESC) AS k
+              FROM changefeed.lease l
+             WHERE l.collection_id = c.id AND l.processor = processor
+               AND l.owner IS NOT NULL AND l.owner <> instance AND l.expires_at > now()
+        )
+        SELECT array_agg(t.range_id) INTO ids FROM (
+            SELECT h.range_id FROM held h
+             WHERE h.k <= h.n - floor_share
+             ORDER BY h.k, h.n DESC, h.owner
+             LIMIT floor_share - mine) t;
+        PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
+          WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids)
+          ORDER BY l.range_id FOR NO KEY UPDATE;
+        UPDATE changefeed.lease l
+           SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
+         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids);
     END IF;
 
     RETURN QUERY SELECT * FROM changefeed.leases_held(c.id, processor, instance);
@@ -256,6 +296,11 @@ DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
     PERFORM changefeed.check_duration(duration);
+    -- Rows are locked in range order, as by every function writing many
+    -- leases (lease_checkpoint_many holds some while it takes others).
+    PERFORM 1 FROM changefeed.lease l
+      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+      ORDER BY l.range_id FOR NO KEY UPDATE;
     RETURN QUERY
     UPDATE changefeed.lease l
        SET expires_at = now() + duration, updated_at = now()
@@ -274,6 +319,10 @@ DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
     n int;
 BEGIN
+    PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
+      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+        AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
+      ORDER BY l.range_id FOR NO KEY UPDATE;
     UPDATE changefeed.lease l
        SET owner = NULL, expires_at = NULL, updated_at = now()
      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
@@ -329,6 +378,54 @@ BEGIN
     UPDATE changefeed.lease l
        SET checkpoint = "position", updated_at = now()
      WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id;
+END
+$$;
+
+-- Moves the checkpoints of many ranges in one call: range_ids[i] to
+-- positions[i], each only if `instance` still owns it at epochs[i].  A range
+-- that changed hands is not moved and does not stop the others: its id is
+-- returned (the caller drops that range, as after CF010 from
+-- lease_checkpoint).  Every position is validated first (CF004/CF005 for the
+-- whole call); arrays of different lengths, nulls or a range twice: 22023.
+CREATE FUNCTION changefeed.lease_checkpoint_many(tbl regclass, processor text, instance text,
+                                                 range_ids int[], epochs bigint[], positions text[])
+RETURNS SETOF int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+    n int := coalesce(array_length(range_ids, 1), 0);
+    held int[];
+BEGIN
+    IF range_ids IS NULL OR epochs IS NULL OR positions IS NULL
+       OR coalesce(array_length(epochs, 1), 0) <> n OR coalesce(array_length(positions, 1), 0) <> n THEN
+        RAISE EXCEPTION 'range_ids, epochs and positions must be arrays of the same length'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_position(range_ids, NULL) IS NOT NULL OR array_position(epochs, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'range ids and epochs must not be null' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_position(positions, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004';
+    END IF;
+    IF (SELECT count(DISTINCT x) FROM unnest(range_ids) x) <> n THEN
+        RAISE EXCEPTION 'a range id must not be given twice' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM changefeed.position_decode(x) FROM unnest(positions) x;
+    -- The fence of lease_fence() for all of them: the rows still ours at
+    -- their epoch, locked in range order (the order lease_acquire locks in).
+    SELECT coalesce(array_agg(h.range_id), '{}') INTO held FROM (
+        SELECT l.range_id FROM changefeed.lease l
+          JOIN unnest(range_ids, epochs) AS w(r, e) ON w.r = l.range_id
+         WHERE l.collection_id = c.id AND l.processor = processor
+           AND l.owner = instance AND l.epoch = w.e
+         ORDER BY l.range_id
+           FOR NO KEY UPDATE OF l) h;
+    UPDATE changefeed.lease l
+       SET checkpoint = w.pos, updated_at = now()
+      FROM unnest(range_ids, positions) AS w(r, pos)
+     WHERE l.collection_id = c.id AND l.processor = processor
+       AND l.range_id = w.r AND w.r = ANY (held);
+    RETURN QUERY SELECT w.r FROM unnest(range_ids) AS w(r) WHERE w.r <> ALL (held) ORDER BY 1;
 END
 $$;
 

@@ -34,6 +34,20 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                       AND (a.backend_start IS NULL OR $2 IS NULL OR a.backend_start = $2))
 $$;
 
+-- The registered instances of a processor that count for balancing: those
+-- registered from a session that is still alive (an instance registers
+-- before its first acquire, so instances started together see each other),
+-- and `instance` itself.  lease_acquire() adds the owners of unexpired
+-- leases (a registration may be gone while its instance still renews).
+CREATE FUNCTION changefeed.live_instances(collection_id int, processor text, instance text)
+RETURNS SETOF text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT i.instance FROM changefeed.instance i
+     WHERE i.collection_id = $1 AND i.processor = $2
+       AND changefeed.session_alive(i.backend_pid, i.backend_start)
+    UNION
+    SELECT $3
+$$;
+
 -- Registers `instance` of processor `processor` for the calling session,
 -- under `token` (the instance's own, new at each start).  Raises CF015 when
 -- another token holds the name from a session that is still alive.

@@ -22,15 +22,15 @@ BEGIN
           FROM pg_catalog.pg_proc p
          WHERE p.pronamespace = 'changefeed'::regnamespace
            AND p.proname = ANY (ARRAY[
-               'enable', 'disable', 'alter', 'verify', 'read', 'lag', 'maintain',
+               'enable', 'disable', 'alter', 'verify', 'read', 'read_ranges', 'lag', 'maintain',
                'lease_init', 'lease_acquire', 'lease_renew', 'lease_release', 'lease_steal',
-               'lease_checkpoint', 'lease_backfill_checkpoint', 'lease_resync', 'lease_owned',
+               'lease_checkpoint', 'lease_checkpoint_many', 'lease_backfill_checkpoint', 'lease_resync', 'lease_owned',
                'reset_checkpoint', 'drop_processor', 'instance_register', 'instance_unregister', 'instances',
                'position_at', 'dedup_applied', 'dedup_record', 'bind_tenant', 'unbind_tenant', 'bound_tenants'])
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO %I', f.fn, '_' || f.proname);
         EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', f.fn);
-        CONTINUE WHEN f.proname = 'read';
+        CONTINUE WHEN f.proname IN ('read', 'read_ranges');
         EXECUTE pg_catalog.format(
             'CREATE FUNCTION changefeed.%I(%s) RETURNS %s LANGUAGE c %s %s %s AS %L, %L',
             f.proname, f.args, f.result,
@@ -58,6 +58,18 @@ RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text,
                "position" text, event_id text)
 AS 'MODULE_PATHNAME', 'changefeed_call_definer' LANGUAGE c VOLATILE;
 
+CREATE FUNCTION changefeed.read_ranges(
+    tbl regclass,
+    ranges int[],
+    positions text[],
+    max_changes int DEFAULT 1000,
+    mode text DEFAULT 'all',
+    tenant text DEFAULT NULL)
+RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text, partition_key text,
+               current jsonb, previous jsonb, ttl_expired bool, written_at timestamptz, tenant text,
+               "position" text, event_id text, resume_ranges int[])
+AS 'MODULE_PATHNAME', 'changefeed_call_definer' LANGUAGE c VOLATILE;
+
 -- Functions that need the catalog but not the caller's identity.
 ALTER FUNCTION changefeed.current_position() SECURITY DEFINER;
 ALTER FUNCTION changefeed.collection_of(regclass) SECURITY DEFINER;
@@ -74,6 +86,7 @@ GRANT USAGE ON SCHEMA changefeed TO changefeed_reader;
 -- owners among them may enable, disable and alter their own tables.
 GRANT EXECUTE ON FUNCTION
     changefeed.read(regclass, text, int, int[], text, jsonpath, jsonb, text[], text),
+    changefeed.read_ranges(regclass, int[], text[], int, text, text),
     changefeed.current_position(),
     changefeed.position_at(regclass, timestamptz),
     changefeed.range_of(text, int),
@@ -97,6 +110,7 @@ GRANT EXECUTE ON FUNCTION
     changefeed.lease_release(regclass, text, text, int[]),
     changefeed.lease_steal(regclass, text, int, text, text, interval),
     changefeed.lease_checkpoint(regclass, text, int, text, bigint, text),
+    changefeed.lease_checkpoint_many(regclass, text, text, int[], bigint[], text[]),
     changefeed.lease_backfill_checkpoint(regclass, text, int, text, bigint, jsonb, bigint, bool),
     changefeed.lease_resync(regclass, text, int, text, bigint),
     changefeed.lease_owned(regclass, text, text),

@@ -2,7 +2,9 @@
 // tests can SIGKILL an instance.  Appends "doc_id" per handled change to OUT.
 //
 //   cf_processor_runner CONNINFO TABLE NAME INSTANCE OUT [--from-beginning] [--batch N] [--slow-ms N]
-//                       [--lease-ms N]
+//                       [--lease-ms N] [--acquire-ms N] [--renew-ms N] [--all-versions]
+// With --all-versions the processor is an all-versions one and each line is
+// "doc_id v range epoch" (v: the row's column v).
 #include <changefeed/changefeed.hpp>
 
 #include <csignal>
@@ -25,12 +27,16 @@ int main(int argc, char** argv) {
     o.poll_interval = 200ms;
     o.retry_delay = 100ms;
     int slow_ms = 0;
+    bool all_versions = false;
     for (int i = 6; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--from-beginning") o.start_from_beginning = true;
         else if (a == "--batch" && i + 1 < argc) o.max_batch_size = std::atoi(argv[++i]);
         else if (a == "--slow-ms" && i + 1 < argc) slow_ms = std::atoi(argv[++i]);
         else if (a == "--lease-ms" && i + 1 < argc) o.lease_duration = std::chrono::milliseconds(std::atoi(argv[++i]));
+        else if (a == "--acquire-ms" && i + 1 < argc) o.acquire_interval = std::chrono::milliseconds(std::atoi(argv[++i]));
+        else if (a == "--renew-ms" && i + 1 < argc) o.renew_interval = std::chrono::milliseconds(std::atoi(argv[++i]));
+        else if (a == "--all-versions") all_versions = true;
     }
     // Blocked before any thread starts, so that only sigwait() below gets them.
     sigset_t set;
@@ -40,14 +46,28 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     FILE* out = std::fopen(argv[5], "a");
     if (!out) return 2;
-    changefeed::Processor p(
-        changefeed::Collection(argv[1], argv[2]), argv[3],
-        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
-            if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
-            for (const auto& c : batch) std::fprintf(out, "%s\n", c.doc_id.c_str());
-            std::fflush(out);
-        },
-        o);
+    auto handler = [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
+                       std::stop_token) {
+        if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+        for (const auto& c : batch) {
+            if (!all_versions) {
+                std::fprintf(out, "%s\n", c.doc_id.c_str());
+                continue;
+            }
+            std::string v = "-";
+            if (const auto* obj = c.current.if_object())
+                if (auto it = obj->find("v"); it != obj->end() && it->value().is_string())
+                    v = std::string(it->value().as_string());
+            std::fprintf(out, "%s %s %d %lld\n", c.doc_id.c_str(), v.c_str(), ctx.range_id,
+                         static_cast<long long>(ctx.lease_epoch));
+        }
+        std::fflush(out);
+    };
+    changefeed::Processor p =
+        all_versions
+            ? changefeed::make_all_versions_processor(changefeed::Collection(argv[1], argv[2]), argv[3], handler,
+                                                      changefeed::AllVersionsOptions(static_cast<const changefeed::ProcessorOptions&>(o)))
+            : changefeed::Processor(changefeed::Collection(argv[1], argv[2]), argv[3], handler, o);
     p.start();
     int sig = 0;
     sigwait(&set, &sig);

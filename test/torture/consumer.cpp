@@ -116,7 +116,8 @@ std::string exact_statements(int tbl, const changefeed::Change& c, const changef
         case changefeed::Operation::clear:
             // A TRUNCATE logs one clear per range: empty that range.
             sql += "DELETE FROM torture.exact_projection WHERE tbl = " + num(tbl) +
-                   " AND changefeed.range_of(id::text, " + num(tbl == 0 ? 16 : 4) + ") = " + num(ctx.range_id) + ";";
+                   " AND changefeed.range_of(id::text, (SELECT c.ranges FROM changefeed.collections c WHERE c.table_name = " +
+                   (tbl == 0 ? "'public.docs'" : "'public.docs2'") + "::regclass)) = " + num(ctx.range_id) + ";";
             break;
     }
     return sql;

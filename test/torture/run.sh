@@ -18,6 +18,8 @@
 #   --broken           replace the all-versions consumers by one that reads the log by
 #                      "seq > last seen" (to show that the checker catches it; must FAIL)
 #   --no-preload       a cluster without the library preloaded (writers send NOTIFY)
+#   --ranges N         ranges of docs (default 16; docs2 keeps 4)
+#   --instances N      all-versions consumer processes, instances of one processor (default 3)
 #   --port N --dir DIR cluster port and directory (default 55530, a fresh /tmp dir)
 #   --build-dir DIR    CMake build directory (default build); --no-build skips building
 #   --keep             leave the cluster running for a look afterwards
@@ -28,7 +30,7 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 
 writer_opts=()
-mode=short changes= seconds= rate= kills= crash= broken=0 preload=1 port=55530 dir= build_dir=build build=1 keep=0
+mode=short changes= seconds= rate= kills= crash= broken=0 preload=1 ranges=16 instances=3 port=55530 dir= build_dir=build build=1 keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --short) mode=short ;;
@@ -41,6 +43,8 @@ while [ $# -gt 0 ]; do
         --no-crash) crash=0 ;;
         --broken) broken=1 ;;
         --no-preload) preload=0 ;;
+        --ranges) ranges=$2; shift ;;
+        --instances) instances=$2; shift ;;
         --port) port=$2; shift ;;
         --dir) dir=$2; shift ;;
         --build-dir) build_dir=$2; shift ;;
@@ -82,7 +86,7 @@ bash test/cluster.sh start "$dir" --port "$port" "${conf[@]}"
 eval "$(bash test/cluster.sh env "$dir")"
 work=$dir/work
 mkdir -p "$work"
-psql -qX -f test/torture/setup.sql >/dev/null
+psql -qX -v docs_ranges="$ranges" -f test/torture/setup.sql >/dev/null
 
 sup_pids=()
 cleanup() {
@@ -116,7 +120,7 @@ supervise() {  # slot-name consumer-mode [broken slot number]
 }
 
 slots=()
-for i in 1 2 3; do
+for i in $(seq 1 "$instances"); do
     if [ "$broken" = 1 ]; then
         supervise "broken-$i" broken $((i - 1)) 2>/dev/null & sup_pids+=($!); slots+=("broken-$i")
     else

@@ -17,7 +17,8 @@ CREATE TABLE public.docs2 (id bigint PRIMARY KEY, vid bigint NOT NULL, kver int 
 CREATE TABLE public.docs2_p0 PARTITION OF public.docs2 FOR VALUES WITH (MODULUS 2, REMAINDER 0);
 CREATE TABLE public.docs2_p1 (body jsonb NOT NULL, kver int NOT NULL, vid bigint NOT NULL, id bigint NOT NULL);
 ALTER TABLE public.docs2 ATTACH PARTITION public.docs2_p1 FOR VALUES WITH (MODULUS 2, REMAINDER 1);
-SELECT changefeed.enable('public.docs');
+-- docs_ranges: run.sh --ranges (default 16, the extension's default).
+SELECT changefeed.enable('public.docs', ranges => :docs_ranges);
 SELECT changefeed.enable('public.docs2', ranges => 4);
 
 -- Written by the writers in the writing transaction.  op: i insert, u update,

@@ -1,0 +1,168 @@
+-- Many ranges, many instances: balancing from the registered live instances,
+-- reads of many ranges at diverged positions in one call, and checkpoints of
+-- many ranges in one call.
+\set SHOW_CONTEXT never
+CREATE TABLE bal (id int PRIMARY KEY, v int);
+SELECT changefeed.enable('bal', ranges => 64) IS NOT NULL AS enabled;
+SELECT changefeed.lease_init('bal', 'proj');
+CREATE VIEW split AS
+SELECT owner, count(*) AS n, min(epoch) AS min_epoch, max(epoch) AS max_epoch
+  FROM changefeed.lease WHERE processor = 'proj' GROUP BY owner ORDER BY owner;
+
+-- Four instances started together register before they acquire: the first
+-- one's step already sees all four and takes only its share.
+SELECT changefeed.instance_register('bal', 'proj', i, 'token-' || i) FROM unnest('{a,b,c,d}'::text[]) i;
+SELECT count(*) AS a FROM changefeed.lease_acquire('bal', 'proj', 'a', '1 minute');
+SELECT count(*) AS b FROM changefeed.lease_acquire('bal', 'proj', 'b', '1 minute');
+SELECT count(*) AS c FROM changefeed.lease_acquire('bal', 'proj', 'c', '1 minute');
+SELECT count(*) AS d FROM changefeed.lease_acquire('bal', 'proj', 'd', '1 minute');
+SELECT * FROM split;
+-- A second step changes nothing.
+SELECT count(*) AS a FROM changefeed.lease_acquire('bal', 'proj', 'a', '1 minute');
+SELECT * FROM split;
+
+-- A fifth joins: one step takes its whole share (64/5 rounded down) from the
+-- four, a few from each, with new epochs.
+SELECT changefeed.instance_register('bal', 'proj', 'e', 'token-e');
+SELECT count(*) AS e FROM changefeed.lease_acquire('bal', 'proj', 'e', '1 minute');
+SELECT * FROM split;
+-- The former owner of a moved range is fenced.
+SELECT range_id AS moved, epoch FROM changefeed.lease
+ WHERE processor = 'proj' AND owner = 'e' ORDER BY range_id LIMIT 1 \gset
+SELECT try(format($$SELECT changefeed.lease_checkpoint('bal', 'proj', %s, 'a', 1, changefeed.current_position())$$, :moved));
+-- Nobody above its share gives more: steps of the others change nothing.
+SELECT sum(n) AS steps FROM (SELECT count(*) AS n FROM unnest('{a,b,c,d}'::text[]) i,
+       LATERAL changefeed.lease_acquire('bal', 'proj', i, '1 minute') GROUP BY i) s;
+SELECT * FROM split;
+
+-- One leaves (stop: releases and unregisters): the others take its leases
+-- in their next step, up to 64/4 rounded up each.
+SELECT changefeed.lease_release('bal', 'proj', 'b');
+SELECT changefeed.instance_unregister('bal', 'proj', 'b', 'token-b');
+SELECT sum(n) AS steps FROM (SELECT count(*) AS n FROM unnest('{a,c,d,e}'::text[]) i,
+       LATERAL changefeed.lease_acquire('bal', 'proj', i, '1 minute') GROUP BY i) s;
+SELECT * FROM split;
+
+-- One dies: its session is gone (here: a pid no session has), but its leases
+-- count until they expire.
+UPDATE changefeed.instance SET backend_pid = 0 WHERE processor = 'proj' AND instance = 'd';
+SELECT instance, live FROM changefeed.instances('bal', 'proj');
+SELECT count(*) AS a FROM changefeed.lease_acquire('bal', 'proj', 'a', '1 minute');
+SELECT * FROM split;
+UPDATE changefeed.lease SET expires_at = now() - interval '1 second' WHERE processor = 'proj' AND owner = 'd';
+SELECT sum(n) AS steps FROM (SELECT count(*) AS n FROM unnest('{a,c,e}'::text[]) i,
+       LATERAL changefeed.lease_acquire('bal', 'proj', i, '1 minute') GROUP BY i) s;
+SELECT * FROM split;
+
+-- An instance whose registration is gone but which still renews counts as
+-- live: a newcomer's share leaves it its part.
+SELECT changefeed.instance_unregister('bal', 'proj', 'c', 'token-c');
+SELECT changefeed.instance_register('bal', 'proj', 'f', 'token-f');
+SELECT count(*) AS f FROM changefeed.lease_acquire('bal', 'proj', 'f', '1 minute');
+SELECT * FROM split;
+
+-- lease_checkpoint_many: moves the ranges still held at their epochs and
+-- returns the others (lost) without failing the call.
+SELECT array_agg(range_id ORDER BY range_id) AS f_ranges, array_agg(epoch ORDER BY range_id) AS f_epochs
+  FROM changefeed.lease WHERE processor = 'proj' AND owner = 'f' \gset
+SELECT changefeed.current_position() AS pos_now \gset
+SELECT array_agg(x) AS lost FROM changefeed.lease_checkpoint_many('bal', 'proj', 'f',
+       (:'f_ranges'::int[])[1:2] || :moved, (:'f_epochs'::bigint[])[1:2] || 1::bigint,
+       array_fill(:'pos_now'::text, ARRAY[3])) x;
+SELECT count(*) FILTER (WHERE checkpoint = :'pos_now') AS moved_ckpt FROM changefeed.lease WHERE processor = 'proj';
+SELECT try($$SELECT changefeed.lease_checkpoint_many('bal', 'proj', 'f', '{1,2}', '{1}', '{x,y}')$$);
+SELECT try($$SELECT changefeed.lease_checkpoint_many('bal', 'proj', 'f', '{1,1}', '{1,1}', '{x,y}')$$);
+SELECT try($$SELECT changefeed.lease_checkpoint_many('bal', 'proj', 'f', '{1,NULL}', '{1,1}', '{x,y}')$$);
+SELECT try($$SELECT changefeed.lease_checkpoint_many('bal', 'proj', 'f', '{1}', '{1}', '{NULL}')$$);
+SELECT try($$SELECT changefeed.lease_checkpoint_many('bal', 'proj', 'f', '{1}', '{1}', '{garbage}')$$);
+SELECT try($$SELECT changefeed.lease_checkpoint_many('bal', 'proj', 'f', NULL, '{1}', '{garbage}')$$);
+SELECT * FROM changefeed.lease_checkpoint_many('bal', 'proj', 'f', '{}', '{}', '{}');
+SELECT changefeed.drop_processor('bal', 'proj');
+DROP VIEW split;
+SELECT changefeed.disable('bal');
+DROP TABLE bal;
+
+-- read_ranges(): ranges at diverged positions in one call.
+CREATE TABLE rr (id text PRIMARY KEY, v int);
+SELECT changefeed.enable('rr', ranges => 4) IS NOT NULL AS enabled;
+-- Where each range resumes, as a consumer keeps it.
+CREATE TABLE rr_pos (range_id int PRIMARY KEY, pos text NOT NULL);
+CREATE TABLE rr_got (n serial, range_id int, doc_id text, v int, seq bigint);
+INSERT INTO rr_pos SELECT r, changefeed.current_position() FROM generate_series(0, 3) r;
+-- One call: hands the change rows to rr_got and stores the markers' positions.
+CREATE FUNCTION rr_step(budget int) RETURNS TABLE (changes int, markers int, ranges_moved int)
+LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+    changes := 0; markers := 0; ranges_moved := 0;
+    FOR r IN SELECT * FROM changefeed.read_ranges('rr', ARRAY(SELECT p.range_id FROM rr_pos p ORDER BY 1),
+                                                  ARRAY(SELECT p.pos FROM rr_pos p ORDER BY p.range_id), budget) LOOP
+        IF r.seq IS NOT NULL THEN
+            INSERT INTO rr_got (range_id, doc_id, v, seq) VALUES (r.range_id, r.doc_id, (r.current->>'v')::int, r.seq);
+            changes := changes + 1;
+        ELSE
+            UPDATE rr_pos p SET pos = r."position" WHERE p.range_id = ANY (r.resume_ranges);
+            markers := markers + 1;
+            ranges_moved := ranges_moved + cardinality(r.resume_ranges);
+        END IF;
+    END LOOP;
+    RETURN NEXT;
+END $$;
+-- Outside REPEATABLE READ it refuses (idle ranges resume at the snapshot).
+SELECT try($$SELECT * FROM rr_step(10)$$);
+-- Ranges 0 and 1 stay behind while 2 and 3 move on: their positions diverge.
+INSERT INTO rr SELECT 'doc-' || g, 1 FROM generate_series(1, 40) g;
+UPDATE rr_pos SET pos = changefeed.current_position() WHERE range_id IN (2, 3);
+UPDATE rr SET v = 2;
+UPDATE rr SET v = 3 WHERE id LIKE 'doc-1%';
+SELECT count(DISTINCT pos) AS positions FROM rr_pos;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT * FROM rr_step(30);
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT * FROM rr_step(1000);
+COMMIT;
+-- Caught up: every range resumes at one position, and an idle call returns one marker.
+SELECT count(DISTINCT pos) AS positions FROM rr_pos;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT * FROM rr_step(1000);
+COMMIT;
+-- Gapless and in order: ranges 0 and 1 got every change of theirs (40
+-- inserts, 40 updates, the 11 second updates), ranges 2 and 3 the updates
+-- only, each exactly once and per document in version order.
+SELECT range_id < 2 AS behind, count(*) AS got, count(DISTINCT seq) AS distinct_seqs
+  FROM rr_got GROUP BY 1 ORDER BY 1;
+SELECT (SELECT count(*) FROM changefeed.log l JOIN changefeed.collections c ON c.id = l.collection_id
+         WHERE c.table_name = 'rr'::regclass
+           AND (l.range_id < 2 OR l.op <> 'c')) = (SELECT count(*) FROM rr_got) AS complete;
+SELECT count(*) AS out_of_order FROM (
+    SELECT doc_id, v, lag(v) OVER (PARTITION BY doc_id ORDER BY n) AS prev,
+           seq, lag(seq) OVER (PARTITION BY doc_id ORDER BY n) AS prev_seq FROM rr_got) s
+ WHERE prev > v OR prev_seq > seq;
+-- A budget that runs out leaves the last groups unread (no marker: they keep their positions).
+UPDATE rr_pos SET pos = changefeed.current_position() WHERE range_id IN (2, 3);
+UPDATE rr SET v = 4;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT * FROM rr_step(5);
+COMMIT;
+SELECT count(DISTINCT pos) AS positions FROM rr_pos;
+-- Bad arguments.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0,1}', ARRAY[changefeed.current_position()])$$);
+SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0,0}', ARRAY[changefeed.current_position(), changefeed.current_position()])$$);
+SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{4}', ARRAY[changefeed.current_position()])$$);
+SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0}', ARRAY[NULL::text])$$);
+SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0}', '{garbage}')$$);
+SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0}', ARRAY[changefeed.current_position()], 0)$$);
+SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0}', ARRAY[changefeed.current_position()], mode => 'some')$$);
+SELECT count(*) AS nothing FROM changefeed.read_ranges('rr', '{}', '{}');
+COMMIT;
+-- The entry point runs as its caller; the implementation is the extension's.
+SELECT p.proname, p.prosecdef, has_function_privilege('changefeed_reader', p.oid, 'EXECUTE') AS reader
+  FROM pg_proc p WHERE p.pronamespace = 'changefeed'::regnamespace
+   AND p.proname IN ('read_ranges', '_read_ranges', 'lease_checkpoint_many', '_lease_checkpoint_many')
+ ORDER BY 1;
+DROP FUNCTION rr_step(int);
+DROP TABLE rr_pos, rr_got;
+SELECT changefeed.disable('rr');
+DROP TABLE rr;
