@@ -49,6 +49,14 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
         END {b = m["raw COPY of the log"]; for (i = 1; i <= n; i++) printf "| %s | %.0f | %.2fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
         "$BENCH_OUT/medians.tsv"
     echo
+    echo "## Drain under an old open transaction (changes/s, ratio to the same drain alone)"
+    echo
+    echo "| variant | changes/s | ratio to alone |"
+    echo "|---|---:|---:|"
+    awk -F'\t' '$1 == "open_xact" {m[$2] = $4; o[++n] = $2}
+        END {b = m["alone"]; for (i = 1; i <= n; i++) printf "| %s | %.0f | %.2fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
+        "$BENCH_OUT/medians.tsv"
+    echo
     echo "## Retention (ms, commit included)"
     echo
     echo "| rows | changefeed.prune (DROP) | DELETE | DELETE / prune |"

@@ -39,12 +39,13 @@ if [ "$mode" = --smoke ]; then
     SYNC_MODES=on bash bench/write_overhead.sh 2000 1 1 2
     bash bench/latency.sh 200 2 1 "$BENCH_OUT/bin"
     bash bench/throughput.sh 5000 1 "$BENCH_OUT/bin"
+    bash bench/open_xact.sh 2000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 2000
     bash bench/bridge_nats.sh 2000 1 "$BENCH_OUT/bin"
     bash bench/ranges.sh "$BENCH_OUT/bin" 1 200 2 "8 64"
     bash bench/report.sh "$BENCH_OUT/RESULTS.md" "$BENCH_OUT/results.png"
     # The smoke run checks that every part produced figures.
-    for part in write latency throughput prune bridge ranges; do
+    for part in write latency throughput open_xact prune bridge ranges; do
         grep -q "^$part	" "$BENCH_OUT/raw.tsv" || { echo "bench smoke: no $part figures" >&2; exit 1; }
     done
     echo "bench smoke: every part produced figures"
@@ -52,6 +53,7 @@ else
     bash bench/write_overhead.sh 100000 8 3 8
     bash bench/latency.sh 1000 15 3 "$BENCH_OUT/bin"
     bash bench/throughput.sh 1000000 1 "$BENCH_OUT/bin"
+    bash bench/open_xact.sh 200000 3 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 10000 100000 1000000
     bash bench/bridge_nats.sh 100000 3 "$BENCH_OUT/bin"
     bash bench/ranges.sh "$BENCH_OUT/bin" 3 5000 10 "16 256 1024"

@@ -177,6 +177,9 @@ DECLARE
     current_snap pg_snapshot;
     backlog int;
     tenants text[];
+    lo_xmax xid8;
+    hi_xmax xid8;
+    lo_xip xid8[];
 BEGIN
     IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
         RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
@@ -215,6 +218,13 @@ BEGIN
     after := p.last_seq;
     LOOP
         at_current := false;
+        -- What `lo` has not delivered: transactions from its xmax on, and
+        -- those it saw in progress (its xip, a short list).  A window is
+        -- scanned by those two sets, never from xmin(lo): a transaction
+        -- left open for long (idle in transaction, a long batch job) keeps
+        -- xmin(lo) back, but costs one index lookup of its xid per read.
+        lo_xmax := pg_snapshot_xmax(lo);
+        lo_xip := ARRAY(SELECT pg_snapshot_xip(lo));
         IF hi IS NULL THEN
             -- Open the next window, up to this statement's snapshot: later
             -- statements see at least as much, so every row visible in `hi`
@@ -226,11 +236,16 @@ BEGIN
             -- More than a page of backlog is read tick by tick (bounded windows), less
             -- in a single window up to now.
             SELECT count(*) INTO backlog FROM (
-                SELECT 1 FROM changefeed.log l
-                 WHERE l.collection_id = c.id AND l.range_id = ANY (wanted)
-                   AND l.txid >= pg_snapshot_xmin(lo) AND l.txid < pg_snapshot_xmax(current_snap)
-                   AND pg_visible_in_snapshot(l.txid, current_snap)
-                   AND NOT pg_visible_in_snapshot(l.txid, lo)
+                SELECT 1 FROM (
+                    SELECT 1 FROM changefeed.log l
+                     WHERE l.collection_id = c.id AND l.range_id = ANY (wanted)
+                       AND l.txid >= lo_xmax AND l.txid < pg_snapshot_xmax(current_snap)
+                       AND pg_visible_in_snapshot(l.txid, current_snap)
+                    UNION ALL
+                    SELECT 1 FROM changefeed.log l
+                     WHERE l.collection_id = c.id AND l.range_id = ANY (wanted)
+                       AND l.txid = ANY (lo_xip)
+                       AND pg_visible_in_snapshot(l.txid, current_snap)) u
                  LIMIT max_changes + 1) b;
             IF backlog > max_changes THEN
                 -- A tick taken after `lo` (larger xmax) sees everything `lo` sees.
@@ -244,16 +259,25 @@ BEGIN
             END IF;
             after := 0;
         END IF;
+        hi_xmax := pg_snapshot_xmax(hi);
 
+        -- The window: visible in `hi`, not in `lo`.  "Not visible in lo" is
+        -- exactly "txid >= xmax(lo) or txid in xip(lo)"; the two parts are
+        -- disjoint (xip(lo) < xmax(lo)), each an index scan of its own.
         RETURN QUERY
         WITH window_rows AS (
             SELECT l.* FROM changefeed.log l
              WHERE l.collection_id = c.id
                AND l.range_id = ANY (wanted)
-               AND l.txid >= pg_snapshot_xmin(lo)
-               AND l.txid < pg_snapshot_xmax(hi)
+               AND l.txid >= lo_xmax
+               AND l.txid < hi_xmax
                AND pg_visible_in_snapshot(l.txid, hi)
-               AND NOT pg_visible_in_snapshot(l.txid, lo)
+            UNION ALL
+            SELECT l.* FROM changefeed.log l
+             WHERE l.collection_id = c.id
+               AND l.range_id = ANY (wanted)
+               AND l.txid = ANY (lo_xip)
+               AND pg_visible_in_snapshot(l.txid, hi)
         ),
         picked AS (
             SELECT f.* FROM (
