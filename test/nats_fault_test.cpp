@@ -132,9 +132,12 @@ TEST(NatsFaults, KilledBridgesAndARestartedBrokerLoseAndInventNothing) {
     EXPECT_EQ(r.invented, 0u);
     EXPECT_EQ(r.misordered, 0u);
     EXPECT_GE(s.failures, 1) << "the broker's restart failed publishes";
-    // The runners hold each confirmed batch 40 ms before its checkpoint, so
-    // the kills republish batches: the window must have dropped them.
-    EXPECT_GT(s.duplicates, 0) << "no redelivery was recognized by the duplicate window";
+    // The runners hold each confirmed batch 40 ms before its checkpoint, so a
+    // kill usually lands there and the next runner republishes the batch: the
+    // count above says how many the window dropped.  Whether a kill lands in
+    // that gap is timing (a loaded machine may miss it), so it is reported,
+    // not asserted; nothing stored twice is asserted above, and
+    // nats_bridge_test proves the window drops a republished batch.
     // Every acknowledgement the runners recorded is a stored message or a dropped duplicate.
     EXPECT_LE(s.acked - s.duplicates, static_cast<std::int64_t>(r.stored));
 }
