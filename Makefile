@@ -20,10 +20,13 @@ OBJS = \
 	extension/guard.o
 
 EXTENSION = extension/changefeed
-EXTVERSION = 0.1
+EXTVERSION = 0.3
 # The install script is assembled from one file per concern, in order.
 SQL_PARTS = $(sort $(wildcard extension/sql/*.sql))
 DATA_built = extension/changefeed--$(EXTVERSION).sql
+# Released install scripts stay installable, and each release has an upgrade
+# script to the next one (test/upgrade.sh checks the path to this version).
+DATA = $(wildcard extension/releases/changefeed--*.sql) $(wildcard extension/upgrade/changefeed--*--*.sql)
 
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED=`.

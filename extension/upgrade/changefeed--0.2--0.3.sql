@@ -1,0 +1,5 @@
+-- changefeed: upgrade from release 0.2 to 0.3.
+--
+-- Every schema change of 0.3 made in extension/sql/ is repeated here, so that
+-- an upgraded database ends with the same objects as a fresh install
+-- (test/upgrade.sh compares the two).
