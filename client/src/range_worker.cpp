@@ -371,18 +371,54 @@ bool RangeWorker::log_round(pqxx::connection& conn, const std::vector<int>& grou
             continue;
         }
         if (stop_source_.stop_requested()) break;
-        std::string resume_at = resume->second;
-        if (batch->second.size() > static_cast<std::size_t>(opt_.max_batch_size)) {
-            // More than one batch of this range: the rest is read again from
-            // the position after the last change handed over.
-            batch->second.resize(static_cast<std::size_t>(opt_.max_batch_size));
-            resume_at = rr.positions[range][static_cast<std::size_t>(opt_.max_batch_size) - 1];
-            busy = true;
-        }
-        busy |= deliver(conn, context_of(range, st), st, batch->second, resume_at, &pending);
+        busy |= deliver_in_batches(conn, range, st, batch->second, rr.positions[range], resume->second, pending);
     }
     store_pending(conn, pending);
     return busy;
+}
+
+// Hands a range's changes of one read to the handler in batches of at most
+// max_batch_size, in order, each checkpointed at the position after its last
+// change.  The range then resumes at the read's position with the other
+// ranges of its read: cutting it off at its own position instead would make
+// the next read scan the same windows again for each range apart.
+bool RangeWorker::deliver_in_batches(pqxx::connection& conn, int range, RangeState& st, std::vector<Change>& changes,
+                                     const std::vector<std::string>& positions, const std::string& resume_at,
+                                     std::vector<PendingCheckpoint>& pending) {
+    const std::size_t max = static_cast<std::size_t>(opt_.max_batch_size);
+    const std::size_t pending_before = pending.size();
+    std::size_t from = 0;
+    bool busy = false;
+    while (changes.size() - from > max) {
+        std::vector<Change> part(std::make_move_iterator(changes.begin() + static_cast<std::ptrdiff_t>(from)),
+                                 std::make_move_iterator(changes.begin() + static_cast<std::ptrdiff_t>(from + max)));
+        const std::string& at = positions.at(from + max - 1);
+        busy |= deliver(conn, context_of(range, st), st, part, at, &pending);
+        // A failed handler or a lost lease: the rest is read again later.
+        if (st.lost || st.lease.checkpoint != at || stop_source_.stop_requested()) {
+            keep_last_pending(pending, pending_before, range);
+            return true;
+        }
+        from += max;
+    }
+    if (from > 0) changes.erase(changes.begin(), changes.begin() + static_cast<std::ptrdiff_t>(from));
+    busy |= deliver(conn, context_of(range, st), st, changes, resume_at, &pending);
+    keep_last_pending(pending, pending_before, range);
+    return busy;
+}
+
+// One checkpoint per range and round: lease_checkpoint_many() updates each
+// lease row once.
+void RangeWorker::keep_last_pending(std::vector<PendingCheckpoint>& pending, std::size_t from, int range) {
+    std::size_t last = pending.size();
+    for (std::size_t i = from; i < pending.size(); ++i)
+        if (pending[i].range == range) last = i;
+    if (last == pending.size()) return;
+    PendingCheckpoint keep = pending[last];
+    pending.erase(std::remove_if(pending.begin() + static_cast<std::ptrdiff_t>(from), pending.end(),
+                                 [&](const PendingCheckpoint& m) { return m.range == range; }),
+                  pending.end());
+    pending.push_back(std::move(keep));
 }
 
 // Hands a batch to the handler; checkpoints `position` after it returned

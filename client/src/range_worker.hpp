@@ -85,6 +85,10 @@ private:
     bool fenced(int range, RangeState& st, F&& store);
     bool step(pqxx::connection& conn, int range, RangeState& st);
     bool log_round(pqxx::connection& conn, const std::vector<int>& group);
+    bool deliver_in_batches(pqxx::connection& conn, int range, RangeState& st, std::vector<Change>& changes,
+                            const std::vector<std::string>& positions, const std::string& resume_at,
+                            std::vector<PendingCheckpoint>& pending);
+    static void keep_last_pending(std::vector<PendingCheckpoint>& pending, std::size_t from, int range);
     bool deliver(pqxx::connection& conn, const Context& ctx, RangeState& st, const std::vector<Change>& batch,
                  const std::string& position, std::vector<PendingCheckpoint>* pending = nullptr);
     void advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position,

@@ -180,6 +180,7 @@ DECLARE
     lo_xmax xid8;
     hi_xmax xid8;
     lo_xip xid8[];
+    tick_rows int := coalesce(nullif(current_setting('changefeed.tick_rows', true), '')::int, 1000);
 BEGIN
     IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
         RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
@@ -233,8 +234,9 @@ BEGIN
             IF pg_snapshot_xmax(current_snap) < pg_snapshot_xmax(lo) THEN
                 RETURN;  -- the position is newer than our snapshot: nothing yet
             END IF;
-            -- More than a page of backlog is read tick by tick (bounded windows), less
-            -- in a single window up to now.
+            -- More than the page's backlog is read in windows bounded by
+            -- ticks, less in a single window up to now.  Counting stops one
+            -- row past the page.
             SELECT count(*) INTO backlog FROM (
                 SELECT 1 FROM (
                     SELECT 1 FROM changefeed.log l
@@ -246,12 +248,22 @@ BEGIN
                      WHERE l.collection_id = c.id AND l.range_id = ANY (wanted)
                        AND l.txid = ANY (lo_xip)
                        AND pg_visible_in_snapshot(l.txid, current_snap)) u
-                 LIMIT max_changes + 1) b;
-            IF backlog > max_changes THEN
-                -- A tick taken after `lo` (larger xmax) sees everything `lo` sees.
+                 LIMIT remaining + 1) b;
+            IF backlog > remaining THEN
+                -- A tick taken after `lo` (larger xmax) sees everything `lo`
+                -- sees.  The notifier ticks every tick_rows changes (of all
+                -- collections), so a window of the page's size spans about
+                -- remaining / tick_rows ticks: one window per page, not one
+                -- per tick.
                 SELECT t.snap INTO hi FROM changefeed.tick t
                  WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
-                 ORDER BY t.snap_xmax LIMIT 1;
+                 ORDER BY t.snap_xmax
+                OFFSET greatest(remaining / tick_rows - 1, 0) LIMIT 1;
+                IF hi IS NULL THEN
+                    SELECT t.snap INTO hi FROM changefeed.tick t
+                     WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
+                     ORDER BY t.snap_xmax DESC LIMIT 1;
+                END IF;
             END IF;
             IF hi IS NULL THEN
                 hi := current_snap;
@@ -264,56 +276,92 @@ BEGIN
         -- The window: visible in `hi`, not in `lo`.  "Not visible in lo" is
         -- exactly "txid >= xmax(lo) or txid in xip(lo)"; the two parts are
         -- disjoint (xip(lo) < xmax(lo)), each an index scan of its own.
-        RETURN QUERY
-        WITH window_rows AS (
-            SELECT l.* FROM changefeed.log l
-             WHERE l.collection_id = c.id
-               AND l.range_id = ANY (wanted)
-               AND l.txid >= lo_xmax
-               AND l.txid < hi_xmax
-               AND pg_visible_in_snapshot(l.txid, hi)
-            UNION ALL
-            SELECT l.* FROM changefeed.log l
-             WHERE l.collection_id = c.id
-               AND l.range_id = ANY (wanted)
-               AND l.txid = ANY (lo_xip)
-               AND pg_visible_in_snapshot(l.txid, hi)
-        ),
-        picked AS (
-            SELECT f.* FROM (
-            SELECT w.* FROM window_rows w
-             WHERE mode = 'all' AND w.seq > after
-            UNION ALL
-            SELECT v.* FROM (
-                SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
-                  FROM window_rows w
-                 WHERE mode = 'latest' AND w.op <> 't'
-                 ORDER BY w.range_id, w.doc_id, w.seq DESC
-            ) v
-             WHERE v.op <> 'd' AND v.seq > after
-               AND NOT EXISTS (SELECT 1 FROM window_rows t
-                                WHERE t.op = 't' AND t.range_id = v.range_id AND t.seq > v.seq)
-            ) f
-             WHERE (doc_ids IS NULL OR f.op = 't' OR f.doc_id = ANY (doc_ids))
-               AND (tenants IS NULL OR f.op = 't' OR f.tenant = ANY (tenants))
-               AND changefeed.filter_matches(f.op, f.current, f.previous, filter, filter_vars)
-        ),
-        page AS (
-            SELECT pk.*, row_number() OVER (ORDER BY pk.seq) AS rn
-              FROM (SELECT * FROM picked ORDER BY seq LIMIT remaining + 1) pk
-        ),
-        counted AS (
-            SELECT pg.*, count(*) OVER () AS total FROM page pg
-        )
-        SELECT k.seq, k.txid, k.range_id, changefeed.operation_name(k.op), k.doc_id, k.partition_key,
-               k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
-               CASE WHEN k.total <= remaining AND k.rn = k.total
-                    THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
-                    ELSE changefeed.position_encode(lo, hi, k.seq) END,
-               c.id::text || '.' || k.txid::text || '.' || k.seq::text
-          FROM counted k
-         WHERE k.rn <= remaining
-         ORDER BY k.seq;
+        -- A page is the window's rows after `after`, one past the budget:
+        -- that extra row only tells whether the window goes on.  Each row
+        -- carries the position after it; the last row of an exhausted
+        -- window carries `hi` alone.
+        IF mode = 'all' THEN
+            RETURN QUERY
+            WITH page AS MATERIALIZED (
+                SELECT w.* FROM (
+                    SELECT l.* FROM changefeed.log l
+                     WHERE l.collection_id = c.id
+                       AND l.range_id = ANY (wanted)
+                       AND l.txid >= lo_xmax
+                       AND l.txid < hi_xmax
+                       AND pg_visible_in_snapshot(l.txid, hi)
+                       AND l.seq > after
+                    UNION ALL
+                    SELECT l.* FROM changefeed.log l
+                     WHERE l.collection_id = c.id
+                       AND l.range_id = ANY (wanted)
+                       AND l.txid = ANY (lo_xip)
+                       AND pg_visible_in_snapshot(l.txid, hi)
+                       AND l.seq > after) w
+                 WHERE (doc_ids IS NULL OR w.op = 't' OR w.doc_id = ANY (doc_ids))
+                   AND (tenants IS NULL OR w.op = 't' OR w.tenant = ANY (tenants))
+                   AND (filter IS NULL OR changefeed.filter_matches(w.op, w.current, w.previous, filter, filter_vars))
+                 ORDER BY w.seq
+                 LIMIT remaining + 1
+            ),
+            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg)
+            SELECT k.seq, k.txid, k.range_id,
+                   CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
+                             WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
+                   k.doc_id, k.partition_key,
+                   k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
+                   CASE WHEN b.total <= remaining AND k.seq = b.top
+                        THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                        ELSE changefeed.position_encode(lo, hi, k.seq) END,
+                   c.id::text || '.' || k.txid::text || '.' || k.seq::text
+              FROM page k CROSS JOIN bounds b
+             WHERE b.total <= remaining OR k.seq < b.top
+             ORDER BY k.seq;
+        ELSE
+            RETURN QUERY
+            WITH window_rows AS (
+                SELECT l.* FROM changefeed.log l
+                 WHERE l.collection_id = c.id
+                   AND l.range_id = ANY (wanted)
+                   AND l.txid >= lo_xmax
+                   AND l.txid < hi_xmax
+                   AND pg_visible_in_snapshot(l.txid, hi)
+                UNION ALL
+                SELECT l.* FROM changefeed.log l
+                 WHERE l.collection_id = c.id
+                   AND l.range_id = ANY (wanted)
+                   AND l.txid = ANY (lo_xip)
+                   AND pg_visible_in_snapshot(l.txid, hi)
+            ),
+            page AS MATERIALIZED (
+                SELECT v.* FROM (
+                    SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
+                      FROM window_rows w
+                     WHERE w.op <> 't'
+                     ORDER BY w.range_id, w.doc_id, w.seq DESC
+                ) v
+                 WHERE v.op <> 'd' AND v.seq > after
+                   AND NOT EXISTS (SELECT 1 FROM window_rows t
+                                    WHERE t.op = 't' AND t.range_id = v.range_id AND t.seq > v.seq)
+                   AND (doc_ids IS NULL OR v.doc_id = ANY (doc_ids))
+                   AND (tenants IS NULL OR v.tenant = ANY (tenants))
+                   AND (filter IS NULL OR changefeed.filter_matches(v.op, v.current, v.previous, filter, filter_vars))
+                 ORDER BY v.seq
+                 LIMIT remaining + 1
+            ),
+            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg)
+            SELECT k.seq, k.txid, k.range_id,
+                   CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace' END,
+                   k.doc_id, k.partition_key,
+                   k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
+                   CASE WHEN b.total <= remaining AND k.seq = b.top
+                        THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                        ELSE changefeed.position_encode(lo, hi, k.seq) END,
+                   c.id::text || '.' || k.txid::text || '.' || k.seq::text
+              FROM page k CROSS JOIN bounds b
+             WHERE b.total <= remaining OR k.seq < b.top
+             ORDER BY k.seq;
+        END IF;
         GET DIAGNOSTICS n = ROW_COUNT;
 
         remaining := remaining - n;

@@ -3,3 +3,247 @@
 -- Every schema change of 0.3 made in extension/sql/ is repeated here, so that
 -- an upgraded database ends with the same objects as a fresh install
 -- (test/upgrade.sh compares the two).
+
+-- ---- read(): one window per page, the 'all' mode without window functions ----
+-- The implementation behind the read() entry point (90_privileges.sql renames
+-- it _read and makes it SECURITY DEFINER; CREATE OR REPLACE keeps its owner
+-- and privileges but not that attribute, so it is spelled out here).
+CREATE OR REPLACE FUNCTION changefeed._read(
+    tbl regclass,
+    since text,
+    max_changes int DEFAULT 1000,
+    ranges int[] DEFAULT NULL,
+    mode text DEFAULT 'all',
+    filter jsonpath DEFAULT NULL,
+    filter_vars jsonb DEFAULT NULL,
+    doc_ids text[] DEFAULT NULL,
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
+RETURNS TABLE (
+    seq bigint,
+    txid xid8,
+    range_id int,
+    operation text,
+    doc_id text,
+    partition_key text,
+    current jsonb,
+    previous jsonb,
+    ttl_expired bool,
+    written_at timestamptz,
+    tenant text,
+    "position" text,
+    event_id text)   -- the change's identity, the same on every redelivery
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    c changefeed.collection;
+    p record;
+    lo pg_snapshot;
+    hi pg_snapshot;
+    after bigint;
+    remaining int := max_changes;
+    wanted int[];
+    n int;
+    windows int := 0;
+    at_current bool;
+    current_snap pg_snapshot;
+    backlog int;
+    tenants text[];
+    lo_xmax xid8;
+    hi_xmax xid8;
+    lo_xip xid8[];
+    tick_rows int := coalesce(nullif(current_setting('changefeed.tick_rows', true), '')::int, 1000);
+BEGIN
+    IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
+        RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_changes IS NULL OR max_changes < 1 OR max_changes > 100000 THEN
+        RAISE EXCEPTION 'max_changes must be between 1 and 100000, not %', coalesce(max_changes::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    c := changefeed.collection_of(tbl);
+    tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    IF since IS NULL THEN
+        RAISE EXCEPTION 'position must not be null'
+            USING ERRCODE = 'CF004',
+                  HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
+    END IF;
+    p := changefeed.position_decode(since);
+    PERFORM changefeed.check_history(c, p.lo);
+    IF changefeed.captured_in_this_transaction() THEN
+        RAISE EXCEPTION 'cannot read the change feed in a transaction that captured changes itself'
+            USING ERRCODE = 'CF009',
+                  DETAIL = 'Its own uncommitted changes would be delivered before they commit.';
+    END IF;
+    IF ranges IS NULL THEN
+        wanted := ARRAY(SELECT generate_series(0, c.ranges - 1));
+    ELSE
+        IF EXISTS (SELECT 1 FROM unnest(ranges) r WHERE r IS NULL OR r < 0 OR r >= c.ranges) THEN
+            RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        wanted := ranges;
+    END IF;
+
+    lo := p.lo;
+    hi := p.hi;
+    after := p.last_seq;
+    LOOP
+        at_current := false;
+        -- What `lo` has not delivered: transactions from its xmax on, and
+        -- those it saw in progress (its xip, a short list).  A window is
+        -- scanned by those two sets, never from xmin(lo): a transaction
+        -- left open for long (idle in transaction, a long batch job) keeps
+        -- xmin(lo) back, but costs one index lookup of its xid per read.
+        lo_xmax := pg_snapshot_xmax(lo);
+        lo_xip := ARRAY(SELECT pg_snapshot_xip(lo));
+        IF hi IS NULL THEN
+            -- Open the next window, up to this statement's snapshot: later
+            -- statements see at least as much, so every row visible in `hi`
+            -- is visible to the scan below.
+            current_snap := pg_current_snapshot();
+            IF pg_snapshot_xmax(current_snap) < pg_snapshot_xmax(lo) THEN
+                RETURN;  -- the position is newer than our snapshot: nothing yet
+            END IF;
+            -- More than the page's backlog is read in windows bounded by
+            -- ticks, less in a single window up to now.  Counting stops one
+            -- row past the page.
+            SELECT count(*) INTO backlog FROM (
+                SELECT 1 FROM (
+                    SELECT 1 FROM changefeed.log l
+                     WHERE l.collection_id = c.id AND l.range_id = ANY (wanted)
+                       AND l.txid >= lo_xmax AND l.txid < pg_snapshot_xmax(current_snap)
+                       AND pg_visible_in_snapshot(l.txid, current_snap)
+                    UNION ALL
+                    SELECT 1 FROM changefeed.log l
+                     WHERE l.collection_id = c.id AND l.range_id = ANY (wanted)
+                       AND l.txid = ANY (lo_xip)
+                       AND pg_visible_in_snapshot(l.txid, current_snap)) u
+                 LIMIT remaining + 1) b;
+            IF backlog > remaining THEN
+                -- A tick taken after `lo` (larger xmax) sees everything `lo`
+                -- sees.  The notifier ticks every tick_rows changes (of all
+                -- collections), so a window of the page's size spans about
+                -- remaining / tick_rows ticks: one window per page, not one
+                -- per tick.
+                SELECT t.snap INTO hi FROM changefeed.tick t
+                 WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
+                 ORDER BY t.snap_xmax
+                OFFSET greatest(remaining / tick_rows - 1, 0) LIMIT 1;
+                IF hi IS NULL THEN
+                    SELECT t.snap INTO hi FROM changefeed.tick t
+                     WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
+                     ORDER BY t.snap_xmax DESC LIMIT 1;
+                END IF;
+            END IF;
+            IF hi IS NULL THEN
+                hi := current_snap;
+                at_current := true;
+            END IF;
+            after := 0;
+        END IF;
+        hi_xmax := pg_snapshot_xmax(hi);
+
+        -- The window: visible in `hi`, not in `lo`.  "Not visible in lo" is
+        -- exactly "txid >= xmax(lo) or txid in xip(lo)"; the two parts are
+        -- disjoint (xip(lo) < xmax(lo)), each an index scan of its own.
+        -- A page is the window's rows after `after`, one past the budget:
+        -- that extra row only tells whether the window goes on.  Each row
+        -- carries the position after it; the last row of an exhausted
+        -- window carries `hi` alone.
+        IF mode = 'all' THEN
+            RETURN QUERY
+            WITH page AS MATERIALIZED (
+                SELECT w.* FROM (
+                    SELECT l.* FROM changefeed.log l
+                     WHERE l.collection_id = c.id
+                       AND l.range_id = ANY (wanted)
+                       AND l.txid >= lo_xmax
+                       AND l.txid < hi_xmax
+                       AND pg_visible_in_snapshot(l.txid, hi)
+                       AND l.seq > after
+                    UNION ALL
+                    SELECT l.* FROM changefeed.log l
+                     WHERE l.collection_id = c.id
+                       AND l.range_id = ANY (wanted)
+                       AND l.txid = ANY (lo_xip)
+                       AND pg_visible_in_snapshot(l.txid, hi)
+                       AND l.seq > after) w
+                 WHERE (doc_ids IS NULL OR w.op = 't' OR w.doc_id = ANY (doc_ids))
+                   AND (tenants IS NULL OR w.op = 't' OR w.tenant = ANY (tenants))
+                   AND (filter IS NULL OR changefeed.filter_matches(w.op, w.current, w.previous, filter, filter_vars))
+                 ORDER BY w.seq
+                 LIMIT remaining + 1
+            ),
+            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg)
+            SELECT k.seq, k.txid, k.range_id,
+                   CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
+                             WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
+                   k.doc_id, k.partition_key,
+                   k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
+                   CASE WHEN b.total <= remaining AND k.seq = b.top
+                        THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                        ELSE changefeed.position_encode(lo, hi, k.seq) END,
+                   c.id::text || '.' || k.txid::text || '.' || k.seq::text
+              FROM page k CROSS JOIN bounds b
+             WHERE b.total <= remaining OR k.seq < b.top
+             ORDER BY k.seq;
+        ELSE
+            RETURN QUERY
+            WITH window_rows AS (
+                SELECT l.* FROM changefeed.log l
+                 WHERE l.collection_id = c.id
+                   AND l.range_id = ANY (wanted)
+                   AND l.txid >= lo_xmax
+                   AND l.txid < hi_xmax
+                   AND pg_visible_in_snapshot(l.txid, hi)
+                UNION ALL
+                SELECT l.* FROM changefeed.log l
+                 WHERE l.collection_id = c.id
+                   AND l.range_id = ANY (wanted)
+                   AND l.txid = ANY (lo_xip)
+                   AND pg_visible_in_snapshot(l.txid, hi)
+            ),
+            page AS MATERIALIZED (
+                SELECT v.* FROM (
+                    SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
+                      FROM window_rows w
+                     WHERE w.op <> 't'
+                     ORDER BY w.range_id, w.doc_id, w.seq DESC
+                ) v
+                 WHERE v.op <> 'd' AND v.seq > after
+                   AND NOT EXISTS (SELECT 1 FROM window_rows t
+                                    WHERE t.op = 't' AND t.range_id = v.range_id AND t.seq > v.seq)
+                   AND (doc_ids IS NULL OR v.doc_id = ANY (doc_ids))
+                   AND (tenants IS NULL OR v.tenant = ANY (tenants))
+                   AND (filter IS NULL OR changefeed.filter_matches(v.op, v.current, v.previous, filter, filter_vars))
+                 ORDER BY v.seq
+                 LIMIT remaining + 1
+            ),
+            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg)
+            SELECT k.seq, k.txid, k.range_id,
+                   CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace' END,
+                   k.doc_id, k.partition_key,
+                   k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
+                   CASE WHEN b.total <= remaining AND k.seq = b.top
+                        THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                        ELSE changefeed.position_encode(lo, hi, k.seq) END,
+                   c.id::text || '.' || k.txid::text || '.' || k.seq::text
+              FROM page k CROSS JOIN bounds b
+             WHERE b.total <= remaining OR k.seq < b.top
+             ORDER BY k.seq;
+        END IF;
+        GET DIAGNOSTICS n = ROW_COUNT;
+
+        remaining := remaining - n;
+        windows := windows + 1;
+        -- Stop when the page is full or a window up to now was read: an empty
+        -- result then means nothing is pending up to this statement's
+        -- snapshot (in REPEATABLE READ, current_position()).  Tick windows
+        -- roll on into the next window.
+        EXIT WHEN remaining = 0 OR at_current;
+        lo := hi;
+        hi := NULL;
+    END LOOP;
+END
+$$;
