@@ -40,6 +40,13 @@ ISOLATION_OPTS = --inputdir=. --load-extension=changefeed
 PG_CXXFLAGS = -std=c++17 -Wno-register -MMD -MP
 EXTRA_CLEAN = $(OBJS:.o=.d)
 SHLIB_LINK = -lstdc++
+# Positions are tagged with OpenSSL's SHA-256 (libssl-dev; PostgreSQL links
+# libcrypto already).  `make CHANGEFEED_OPENSSL=` builds the portable one.
+CHANGEFEED_OPENSSL ?= yes
+ifneq ($(CHANGEFEED_OPENSSL),)
+PG_CPPFLAGS += -DCHANGEFEED_OPENSSL_SHA256
+SHLIB_LINK += -lcrypto
+endif
 
 # Bitcode for JIT would need clang; the extension does not need JIT inlining.
 override with_llvm = no

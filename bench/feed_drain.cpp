@@ -1,6 +1,8 @@
 // Consumer throughput: drains a backlog and prints changes per second.
 //
-//   feed_drain changefeed CONNINFO TABLE NAME INSTANCES EXPECTED   processors under one name
+//   feed_drain changefeed CONNINFO TABLE NAME INSTANCES EXPECTED [default]
+//                                     processors under one name; `default`: the default
+//                                     batch and read sizes instead of batches of 1000
 //   feed_drain pgq CONNINFO QUEUE CONSUMER EXPECTED                 PgQ batches until EXPECTED events
 //
 // The changefeed processors' leases must have been created (lease_init) before
@@ -28,13 +30,14 @@ int main(int argc, char** argv) {
             std::string table = argv[3], name = argv[4];
             int instances = std::stoi(argv[5]);
             long expected = std::stol(argv[6]);
+            const bool defaults = argc >= 8 && std::string(argv[7]) == "default";
             std::atomic<long> handled{0};
             std::vector<std::unique_ptr<changefeed::Processor>> ps;
             auto t0 = clock::now();
             for (int i = 0; i < instances; ++i) {
                 changefeed::ProcessorOptions opt;
                 opt.instance_name = "drain-" + std::to_string(i);
-                opt.max_batch_size = 1000;
+                if (!defaults) opt.max_batch_size = 1000;
                 opt.acquire_interval = std::chrono::milliseconds(200);
                 opt.poll_interval = std::chrono::milliseconds(200);
                 ps.push_back(std::make_unique<changefeed::Processor>(changefeed::make_all_versions_processor(

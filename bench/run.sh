@@ -39,6 +39,7 @@ if [ "$mode" = --smoke ]; then
     SYNC_MODES=on bash bench/write_overhead.sh 2000 1 1 2
     bash bench/latency.sh 200 2 1 "$BENCH_OUT/bin"
     bash bench/throughput.sh 5000 1 "$BENCH_OUT/bin"
+    bash bench/throughput.sh 500 1 "$BENCH_OUT/bin" 1
     bash bench/open_xact.sh 2000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 2000
     bash bench/bridge_nats.sh 2000 1 "$BENCH_OUT/bin"
@@ -53,6 +54,7 @@ else
     bash bench/write_overhead.sh 100000 8 3 8
     bash bench/latency.sh 1000 15 3 "$BENCH_OUT/bin"
     bash bench/throughput.sh 1000000 1 "$BENCH_OUT/bin"
+    bash bench/throughput.sh 200000 1 "$BENCH_OUT/bin" 1
     bash bench/open_xact.sh 200000 3 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 10000 100000 1000000
     bash bench/bridge_nats.sh 100000 3 "$BENCH_OUT/bin"

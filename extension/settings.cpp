@@ -9,6 +9,7 @@ int changefeed_maintenance_lock_timeout = 1000;
 // Superuser only: a writer must not be able to pass its own deletes off as
 // expiry.  The TTL sweeper (ttl.cpp) marks its deletes without it.
 char *changefeed_delete_reason = NULL;
+char *changefeed_read_position = NULL;
 
 void changefeed_define_settings(void) {
     DefineCustomStringVariable("changefeed.delete_reason",
@@ -32,6 +33,14 @@ void changefeed_define_settings(void) {
                             "the next round (0: no limit).",
                             NULL, &changefeed_maintenance_lock_timeout, 1000, 0, INT_MAX, PGC_SUSET,
                             GUC_UNIT_MS, NULL, NULL, NULL);
+    // Where a read stopped, for read_ranges() (30_read.sql), which otherwise
+    // would have to look at every row on its way through.
+    DefineCustomStringVariable("changefeed.read_position",
+                               "The position after the last change the transaction's latest read() "
+                               "returned (set by read(); internal).",
+                               NULL, &changefeed_read_position, "", PGC_USERSET,
+                               GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_NO_RESET_ALL | GUC_DISALLOW_IN_FILE,
+                               NULL, NULL, NULL);
     // Last: reserving the prefix drops every changefeed.* placeholder not yet
     // defined, which would discard the values postgresql.conf gave them.
     MarkGUCPrefixReserved("changefeed");

@@ -18,3 +18,6 @@ extern int changefeed_maintenance_lock_timeout;
 // changefeed.delete_reason: 'ttl' (SET LOCAL) marks the deletes of this
 // transaction as time-to-live expiry.
 extern char *changefeed_delete_reason;
+// changefeed.read_position: set by read() (SET LOCAL) to the position after the
+// last change it returned.
+extern char *changefeed_read_position;

@@ -64,6 +64,8 @@ public:
             throw Error(errc::invalid_option, "renew_interval must be shorter than lease_duration");
         if (opt.max_batch_size < 1 || opt.max_batch_size > 100000)
             throw Error(errc::invalid_option, "max_batch_size must be between 1 and 100000");
+        if (opt.max_read_size < 1 || opt.max_read_size > 100000)
+            throw Error(errc::invalid_option, "max_read_size must be between 1 and 100000");
         if (int(feed_.start_from_beginning) + int(opt.start_time.has_value()) + int(!opt.start_position.empty()) > 1)
             throw Error(errc::invalid_option,
                         "at most one of start_from_beginning, start_time and start_position may be set");

@@ -29,7 +29,8 @@ LostBecause lost_because(const Error& e) {
 
 RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper& leases)
     : s_(std::move(setup)), opt_(s_.feed->common), events_(events), leases_(leases),
-      delivery_(s_.collection.conninfo(), s_.key, *s_.handlers, opt_, events, s_.counters) {
+      delivery_(s_.collection.conninfo(), s_.key, *s_.handlers, opt_, events, s_.counters),
+      read_ahead_(s_.collection.conninfo()) {
     next_maintain_ = Clock::now();
 }
 
@@ -96,6 +97,7 @@ void RangeWorker::run() {
                 events_.report(std::nullopt, e, std::current_exception());
             }
             conn.reset();
+            read_ahead_.drop();
             pause(backoff.next());
         }
     }
@@ -344,14 +346,17 @@ bool RangeWorker::step(pqxx::connection& conn, int range, RangeState& st) {
 bool RangeWorker::log_round(pqxx::connection& conn, const std::vector<int>& group) {
     std::map<int, std::string> since;
     for (int range : group) since[range] = ranges_.at(range).lease.checkpoint;
-    // A read of up to max_batch_size changes per range, for up to 16 ranges'
-    // worth: ranges at diverged positions each catch up in the same call,
-    // and every batch still holds at most max_batch_size changes (cut below).
-    const long budget = std::min<long>(100000, static_cast<long>(opt_.max_batch_size) *
-                                                   std::min<long>(16, static_cast<long>(group.size())));
+    // One read for all the ranges, of max_read_size changes or, if more,
+    // max_batch_size per range for up to 16 ranges: ranges at diverged
+    // positions each catch up in the same call, and a range's share is handed
+    // over in batches of max_batch_size (deliver_in_batches).
+    const long per_ranges = static_cast<long>(opt_.max_batch_size) * std::min<long>(16, static_cast<long>(group.size()));
+    const int budget = static_cast<int>(std::min<long>(100000, std::max<long>(per_ranges, opt_.max_read_size)));
     MultiReadResult rr;
     try {
-        rr = read_positions(conn, s_.collection.table(), since, static_cast<int>(budget), s_.feed->mode, s_.scope);
+        auto ahead = read_ahead_.take(since, budget);
+        rr = ahead ? std::move(*ahead)
+                   : read_positions(conn, s_.collection.table(), since, budget, s_.feed->mode, s_.scope);
     } catch (const Error& e) {
         if (!unusable_checkpoint(e)) throw;
         bool any = false;  // history loss is handled range by range
@@ -360,6 +365,13 @@ bool RangeWorker::log_round(pqxx::connection& conn, const std::vector<int>& grou
     }
     // Ranges left unread (the budget ran out) are read on at once.
     bool busy = rr.resume.size() < group.size();
+    // A full read: more is waiting, so read it while the handler runs, from
+    // where every range resumes if all goes well (take() drops it otherwise).
+    if (opt_.read_ahead && !busy && rr.total >= static_cast<std::size_t>(budget)) {
+        std::map<int, std::string> next;
+        for (int range : group) next[range] = rr.resume.at(range);
+        read_ahead_.start(s_.collection.table(), std::move(next), budget, s_.feed->mode, s_.scope);
+    }
     std::vector<PendingCheckpoint> pending;
     for (int range : group) {
         auto resume = rr.resume.find(range);

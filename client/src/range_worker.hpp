@@ -11,6 +11,7 @@
 #include "lease_keeper.hpp"
 #include "lease_store.hpp"
 #include "processor_impl.hpp"
+#include "read_ahead.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -103,6 +104,7 @@ private:
     ConsumerEvents& events_;
     LeaseKeeper& leases_;
     Delivery delivery_;
+    ReadAhead read_ahead_;  // the next read, while the handler runs
 
     std::mutex mu_;  // guards wake_ and stopping_
     std::condition_variable cv_;

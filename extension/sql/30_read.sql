@@ -122,6 +122,8 @@ $$;
 -- transaction.
 -- event_id is "<collection id>.<txid>.<seq>": the same on every read of the
 -- change by anyone, what a consumer deduplicates on (47_dedup.sql).
+-- JIT is off: a page's queries run in milliseconds, and compiling them (which
+-- the estimates of a cached generic plan asked for) took longer than that.
 -- Whether a change passes a read's filter: creates and replaces are tested on
 -- the document after the write, deletes on the one before it when the
 -- collection keeps previous images (passed through otherwise), clears always
@@ -161,7 +163,7 @@ RETURNS TABLE (
     tenant text,
     "position" text,
     event_id text)   -- the change's identity, the same on every redelivery
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
     c changefeed.collection;
@@ -304,18 +306,25 @@ BEGIN
                  ORDER BY w.seq
                  LIMIT remaining + 1
             ),
-            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg)
+            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
+            ends AS MATERIALIZED (SELECT b.total, b.top,
+                            CASE WHEN b.total <= remaining THEN b.top
+                                 ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
+                       FROM bounds b)
             SELECT k.seq, k.txid, k.range_id,
                    CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
                              WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
                    k.doc_id, k.partition_key,
                    k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
-                   CASE WHEN b.total <= remaining AND k.seq = b.top
-                        THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
-                        ELSE changefeed.position_encode(lo, hi, k.seq) END,
+                   CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
+                        -- The page's last row: read_ranges() learns where it stopped.
+                        ELSE pg_catalog.set_config('changefeed.read_position',
+                                 CASE WHEN e.total <= remaining
+                                      THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                                      ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
                    c.id::text || '.' || k.txid::text || '.' || k.seq::text
-              FROM page k CROSS JOIN bounds b
-             WHERE b.total <= remaining OR k.seq < b.top
+              FROM page k CROSS JOIN ends e
+             WHERE k.seq <= e.last
              ORDER BY k.seq;
         ELSE
             RETURN QUERY
@@ -349,17 +358,23 @@ BEGIN
                  ORDER BY v.seq
                  LIMIT remaining + 1
             ),
-            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg)
+            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
+            ends AS MATERIALIZED (SELECT b.total, b.top,
+                            CASE WHEN b.total <= remaining THEN b.top
+                                 ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
+                       FROM bounds b)
             SELECT k.seq, k.txid, k.range_id,
                    CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace' END,
                    k.doc_id, k.partition_key,
                    k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
-                   CASE WHEN b.total <= remaining AND k.seq = b.top
-                        THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
-                        ELSE changefeed.position_encode(lo, hi, k.seq) END,
+                   CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
+                        ELSE pg_catalog.set_config('changefeed.read_position',
+                                 CASE WHEN e.total <= remaining
+                                      THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                                      ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
                    c.id::text || '.' || k.txid::text || '.' || k.seq::text
-              FROM page k CROSS JOIN bounds b
-             WHERE b.total <= remaining OR k.seq < b.top
+              FROM page k CROSS JOIN ends e
+             WHERE k.seq <= e.last
              ORDER BY k.seq;
         END IF;
         GET DIAGNOSTICS n = ROW_COUNT;
@@ -418,12 +433,11 @@ RETURNS TABLE (
     "position" text,
     event_id text,
     resume_ranges int[])   -- marker rows only
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection;
     g record;
-    r record;
     remaining int := max_changes;
     n int;
     last_pos text;
@@ -474,20 +488,17 @@ BEGIN
          ORDER BY pg_snapshot_xmax(d.lo), d.hi IS NOT NULL, pg_snapshot_xmax(d.hi), d.last_seq, q.pos
     LOOP
         EXIT WHEN remaining = 0;
-        n := 0;
-        FOR r IN
-            SELECT * FROM changefeed._read(tbl, g.pos, remaining,
-                                           CASE WHEN cardinality(g.rs) = c.ranges THEN NULL ELSE g.rs END,
-                                           mode, NULL, NULL, NULL, only_tenant)
-        LOOP
-            seq := r.seq; txid := r.txid; range_id := r.range_id; operation := r.operation;
-            doc_id := r.doc_id; partition_key := r.partition_key; current := r.current;
-            previous := r.previous; ttl_expired := r.ttl_expired; written_at := r.written_at;
-            tenant := r.tenant; "position" := r."position"; event_id := r.event_id; resume_ranges := NULL;
-            RETURN NEXT;
-            n := n + 1;
-            last_pos := r."position";
-        END LOOP;
+        -- read() leaves the position after its last row in
+        -- changefeed.read_position: the rows go through untouched.
+        PERFORM pg_catalog.set_config('changefeed.read_position', '', true);
+        RETURN QUERY
+            SELECT r.seq, r.txid, r.range_id, r.operation, r.doc_id, r.partition_key, r.current,
+                   r.previous, r.ttl_expired, r.written_at, r.tenant, r."position", r.event_id, NULL::int[]
+              FROM changefeed._read(tbl, g.pos, remaining,
+                                    CASE WHEN cardinality(g.rs) = c.ranges THEN NULL ELSE g.rs END,
+                                    mode, NULL, NULL, NULL, only_tenant) r;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        last_pos := pg_catalog.current_setting('changefeed.read_position');
         IF n < remaining AND now_xmax >= g.upto THEN
             -- A read stops short of its budget only at the snapshot: the group
             -- resumes there, with the idle ones (so groups come together).

@@ -4,10 +4,13 @@
 -- an upgraded database ends with the same objects as a fresh install
 -- (test/upgrade.sh compares the two).
 
--- ---- read(): one window per page, the 'all' mode without window functions ----
--- The implementation behind the read() entry point (90_privileges.sql renames
--- it _read and makes it SECURITY DEFINER; CREATE OR REPLACE keeps its owner
--- and privileges but not that attribute, so it is spelled out here).
+-- ---- read path: read() and read_ranges() ----
+-- One window per page, the 'all' mode without window functions, JIT off, and
+-- read_ranges() passing rows through (read() leaves where it stopped in
+-- changefeed.read_position).  The implementations behind the entry points
+-- (90_privileges.sql renames them _read, _read_ranges and makes them SECURITY
+-- DEFINER; CREATE OR REPLACE keeps owner and privileges but not that
+-- attribute, so it is spelled out here).
 CREATE OR REPLACE FUNCTION changefeed._read(
     tbl regclass,
     since text,
@@ -32,7 +35,7 @@ RETURNS TABLE (
     tenant text,
     "position" text,
     event_id text)   -- the change's identity, the same on every redelivery
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
     c changefeed.collection;
@@ -175,18 +178,25 @@ BEGIN
                  ORDER BY w.seq
                  LIMIT remaining + 1
             ),
-            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg)
+            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
+            ends AS MATERIALIZED (SELECT b.total, b.top,
+                            CASE WHEN b.total <= remaining THEN b.top
+                                 ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
+                       FROM bounds b)
             SELECT k.seq, k.txid, k.range_id,
                    CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
                              WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
                    k.doc_id, k.partition_key,
                    k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
-                   CASE WHEN b.total <= remaining AND k.seq = b.top
-                        THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
-                        ELSE changefeed.position_encode(lo, hi, k.seq) END,
+                   CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
+                        -- The page's last row: read_ranges() learns where it stopped.
+                        ELSE pg_catalog.set_config('changefeed.read_position',
+                                 CASE WHEN e.total <= remaining
+                                      THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                                      ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
                    c.id::text || '.' || k.txid::text || '.' || k.seq::text
-              FROM page k CROSS JOIN bounds b
-             WHERE b.total <= remaining OR k.seq < b.top
+              FROM page k CROSS JOIN ends e
+             WHERE k.seq <= e.last
              ORDER BY k.seq;
         ELSE
             RETURN QUERY
@@ -220,17 +230,23 @@ BEGIN
                  ORDER BY v.seq
                  LIMIT remaining + 1
             ),
-            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg)
+            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
+            ends AS MATERIALIZED (SELECT b.total, b.top,
+                            CASE WHEN b.total <= remaining THEN b.top
+                                 ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
+                       FROM bounds b)
             SELECT k.seq, k.txid, k.range_id,
                    CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace' END,
                    k.doc_id, k.partition_key,
                    k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
-                   CASE WHEN b.total <= remaining AND k.seq = b.top
-                        THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
-                        ELSE changefeed.position_encode(lo, hi, k.seq) END,
+                   CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
+                        ELSE pg_catalog.set_config('changefeed.read_position',
+                                 CASE WHEN e.total <= remaining
+                                      THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                                      ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
                    c.id::text || '.' || k.txid::text || '.' || k.seq::text
-              FROM page k CROSS JOIN bounds b
-             WHERE b.total <= remaining OR k.seq < b.top
+              FROM page k CROSS JOIN ends e
+             WHERE k.seq <= e.last
              ORDER BY k.seq;
         END IF;
         GET DIAGNOSTICS n = ROW_COUNT;
@@ -245,5 +261,127 @@ BEGIN
         lo := hi;
         hi := NULL;
     END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._read_ranges(
+    tbl regclass,
+    ranges int[],
+    positions text[],
+    max_changes int DEFAULT 1000,
+    mode text DEFAULT 'all',
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
+RETURNS TABLE (
+    seq bigint,
+    txid xid8,
+    range_id int,
+    operation text,
+    doc_id text,
+    partition_key text,
+    current jsonb,
+    previous jsonb,
+    ttl_expired bool,
+    written_at timestamptz,
+    tenant text,
+    "position" text,
+    event_id text,
+    resume_ranges int[])   -- marker rows only
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection;
+    g record;
+    remaining int := max_changes;
+    n int;
+    last_pos text;
+    now_pos text;
+    now_xmax xid8;
+    idle int[] := '{}';
+BEGIN
+    IF current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable') THEN
+        RAISE EXCEPTION 'read_ranges() must run in a REPEATABLE READ transaction'
+            USING ERRCODE = 'active_sql_transaction',
+                  HINT = 'BEGIN ISOLATION LEVEL REPEATABLE READ first: idle ranges resume at the transaction''s snapshot.';
+    END IF;
+    IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
+        RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_changes IS NULL OR max_changes < 1 OR max_changes > 100000 THEN
+        RAISE EXCEPTION 'max_changes must be between 1 and 100000, not %', coalesce(max_changes::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    c := changefeed.collection_of(tbl);
+    -- The rights are checked here too: an empty call reads nothing but still needs them.
+    PERFORM changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    IF ranges IS NULL OR positions IS NULL
+       OR coalesce(array_length(ranges, 1), 0) <> coalesce(array_length(positions, 1), 0) THEN
+        RAISE EXCEPTION 'ranges and positions must be arrays of the same length'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(ranges) x WHERE x IS NULL OR x < 0 OR x >= c.ranges) THEN
+        RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (SELECT count(DISTINCT x) FROM unnest(ranges) x) <> coalesce(array_length(ranges, 1), 0) THEN
+        RAISE EXCEPTION 'a range id must not be given twice' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_position(positions, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004',
+              HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
+    END IF;
+    now_pos := changefeed.current_position();
+    now_xmax := pg_snapshot_xmax(pg_current_snapshot());
+
+    FOR g IN
+        SELECT q.pos, q.rs, pg_snapshot_xmax(coalesce(d.hi, d.lo)) AS upto
+          FROM (SELECT p.pos, array_agg(p.r ORDER BY p.r) AS rs
+                  FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) q
+          CROSS JOIN LATERAL changefeed.position_decode(q.pos) d
+         ORDER BY pg_snapshot_xmax(d.lo), d.hi IS NOT NULL, pg_snapshot_xmax(d.hi), d.last_seq, q.pos
+    LOOP
+        EXIT WHEN remaining = 0;
+        -- read() leaves the position after its last row in
+        -- changefeed.read_position: the rows go through untouched.
+        PERFORM pg_catalog.set_config('changefeed.read_position', '', true);
+        RETURN QUERY
+            SELECT r.seq, r.txid, r.range_id, r.operation, r.doc_id, r.partition_key, r.current,
+                   r.previous, r.ttl_expired, r.written_at, r.tenant, r."position", r.event_id, NULL::int[]
+              FROM changefeed._read(tbl, g.pos, remaining,
+                                    CASE WHEN cardinality(g.rs) = c.ranges THEN NULL ELSE g.rs END,
+                                    mode, NULL, NULL, NULL, only_tenant) r;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        last_pos := pg_catalog.current_setting('changefeed.read_position');
+        IF n < remaining AND now_xmax >= g.upto THEN
+            -- A read stops short of its budget only at the snapshot: the group
+            -- resumes there, with the idle ones (so groups come together).
+            idle := idle || g.rs;
+            remaining := remaining - n;
+            CONTINUE;
+        END IF;
+        remaining := remaining - n;
+        IF n > 0 THEN
+            -- Valid for every range of the group: rows come in seq order across
+            -- them, so one without rows up to the last row had none before it.
+            seq := NULL; txid := NULL; range_id := NULL; operation := NULL; doc_id := NULL;
+            partition_key := NULL; current := NULL; previous := NULL; ttl_expired := NULL;
+            written_at := NULL; tenant := NULL; event_id := NULL;
+            "position" := last_pos; resume_ranges := g.rs;
+            RETURN NEXT;
+        ELSE
+            seq := NULL; txid := NULL; range_id := NULL; operation := NULL; doc_id := NULL;
+            partition_key := NULL; current := NULL; previous := NULL; ttl_expired := NULL;
+            written_at := NULL; tenant := NULL; event_id := NULL;
+            "position" := g.pos; resume_ranges := g.rs;   -- newer than our snapshot: stays
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+    IF cardinality(idle) > 0 THEN
+        seq := NULL; txid := NULL; range_id := NULL; operation := NULL; doc_id := NULL;
+        partition_key := NULL; current := NULL; previous := NULL; ttl_expired := NULL;
+        written_at := NULL; tenant := NULL; event_id := NULL;
+        "position" := now_pos; resume_ranges := (SELECT array_agg(x ORDER BY x) FROM unnest(idle) x);
+        RETURN NEXT;
+    END IF;
 END
 $$;

@@ -118,6 +118,14 @@ struct ProcessorOptions {
     std::chrono::milliseconds idle_checkpoint_interval{std::chrono::seconds(30)};
     // Most changes per handler call.
     int max_batch_size = 100;
+    // Most changes one read of the log fetches for all the ranges an instance
+    // owns (at least max_batch_size per range, up to 16 ranges, at most
+    // 100000); a range's share is handed over in batches of max_batch_size.
+    int max_read_size = 10000;
+    // While the handler runs, read the next changes on a connection of its
+    // own (one more connection per processor): the handler's time and the
+    // read's overlap.  Used when a read came back full.
+    bool read_ahead = true;
     // How often the processor runs changefeed.maintain() (partitions ahead,
     // retention, TTL): at start, then at this interval.  Zero: never (use the
     // preloaded worker or cron).  maintain() runs one at a time cluster-wide;
