@@ -96,14 +96,18 @@ same() {
 }
 
 echo "== 1. catalog: a fresh install and an upgraded one have the same objects"
-q postgres "CREATE DATABASE fresh"
+# The upgrade runs first: roles are shared by the cluster, and a role the
+# working version needs must come from the upgrade script, not from a fresh
+# install made before it.
 q postgres "CREATE DATABASE upgraded"
-q fresh "CREATE EXTENSION changefeed"
 q upgraded "CREATE EXTENSION changefeed VERSION '$release'"
 check "upgraded: installs at $release" "$release" "$(q upgraded "SELECT extversion FROM pg_extension WHERE extname = 'changefeed'")"
-q upgraded "ALTER EXTENSION changefeed UPDATE"
-check "upgraded: ALTER EXTENSION UPDATE reaches $current" "$current" \
+out=$(try upgraded "ALTER EXTENSION changefeed UPDATE")
+check "upgraded: ALTER EXTENSION changefeed UPDATE succeeds" "OK " "$out"
+check "upgraded: the update reaches $current" "$current" \
     "$(q upgraded "SELECT extversion FROM pg_extension WHERE extname = 'changefeed'")"
+q postgres "CREATE DATABASE fresh"
+q fresh "CREATE EXTENSION changefeed"
 "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d fresh -f test/upgrade/describe.sql >"$scratch/fresh.txt"
 "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d upgraded -f test/upgrade/describe.sql >"$scratch/upgraded.txt"
 if diff -u --label "fresh install ($current)" --label "upgraded ($release -> $current)" \
@@ -173,40 +177,56 @@ q cont "SELECT c.relid::text, c.ranges, p.name, p.owner_role, l.range_id, l.chec
 # A listener on the collection's channel, in its own session across the update.
 coproc LISTENER { "$PGBIN/psql" -X -q -At -d cont 2>&1; }
 listener_pid=$LISTENER_PID
-echo "LISTEN changefeed_$cid;" >&"${LISTENER[1]}"
+# Plain copies of the coprocess's pipes: bash closes its own in subshells.
+exec {listener_in}<&"${LISTENER[0]}" {listener_out}>&"${LISTENER[1]}"
+echo "LISTEN changefeed_$cid;" >&"$listener_out"
 mark=0
+# listen_round: one statement in the listener's session; prints the pid of
+# each notification on the channel received by then.  psql prints a
+# notification after the next statement's result, so each round's marker
+# also flushes what arrived during the previous round.
+listen_round() {
+    local line
+    mark=$((mark + 1))
+    echo "SELECT 'mark-$mark';" >&"$listener_out"
+    while read -r -t 10 -u "$listener_in" line; do
+        [[ "$line" =~ ^Asynchronous\ notification\ \"changefeed_$cid\".*PID\ ([0-9]+) ]] && echo "${BASH_REMATCH[1]}"
+        [ "$line" = "mark-$mark" ] && break
+    done
+    return 0
+}
 # notified: waits up to 10 s for a notification on the channel; prints the
-# sender's pid, or nothing.  psql prints a notification after the next
-# statement's result, so each round's marker flushes the previous round's.
+# sender's pid, or nothing.
 notified() {
-    local deadline=$((SECONDS + 10)) line pid=
+    local deadline=$((SECONDS + 10)) pid=
     while [ -z "$pid" ] && [ "$SECONDS" -lt "$deadline" ]; do
-        mark=$((mark + 1))
-        echo "SELECT 'mark-$mark';" >&"${LISTENER[1]}"
-        while read -r -t 10 -u "${LISTENER[0]}" line; do
-            [[ "$line" =~ ^Asynchronous\ notification\ \"changefeed_$cid\".*PID\ ([0-9]+) ]] && pid=${BASH_REMATCH[1]}
-            [ "$line" = "mark-$mark" ] && break
-        done
+        pid=$(listen_round | head -1)
         [ -n "$pid" ] || sleep 0.2
     done
     echo "$pid"
 }
-notifier_pid() {
-    q cont "SELECT pid FROM pg_stat_activity WHERE backend_type = 'changefeed notifier' AND datname = 'cont'"
+# check_woken NAME SENDER: the sender is the database's notifier worker.
+check_woken() {
+    local worker
+    worker=$(q cont "SELECT pid FROM pg_stat_activity WHERE backend_type = 'changefeed notifier' AND datname = 'cont'")
+    if [ -n "$2" ] && [ "$2" = "$worker" ]; then
+        pass "$1 (notifier pid $worker)"
+    else
+        fail "$1" "notification from pid '${2:-none}', notifier worker pid '${worker:-none}'"
+    fi
 }
-notified >/dev/null   # drains anything pending
+listen_round >/dev/null   # anything pending
 q cont "INSERT INTO docs VALUES (101, 'n1')"
-sender=$(notified)
-check "$release: the notifier wakes the listener" "notifier $(notifier_pid)" "notifier $sender"
+check_woken "$release: the notifier wakes the listener" "$(notified)"
 
 q cont "ALTER EXTENSION changefeed UPDATE"
 check "cont: updated to $current" "$current" "$(q cont "SELECT extversion FROM pg_extension WHERE extname = 'changefeed'")"
 
-notified >/dev/null
+listen_round >/dev/null
 q cont "INSERT INTO docs VALUES (102, 'n2')"
-sender=$(notified)
-check "$current: the notifier still wakes the listener after the update" "notifier $(notifier_pid)" "notifier $sender"
-echo "\\q" >&"${LISTENER[1]}"
+check_woken "$current: the notifier still wakes the listener after the update" "$(notified)"
+echo "\\q" >&"$listener_out"
+exec {listener_in}<&- {listener_out}>&-
 wait "$listener_pid" 2>/dev/null || true
 listener_pid=
 

@@ -4,8 +4,9 @@
 --
 -- Covered: every member object (pg_depend deptype 'e') listed by identity,
 -- and in detail the schema, functions, tables, views, sequences, types, event
--- triggers and casts; the extension's config tables, its version, the default
--- privileges of the database, and comments.  Names only, never OIDs.
+-- triggers and casts; the extension's config tables, its version, the roles
+-- it makes, the default privileges of the database, and comments.  Names
+-- only, never OIDs.
 --
 -- Normalized: the daily partitions of changefeed.log are named after the day
 -- they were created for (log_YYYYMMDD), and ACLs are compared as sorted sets
@@ -224,6 +225,18 @@ lines(obj, prop, val) AS (
            coalesce(nullif(c.castfunc, 0)::regprocedure::text, '<no function>')
            || ' context ' || c.castcontext::text || ' method ' || c.castmethod::text
       FROM pg_cast c JOIN member m ON m.classid = 'pg_cast'::regclass AND m.objid = c.oid
+
+    -- The roles the install script makes (shared by the cluster: test/upgrade.sh
+    -- updates before it installs afresh, so the upgrade must make its own).
+    UNION ALL
+    SELECT 'role ' || r.rolname, 'attributes',
+           concat_ws(' ', CASE WHEN r.rolcanlogin THEN 'LOGIN' ELSE 'NOLOGIN' END,
+                     CASE WHEN r.rolsuper THEN 'SUPERUSER' END, CASE WHEN r.rolinherit THEN 'INHERIT' END,
+                     CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END, CASE WHEN r.rolcreatedb THEN 'CREATEDB' END,
+                     CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END)
+           || coalesce(' member of ' || (SELECT string_agg(m.roleid::regrole::text, ',' ORDER BY 1)
+                                           FROM pg_auth_members m WHERE m.member = r.oid), '')
+      FROM pg_roles r WHERE r.rolname LIKE 'changefeed\_%'
 
     -- Default privileges anyone set in this database (the install script may
     -- set some; a fresh database has none).
