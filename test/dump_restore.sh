@@ -9,9 +9,12 @@
 #     r_elsewhere  a new database on another cluster, whose transaction ids
 #                  are behind the source's (a restore onto a new server);
 # then, in each restored database, checks what a user relies on: the restore
-# is clean, collections lists the tables by name, new writes are captured and
-# read back, disable works, and the restored checkpoint (a position of the old
-# database) is refused with our error, never read as an empty success.
+# is clean, the collections (ids, options, channels), processors and every
+# lease's checkpoint come back as dumped, while the log, ticks, horizons,
+# instances and applied ids start empty (not dumped, docs/operations.md),
+# collections lists the tables by name, new writes are captured and read back,
+# disable works, and the restored checkpoint (a position of the old database)
+# is refused with our error (CF005), never read as an empty success.
 #
 # Usage (as root on Debian 12, extension built and installed):
 #   bash test/dump_restore.sh [--port N] [--keep]
@@ -71,6 +74,30 @@ try() {
     fi
 }
 
+# What a restore must bring back as it was dumped: the collections (ids,
+# options, channels), the processors with their owners, every lease with its
+# checkpoint text, and tenant bindings.
+state() {
+    q "$1" "SELECT 'collection ' || concat_ws(' | ', id, table_name, key_columns, partition_key, ranges, retention,
+                                               keep_previous, tenant_column, ttl_column, channel, replicated)
+              FROM changefeed.collections
+            UNION ALL
+            SELECT 'processor ' || concat_ws(' | ', collection_id, name, owner_role) FROM changefeed.processor
+            UNION ALL
+            SELECT 'lease ' || concat_ws(' | ', collection_id, processor, range_id, owner, epoch, checkpoint)
+              FROM changefeed.lease
+            UNION ALL
+            SELECT 'tenant binding ' || concat_ws(' | ', role_id, tenant) FROM changefeed.tenant_binding
+            ORDER BY 1"
+}
+# What a restore starts without (docs/operations.md): the log's rows, ticks,
+# the retention horizon, live instances, the deduplication store.
+left_behind() {
+    q "$1" "SELECT concat_ws(' ', (SELECT count(*) FROM changefeed.log), (SELECT count(*) FROM changefeed.tick),
+                                  (SELECT count(*) FROM changefeed.horizon), (SELECT count(*) FROM changefeed.instance),
+                                  (SELECT count(*) FROM changefeed.applied))"
+}
+
 echo "== source database"
 # The source's transaction ids run ahead of the other cluster's.
 burn_xids postgres 300
@@ -123,6 +150,10 @@ if "$PGBIN/pg_dump" -Fc -d src -f "$scratch/src.dump" 2>"$scratch/pg_dump.err"; 
 else
     fail "pg_dump exits 0" "$(cat "$scratch/pg_dump.err")"
 fi
+state src >"$scratch/src.state"
+check "src: the state to compare names 2 collections, 1 processor, 16 leases" "2 1 16" \
+    "$(grep -c '^collection ' "$scratch/src.state") $(grep -c '^processor ' "$scratch/src.state") $(grep -c '^lease ' "$scratch/src.state")"
+check "src: the log holds the 91 changes written" 91 "$(q src "SELECT count(*) FROM changefeed.log")"
 
 # restore NAME TEMPLATE: makes the database and restores the dump into it.
 restore() {
@@ -135,6 +166,10 @@ restore() {
         fail "$db: pg_restore exits 0 without errors (exit $rc)" \
             "$(grep -iE -A3 '^pg_restore: error' "$scratch/$db.restore.log" | grep -v '^--$' | head -n 40)"
     fi
+    check "$db: collections, processors and checkpoints come back as dumped" "$(cat "$scratch/src.state")" \
+        "$(state "$db")"
+    check "$db: the log, ticks, horizons, instances and applied ids start empty (not dumped)" "0 0 0 0 0" \
+        "$(left_behind "$db")"
 }
 
 # checks DB CHECKPOINT_OUTCOME: what a user of the restored database relies on.

@@ -2,13 +2,16 @@
 # Runs every test of changefeed on throwaway local clusters:
 #   0. an incremental build after touching a header rebuilds its dependants,
 #      the SQLSTATE registry agrees with the sources and the README, every
-#      runbook named exists, and the
-#      position codec cannot include PostgreSQL's headers,
+#      runbook named exists, the
+#      position codec cannot include PostgreSQL's headers, and released
+#      install scripts are unchanged with an upgrade path to this version,
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
 #      and logical replication into enabled tables (test/replication.sh),
-#   3. PostgreSQL's own regression suite with and without the extension, and a
-#      dump and restore round trip of a database using it,
+#   3. PostgreSQL's own regression suite with and without the extension, a
+#      dump and restore round trip of a database using it, and an upgrade from
+#      the last release (test/upgrade.sh; it builds the client's processor
+#      runner, which step 4 reuses),
 #   4. the client's GoogleTest suites (they start their own clusters), and the
 #      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/asan.sh),
 #   5. the torture test in its short mode, and the benchmark harness on tiny sizes.
@@ -70,6 +73,8 @@ echo "== every runbook the code names exists"
 stage "runbooks" bash test/runbooks.sh
 echo "== the position codec keeps PostgreSQL's headers out"
 stage "codec guard" bash test/codec_guard.sh
+echo "== released install scripts are frozen, each release upgrades to this version"
+stage "releases" bash test/releases.sh
 
 echo "== SQL tests, library preloaded"
 # The worker's periodic maintain() would race the retention test; the notifier
@@ -89,6 +94,8 @@ echo "== PostgreSQL's own regression suite, with and without the extension"
 stage "PostgreSQL's regression suite" bash test/core-regress.sh --port 55492
 echo "== dump and restore of a database using the extension"
 stage "dump and restore" bash test/dump_restore.sh --port 55494
+echo "== upgrade from the last release: same objects as a fresh install, consumers read on"
+stage "upgrade" bash test/upgrade.sh --port 55488 --build-dir build
 
 if [ -f CMakeLists.txt ]; then
     echo "== client library and its tests"
