@@ -15,7 +15,8 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_tem
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_snapshot_xip(lo) x WHERE x <= upto)
 $$;
 
--- Raises CF006 when retention dropped changes that a reader at `lo` has not read.
+-- Raises CF006 when retention dropped changes that a reader at `lo` has not
+-- read, or when capture was off (disable, then enable) after `lo`.
 CREATE FUNCTION changefeed.check_history(c changefeed.collection, lo pg_snapshot) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -23,6 +24,14 @@ DECLARE
 BEGIN
     SELECT * INTO h FROM changefeed.horizon WHERE collection_id = c.id;
     IF FOUND AND NOT changefeed.snapshot_covers(lo, h.dropped_txid) THEN
+        IF h.cause = 'disabled' THEN
+            RAISE EXCEPTION 'history lost for %: capture was disabled after this position', c.relid::regclass
+                USING ERRCODE = 'CF006',
+                      DETAIL = format('Capture of %s was off from %s until %s (transaction %s); writes of that time were not logged.',
+                                      c.relid::regclass, h.disabled_from, h.dropped_before, h.dropped_txid),
+                      HINT = 'The feed cannot resume from this position. Rebuild the consumer from the table '
+                             '(see docs/runbooks/history-lost.md), then continue from a new position.';
+        END IF;
         RAISE EXCEPTION 'history lost for %: retention dropped changes that this position had not read',
                         c.relid::regclass
             USING ERRCODE = 'CF006',
@@ -34,15 +43,20 @@ BEGIN
 END
 $$;
 
--- Moves a collection's horizon forward to cover transaction `upto`.
-CREATE FUNCTION changefeed.raise_horizon(collection_id int, upto xid8, written_before timestamptz)
+-- Moves a collection's horizon forward to cover transaction `upto`; the
+-- cause is that of the newest transaction covered.
+CREATE FUNCTION changefeed.raise_horizon(collection_id int, upto xid8, written_before timestamptz,
+                                         cause text DEFAULT 'retention', disabled_from timestamptz DEFAULT NULL)
 RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-    INSERT INTO changefeed.horizon AS h (collection_id, dropped_txid, dropped_before)
-    VALUES (collection_id, upto, written_before)
+    INSERT INTO changefeed.horizon AS h (collection_id, dropped_txid, dropped_before, cause, disabled_from)
+    VALUES (collection_id, upto, written_before, cause, disabled_from)
     ON CONFLICT (collection_id) DO UPDATE
        SET dropped_txid = greatest(h.dropped_txid, excluded.dropped_txid),
            dropped_before = greatest(h.dropped_before, excluded.dropped_before),
-           dropped_at = now()
+           dropped_at = now(),
+           cause = CASE WHEN excluded.dropped_txid >= h.dropped_txid THEN excluded.cause ELSE h.cause END,
+           disabled_from = CASE WHEN excluded.dropped_txid >= h.dropped_txid THEN excluded.disabled_from
+                                ELSE h.disabled_from END
 $$;
 
 -- Records what dropping the partition `part` loses, per collection.
@@ -219,7 +233,7 @@ DECLARE
     total bigint := 0;
 BEGIN
     PERFORM changefeed.require_finite(as_of, 'as_of');
-    FOR c IN SELECT * FROM changefeed.collection WHERE ttl_column IS NOT NULL ORDER BY id LOOP
+    FOR c IN SELECT * FROM changefeed.collection WHERE ttl_column IS NOT NULL AND disabled_at IS NULL ORDER BY id LOOP
         total := total + changefeed.expire_rows(c.id, as_of);
     END LOOP;
     RETURN total;
@@ -274,7 +288,8 @@ BEGIN
         RETURN;
     END;
 
-    FOR c IN SELECT id, relid FROM changefeed.collection WHERE ttl_column IS NOT NULL ORDER BY id LOOP
+    FOR c IN SELECT id, relid FROM changefeed.collection WHERE ttl_column IS NOT NULL AND disabled_at IS NULL
+              ORDER BY id LOOP
         step := format('expire %s', c.relid::regclass);
         BEGIN
             ttl_deleted := ttl_deleted + changefeed.expire_rows(c.id, as_of);

@@ -97,7 +97,7 @@ GRANT EXECUTE ON FUNCTION
     changefeed.preloaded(),
     changefeed.bound_tenants(),
     changefeed.enable(regclass, text[], int, interval, bool, text, text, bool),
-    changefeed.disable(regclass),
+    changefeed.disable(regclass, bool),
     changefeed.alter(regclass, interval, bool, text)
     TO changefeed_reader;
 GRANT SELECT ON changefeed.collections, changefeed.horizons TO changefeed_reader;
