@@ -236,6 +236,11 @@ BEGIN
         END IF;
     END IF;
 
+    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl;
+    IF FOUND AND existing.disabled_at IS NOT NULL THEN
+        -- The table, then the collection row, as disable() and alter() lock them.
+        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    END IF;
     SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl FOR UPDATE;
     IF FOUND AND existing.disabled_at IS NOT NULL THEN
         RETURN changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
@@ -249,7 +254,7 @@ BEGIN
         END IF;
         RAISE EXCEPTION 'table % is already enabled with other options', tbl
             USING ERRCODE = 'CF008',
-                  HINT = 'Change retention, previous images or the TTL column with changefeed.alter(); '
+                  HINT = 'Change retention, previous images, the TTL column or the ranges with changefeed.alter(); '
                          'for other options, disable it (its checkpoints are kept) and enable it again.';
     END IF;
 

@@ -1,4 +1,4 @@
--- changefeed: retention, history loss, TTL, changing options.
+-- changefeed: retention, history loss, TTL, changing options (the ranges: 55_ranges.sql).
 --
 -- Retention drops whole daily partitions of changefeed.log (DROP TABLE, never
 -- DELETE) once they are older than the longest retention of any collection.
@@ -344,18 +344,30 @@ BEGIN
 END
 $$;
 
--- Changes a collection's retention or previous images.  (The ranges and the
--- partition key are fixed: changing them would move documents between ranges
--- under running consumers.)
+-- Changes a collection's retention, previous images, TTL column or number
+-- of ranges, while it runs.  New ranges move the logged changes and the
+-- processors' checkpoints with them and fence running instances, under a
+-- lock that holds writers off until commit (55_ranges.sql).  (The key and the
+-- partition key go with disable() and enable(): the logged changes were
+-- placed in ranges by them.)
 CREATE FUNCTION changefeed.alter(tbl regclass, retention interval DEFAULT NULL,
-                                 keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL)
+                                 keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL,
+                                 ranges int DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
 BEGIN
     PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'alter the change feed of');
+    -- The table, then the collection row (as disable() locks them): a
+    -- concurrent disable() is seen here, not undone by the triggers below.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    PERFORM 1 FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
+    c := changefeed.collection_of(tbl);
     IF retention IS NOT NULL AND retention <= interval '0' THEN
         RAISE EXCEPTION 'retention must be a positive interval, not %', retention USING ERRCODE = 'CF003';
+    END IF;
+    IF ranges IS NOT NULL AND (ranges < 1 OR ranges > 4096) THEN
+        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', ranges USING ERRCODE = 'CF003';
     END IF;
     IF ttl_column IS NOT NULL THEN
         PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
@@ -364,6 +376,9 @@ BEGIN
             RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date', ttl_column
                 USING ERRCODE = 'CF003';
         END IF;
+    END IF;
+    IF ranges IS NOT NULL AND ranges <> c.ranges THEN
+        c := changefeed.change_ranges(c, ranges);
     END IF;
     UPDATE changefeed.collection AS col
        SET retention = coalesce($2, col.retention),        -- retention

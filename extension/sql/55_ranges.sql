@@ -71,13 +71,15 @@ BEGIN
         RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(n::text, 'null')
             USING ERRCODE = 'CF003';
     END IF;
+    -- Writers wait from here to commit (and those in progress finish first):
+    -- no row is logged under either layout meanwhile.  The table first, then
+    -- the collection row, as disable() and enable() lock them.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', c.relid::regclass);
+    SELECT * INTO c FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
+    old := c.ranges;
     IF n = old THEN
         RETURN c;
     END IF;
-    -- Writers wait from here to commit (and those in progress finish first):
-    -- no row is logged under either layout meanwhile.
-    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', c.relid::regclass);
-    PERFORM 1 FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
     -- Leases in the order lease writers lock them.
     PERFORM 1 FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY x.processor, x.range_id FOR UPDATE;
 
