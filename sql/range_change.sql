@@ -168,6 +168,16 @@ RESET ROLE;
 SELECT range_id, backfill_done, backfill_after, backfill_rows, backfill_position = checkpoint AS log_from_start
   FROM changefeed.lease WHERE processor = 'bf' ORDER BY range_id;
 
+-- A checkpoint that is no position here (as after a restore) is carried
+-- over as it is, split or merged: its ranges report it, never read from now.
+UPDATE changefeed.lease SET checkpoint = 'not a position' WHERE processor = 'bf' AND range_id = 1;
+SET ROLE regress_rc_owner;
+SELECT changefeed.alter('rc', ranges => 3);
+RESET ROLE;
+SELECT range_id, checkpoint = 'not a position' AS kept_bad FROM changefeed.lease WHERE processor = 'bf' ORDER BY range_id;
+SELECT try(format('SELECT * FROM changefeed.read(%L, %L)', 'rc',
+                  (SELECT checkpoint FROM changefeed.lease WHERE processor = 'bf' AND range_id = 0)));
+
 -- The same on a disabled collection: CF002 (enable() takes ranges then).
 SET ROLE regress_rc_owner;
 SELECT changefeed.disable('rc');

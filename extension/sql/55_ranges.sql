@@ -63,8 +63,10 @@ DECLARE
     g int;
     p text;
     l changefeed.lease;
-    feeders int[];
     top bigint;
+    checkpoints text[];
+    cp text;
+    classes changefeed.lease[];
     fresh changefeed.lease[];
 BEGIN
     IF n IS NULL OR n < 1 OR n > 4096 THEN
@@ -98,31 +100,46 @@ BEGIN
       FROM gone CROSS JOIN LATERAL generate_series(0, n - 1) r
      WHERE gone.range_id = r % old;
 
-    -- 2, 3. The leases, processor by processor.
+    -- 2, 3. The leases, processor by processor.  New range r is fed by the
+    -- old ranges of its class r mod g: what each class inherits is worked
+    -- out once.
     g := gcd(old, n);
     FOR p IN SELECT DISTINCT x.processor FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY 1 LOOP
         SELECT max(x.epoch) + 1 INTO top FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p;
-        fresh := '{}';
-        FOR r IN 0 .. n - 1 LOOP
-            feeders := ARRAY(SELECT q FROM generate_series(0, old - 1) q WHERE q % g = r % g);
-            IF cardinality(feeders) = 1 THEN
-                SELECT * INTO l FROM changefeed.lease x
-                 WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = feeders[1];
-            ELSE
-                -- A backfill still running in one of them runs again over the
-                -- new range, with the log from the oldest checkpoint after it.
-                SELECT * INTO l FROM changefeed.lease x
-                 WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = ANY (feeders)
-                 ORDER BY x.range_id LIMIT 1;
-                l.checkpoint := (SELECT changefeed.oldest_position(array_agg(x.checkpoint ORDER BY x.range_id))
-                                   FROM changefeed.lease x
-                                  WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = ANY (feeders));
-                l.backfill_done := (SELECT bool_and(x.backfill_done) FROM changefeed.lease x
-                                     WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = ANY (feeders));
+        classes := '{}';
+        FOR k IN 0 .. g - 1 LOOP
+            SELECT * INTO l FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = k;
+            IF old > g THEN
+                -- Several old ranges: the oldest of their checkpoints.  A
+                -- backfill still running in one of them runs again over the
+                -- new range, with the log from that checkpoint after it.
+                SELECT array_agg(x.checkpoint ORDER BY x.range_id), bool_and(x.backfill_done)
+                  INTO checkpoints, l.backfill_done
+                  FROM changefeed.lease x
+                 WHERE x.collection_id = c.id AND x.processor = p AND x.range_id % g = k;
+                BEGIN
+                    l.checkpoint := changefeed.oldest_position(checkpoints);
+                EXCEPTION WHEN SQLSTATE 'CF004' OR SQLSTATE 'CF005' THEN
+                    -- One is no position here (a restored database, a damaged
+                    -- checkpoint): it is kept, and the range reports history lost.
+                    FOREACH cp IN ARRAY checkpoints LOOP
+                        BEGIN
+                            PERFORM changefeed.position_decode(cp);
+                        EXCEPTION WHEN SQLSTATE 'CF004' OR SQLSTATE 'CF005' THEN
+                            l.checkpoint := cp;
+                            EXIT;
+                        END;
+                    END LOOP;
+                END;
                 l.backfill_after := NULL;
                 l.backfill_rows := 0;
                 l.backfill_position := CASE WHEN NOT l.backfill_done THEN l.checkpoint END;
             END IF;
+            classes := classes || l;
+        END LOOP;
+        fresh := '{}';
+        FOR r IN 0 .. n - 1 LOOP
+            l := classes[r % g + 1];
             CONTINUE WHEN l.collection_id IS NULL;   -- a lease set is complete; nothing to inherit otherwise
             l.range_id := r;
             l.owner := NULL;

@@ -212,6 +212,11 @@ BEGIN
         END IF;
     END IF;
 
+    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl;
+    IF FOUND AND existing.disabled_at IS NOT NULL THEN
+        -- The table, then the collection row, as disable() and alter() lock them.
+        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    END IF;
     SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl FOR UPDATE;
     IF FOUND AND existing.disabled_at IS NOT NULL THEN
         RETURN changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
@@ -225,7 +230,7 @@ BEGIN
         END IF;
         RAISE EXCEPTION 'table % is already enabled with other options', tbl
             USING ERRCODE = 'CF008',
-                  HINT = 'Change retention, previous images or the TTL column with changefeed.alter(); '
+                  HINT = 'Change retention, previous images, the TTL column or the ranges with changefeed.alter(); '
                          'for other options, disable it (its checkpoints are kept) and enable it again.';
     END IF;
 
@@ -496,21 +501,25 @@ DECLARE
     g int;
     p text;
     l changefeed.lease;
-    feeders int[];
     top bigint;
+    checkpoints text[];
+    cp text;
+    classes changefeed.lease[];
     fresh changefeed.lease[];
 BEGIN
     IF n IS NULL OR n < 1 OR n > 4096 THEN
         RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(n::text, 'null')
             USING ERRCODE = 'CF003';
     END IF;
+    -- Writers wait from here to commit (and those in progress finish first):
+    -- no row is logged under either layout meanwhile.  The table first, then
+    -- the collection row, as disable() and enable() lock them.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', c.relid::regclass);
+    SELECT * INTO c FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
+    old := c.ranges;
     IF n = old THEN
         RETURN c;
     END IF;
-    -- Writers wait from here to commit (and those in progress finish first):
-    -- no row is logged under either layout meanwhile.
-    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', c.relid::regclass);
-    PERFORM 1 FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
     -- Leases in the order lease writers lock them.
     PERFORM 1 FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY x.processor, x.range_id FOR UPDATE;
 
@@ -529,31 +538,46 @@ BEGIN
       FROM gone CROSS JOIN LATERAL generate_series(0, n - 1) r
      WHERE gone.range_id = r % old;
 
-    -- 2, 3. The leases, processor by processor.
+    -- 2, 3. The leases, processor by processor.  New range r is fed by the
+    -- old ranges of its class r mod g: what each class inherits is worked
+    -- out once.
     g := gcd(old, n);
     FOR p IN SELECT DISTINCT x.processor FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY 1 LOOP
         SELECT max(x.epoch) + 1 INTO top FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p;
-        fresh := '{}';
-        FOR r IN 0 .. n - 1 LOOP
-            feeders := ARRAY(SELECT q FROM generate_series(0, old - 1) q WHERE q % g = r % g);
-            IF cardinality(feeders) = 1 THEN
-                SELECT * INTO l FROM changefeed.lease x
-                 WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = feeders[1];
-            ELSE
-                -- A backfill still running in one of them runs again over the
-                -- new range, with the log from the oldest checkpoint after it.
-                SELECT * INTO l FROM changefeed.lease x
-                 WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = ANY (feeders)
-                 ORDER BY x.range_id LIMIT 1;
-                l.checkpoint := (SELECT changefeed.oldest_position(array_agg(x.checkpoint ORDER BY x.range_id))
-                                   FROM changefeed.lease x
-                                  WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = ANY (feeders));
-                l.backfill_done := (SELECT bool_and(x.backfill_done) FROM changefeed.lease x
-                                     WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = ANY (feeders));
+        classes := '{}';
+        FOR k IN 0 .. g - 1 LOOP
+            SELECT * INTO l FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = k;
+            IF old > g THEN
+                -- Several old ranges: the oldest of their checkpoints.  A
+                -- backfill still running in one of them runs again over the
+                -- new range, with the log from that checkpoint after it.
+                SELECT array_agg(x.checkpoint ORDER BY x.range_id), bool_and(x.backfill_done)
+                  INTO checkpoints, l.backfill_done
+                  FROM changefeed.lease x
+                 WHERE x.collection_id = c.id AND x.processor = p AND x.range_id % g = k;
+                BEGIN
+                    l.checkpoint := changefeed.oldest_position(checkpoints);
+                EXCEPTION WHEN SQLSTATE 'CF004' OR SQLSTATE 'CF005' THEN
+                    -- One is no position here (a restored database, a damaged
+                    -- checkpoint): it is kept, and the range reports history lost.
+                    FOREACH cp IN ARRAY checkpoints LOOP
+                        BEGIN
+                            PERFORM changefeed.position_decode(cp);
+                        EXCEPTION WHEN SQLSTATE 'CF004' OR SQLSTATE 'CF005' THEN
+                            l.checkpoint := cp;
+                            EXIT;
+                        END;
+                    END LOOP;
+                END;
                 l.backfill_after := NULL;
                 l.backfill_rows := 0;
                 l.backfill_position := CASE WHEN NOT l.backfill_done THEN l.checkpoint END;
             END IF;
+            classes := classes || l;
+        END LOOP;
+        fresh := '{}';
+        FOR r IN 0 .. n - 1 LOOP
+            l := classes[r % g + 1];
             CONTINUE WHEN l.collection_id IS NULL;   -- a lease set is complete; nothing to inherit otherwise
             l.range_id := r;
             l.owner := NULL;
@@ -604,239 +628,6 @@ END
 $$;
 CREATE FUNCTION changefeed.disable(tbl regclass, forget boolean DEFAULT false) RETURNS void
     LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'changefeed_call_definer';
-REVOKE ALL ON FUNCTION changefeed.raise_horizon(int, xid8, timestamptz, text, timestamptz),
-                       changefeed.resume(changefeed.collection, text[], text[], int, interval, bool, text, text, bool),
-                       changefeed.oldest_position(text[]),
-                       changefeed.change_ranges(changefeed.collection, int),
-                       changefeed._disable(regclass, bool),
-                       changefeed.disable(regclass, bool)
-       FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION changefeed.disable(regclass, bool) TO changefeed_reader;
-
-CREATE OR REPLACE VIEW changefeed.collections WITH (security_barrier) AS
-SELECT c.id,
-       c.relid::regclass AS table_name,
-       c.key_columns,
-       c.partition_key,
-       c.ranges,
-       c.retention,
-       c.keep_previous,
-       c.tenant_column,
-       c.ttl_column,
-       changefeed.channel_of(c.id) AS channel,
-       c.enabled_at,
-       c.replicated,
-       c.disabled_at IS NULL AS enabled,   -- false: disabled, its state kept
-       c.disabled_at
-  FROM changefeed.collection c
- WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
-CREATE OR REPLACE VIEW changefeed.horizons WITH (security_barrier) AS
-SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before, h.dropped_at,
-       h.cause, h.disabled_from
-  FROM changefeed.horizon h JOIN changefeed.collection c ON c.id = h.collection_id
- WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
-
--- Changing the ranges of a live collection: alter(tbl, ..., ranges => n).
-CREATE OR REPLACE FUNCTION changefeed.change_ranges(c changefeed.collection, n int) RETURNS changefeed.collection
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    old int := c.ranges;
-    g int;
-    p text;
-    l changefeed.lease;
-    feeders int[];
-    top bigint;
-    fresh changefeed.lease[];
-BEGIN
-    IF n IS NULL OR n < 1 OR n > 4096 THEN
-        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(n::text, 'null')
-            USING ERRCODE = 'CF003';
-    END IF;
-    -- Writers wait from here to commit (and those in progress finish first):
-    -- no row is logged under either layout meanwhile.  The table first, then
-    -- the collection row, as disable() and enable() lock them.
-    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', c.relid::regclass);
-    SELECT * INTO c FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
-    old := c.ranges;
-    IF n = old THEN
-        RETURN c;
-    END IF;
-    -- Leases in the order lease writers lock them.
-    PERFORM 1 FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY x.processor, x.range_id FOR UPDATE;
-
-    -- 1. The logged rows.
-    UPDATE changefeed.log x SET range_id = changefeed.range_of(x.partition_key, n)
-     WHERE x.collection_id = c.id AND x.partition_key IS NOT NULL
-       AND x.range_id <> changefeed.range_of(x.partition_key, n);
-    -- A TRUNCATE logged one clear per range, ranges 0 .. old-1 in seq order,
-    -- with no other row of the collection between them: new range r takes the
-    -- place (seq) of old range r mod old.
-    WITH gone AS (
-        DELETE FROM changefeed.log x WHERE x.collection_id = c.id AND x.op = 't'
-        RETURNING x.seq, x.txid, x.range_id, x.written_at)
-    INSERT INTO changefeed.log (seq, txid, collection_id, range_id, op, written_at)
-    SELECT gone.seq, gone.txid, c.id, r, 't', gone.written_at
-      FROM gone CROSS JOIN LATERAL generate_series(0, n - 1) r
-     WHERE gone.range_id = r % old;
-
-    -- 2, 3. The leases, processor by processor.
-    g := gcd(old, n);
-    FOR p IN SELECT DISTINCT x.processor FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY 1 LOOP
-        SELECT max(x.epoch) + 1 INTO top FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p;
-        fresh := '{}';
-        FOR r IN 0 .. n - 1 LOOP
-            feeders := ARRAY(SELECT q FROM generate_series(0, old - 1) q WHERE q % g = r % g);
-            IF cardinality(feeders) = 1 THEN
-                SELECT * INTO l FROM changefeed.lease x
-                 WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = feeders[1];
-            ELSE
-                -- A backfill still running in one of them runs again over the
-                -- new range, with the log from the oldest checkpoint after it.
-                SELECT * INTO l FROM changefeed.lease x
-                 WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = ANY (feeders)
-                 ORDER BY x.range_id LIMIT 1;
-                l.checkpoint := (SELECT changefeed.oldest_position(array_agg(x.checkpoint ORDER BY x.range_id))
-                                   FROM changefeed.lease x
-                                  WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = ANY (feeders));
-                l.backfill_done := (SELECT bool_and(x.backfill_done) FROM changefeed.lease x
-                                     WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = ANY (feeders));
-                l.backfill_after := NULL;
-                l.backfill_rows := 0;
-                l.backfill_position := CASE WHEN NOT l.backfill_done THEN l.checkpoint END;
-            END IF;
-            CONTINUE WHEN l.collection_id IS NULL;   -- a lease set is complete; nothing to inherit otherwise
-            l.range_id := r;
-            l.owner := NULL;
-            l.expires_at := NULL;
-            l.epoch := top;
-            l.updated_at := now();
-            fresh := fresh || l;
-        END LOOP;
-        DELETE FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p;
-        INSERT INTO changefeed.lease SELECT * FROM unnest(fresh);
-    END LOOP;
-
-    UPDATE changefeed.collection x SET ranges = n WHERE x.id = c.id RETURNING * INTO c;
-    RETURN c;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION changefeed._enable(
-    tbl regclass,
-    partition_key text[] DEFAULT NULL,
-    ranges int DEFAULT 16,
-    retention interval DEFAULT '7 days',
-    keep_previous bool DEFAULT true,
-    tenant_column text DEFAULT NULL,
-    ttl_column text DEFAULT NULL,
-    replicated bool DEFAULT false)
-RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    kind "char";
-    keys text[];
-    existing changefeed.collection;
-    c changefeed.collection;
-    ttl_type regtype;
-    holes text[];
-BEGIN
-    IF tbl IS NULL THEN
-        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF003';
-    END IF;
-    SELECT relkind INTO kind FROM pg_class WHERE oid = tbl;
-    IF kind NOT IN ('r', 'p') THEN
-        RAISE EXCEPTION '% is not a table', tbl
-            USING ERRCODE = 'wrong_object_type',
-                  DETAIL = 'Only ordinary and partitioned tables can be enabled.';
-    END IF;
-    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'enable the change feed of');
-    -- Shapes whose writes could escape capture (the guard keeps them out later).
-    holes := changefeed.shape_problems(tbl);
-    IF cardinality(holes) > 0 THEN
-        RAISE EXCEPTION 'table % cannot be enabled: writes could escape capture', tbl
-            USING ERRCODE = 'CF013',
-                  DETAIL = array_to_string(holes, '; ') || '.',
-                  HINT = 'Enable the partitioned root of a partition tree; detach inheritance children '
-                         '(ALTER TABLE ... NO INHERIT) first.';
-    END IF;
-    SELECT array_agg(a.attname::text ORDER BY k.ord) INTO keys
-      FROM pg_index i
-      CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
-      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-     WHERE i.indrelid = tbl AND i.indisprimary;
-    IF keys IS NULL THEN
-        RAISE EXCEPTION 'table % has no primary key', tbl
-            USING ERRCODE = 'CF001',
-                  DETAIL = 'changefeed identifies documents by their primary key.',
-                  HINT = 'Add a primary key, then enable the table.';
-    END IF;
-    IF ranges IS NULL OR ranges < 1 OR ranges > 4096 THEN
-        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(ranges::text, 'null')
-            USING ERRCODE = 'CF003';
-    END IF;
-    IF retention IS NULL OR retention <= interval '0' THEN
-        RAISE EXCEPTION 'retention must be a positive interval, not %', coalesce(retention::text, 'null')
-            USING ERRCODE = 'CF003';
-    END IF;
-    IF keep_previous IS NULL THEN
-        RAISE EXCEPTION 'keep_previous must not be null' USING ERRCODE = 'CF003';
-    END IF;
-    IF replicated IS NULL THEN
-        RAISE EXCEPTION 'replicated must not be null' USING ERRCODE = 'CF003';
-    END IF;
-    IF partition_key IS NULL THEN
-        partition_key := keys;
-    ELSIF cardinality(partition_key) = 0 THEN
-        RAISE EXCEPTION 'partition_key must name at least one column' USING ERRCODE = 'CF003';
-    END IF;
-    PERFORM changefeed.attnums_of(tbl, partition_key, 'partition key');
-    IF tenant_column IS NOT NULL THEN
-        PERFORM changefeed.attnums_of(tbl, ARRAY[tenant_column], 'tenant');
-    END IF;
-    IF ttl_column IS NOT NULL THEN
-        PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
-        SELECT atttypid::regtype INTO ttl_type FROM pg_attribute
-         WHERE attrelid = tbl AND attname = ttl_column;
-        IF ttl_type NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype) THEN
-            RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date, not %', ttl_column, ttl_type
-                USING ERRCODE = 'CF003';
-        END IF;
-    END IF;
-
-    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl;
-    IF FOUND AND existing.disabled_at IS NOT NULL THEN
-        -- The table, then the collection row, as disable() and alter() lock them.
-        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
-    END IF;
-    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl FOR UPDATE;
-    IF FOUND AND existing.disabled_at IS NOT NULL THEN
-        RETURN changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
-                                 tenant_column, ttl_column, replicated);
-    ELSIF FOUND THEN
-        IF (existing.partition_key, existing.ranges, existing.retention, existing.keep_previous,
-            existing.tenant_column, existing.ttl_column, existing.replicated)
-           IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
-                                 replicated) THEN
-            RETURN existing.id;
-        END IF;
-        RAISE EXCEPTION 'table % is already enabled with other options', tbl
-            USING ERRCODE = 'CF008',
-                  HINT = 'Change retention, previous images, the TTL column or the ranges with changefeed.alter(); '
-                         'for other options, disable it (its checkpoints are kept) and enable it again.';
-    END IF;
-
-    INSERT INTO changefeed.collection AS col
-           (relid, key_columns, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
-            replicated)
-    VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated)
-    RETURNING * INTO c;
-    PERFORM changefeed.install_triggers(c);
-    -- Partitions are made here rather than in the install script, so that
-    -- retention may drop them (extension members cannot be dropped alone).
-    PERFORM changefeed.create_partitions(7);
-    PERFORM changefeed.ensure_notifier();
-    RETURN c.id;
-END
-$$;
 
 DROP FUNCTION changefeed.alter(regclass, interval, bool, text);
 DROP FUNCTION changefeed._alter(regclass, interval, bool, text);
@@ -883,7 +674,39 @@ CREATE FUNCTION changefeed.alter(tbl regclass, retention interval DEFAULT NULL::
                                  keep_previous boolean DEFAULT NULL::boolean, ttl_column text DEFAULT NULL::text,
                                  ranges integer DEFAULT NULL::integer) RETURNS void
     LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'changefeed_call_definer';
-REVOKE ALL ON FUNCTION changefeed._alter(regclass, interval, bool, text, int),
+
+REVOKE ALL ON FUNCTION changefeed.raise_horizon(int, xid8, timestamptz, text, timestamptz),
+                       changefeed.resume(changefeed.collection, text[], text[], int, interval, bool, text, text, bool),
+                       changefeed.oldest_position(text[]),
+                       changefeed.change_ranges(changefeed.collection, int),
+                       changefeed._disable(regclass, bool),
+                       changefeed.disable(regclass, bool),
+                       changefeed._alter(regclass, interval, bool, text, int),
                        changefeed.alter(regclass, interval, bool, text, int)
        FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION changefeed.alter(regclass, interval, bool, text, int) TO changefeed_reader;
+GRANT EXECUTE ON FUNCTION changefeed.disable(regclass, bool),
+                          changefeed.alter(regclass, interval, bool, text, int)
+       TO changefeed_reader;
+
+CREATE OR REPLACE VIEW changefeed.collections WITH (security_barrier) AS
+SELECT c.id,
+       c.relid::regclass AS table_name,
+       c.key_columns,
+       c.partition_key,
+       c.ranges,
+       c.retention,
+       c.keep_previous,
+       c.tenant_column,
+       c.ttl_column,
+       changefeed.channel_of(c.id) AS channel,
+       c.enabled_at,
+       c.replicated,
+       c.disabled_at IS NULL AS enabled,   -- false: disabled, its state kept
+       c.disabled_at
+  FROM changefeed.collection c
+ WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
+CREATE OR REPLACE VIEW changefeed.horizons WITH (security_barrier) AS
+SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before, h.dropped_at,
+       h.cause, h.disabled_from
+  FROM changefeed.horizon h JOIN changefeed.collection c ON c.id = h.collection_id
+ WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
