@@ -137,6 +137,26 @@ SELECT dropped_txid = :'horizon_before' AS horizon_unchanged FROM changefeed.hor
 SET ROLE regress_keep_proc;
 SELECT operation, doc_id FROM changefeed.read('kept', :'pos_after') ORDER BY seq;
 RESET ROLE;
+-- A write of that transaction itself between the two, or a TRUNCATE, was not
+-- captured: a gap.
+SELECT changefeed.current_position() AS pos_own \gset
+SET ROLE regress_keep_owner;
+BEGIN;
+SELECT changefeed.disable('kept');
+RESET ROLE;
+INSERT INTO kept VALUES (202, 1);
+SET ROLE regress_keep_owner;
+SELECT changefeed.enable('kept', ranges => 8, retention => '5 days') IS NOT NULL;
+COMMIT;
+RESET ROLE;
+SELECT try(format('SELECT * FROM changefeed.read(%L, %L)', 'kept', :'pos_own'));
+SELECT changefeed.current_position() AS pos_own \gset
+BEGIN;
+SELECT changefeed.disable('kept');
+TRUNCATE kept;
+SELECT changefeed.enable('kept', ranges => 8, retention => '5 days') IS NOT NULL;
+COMMIT;
+SELECT try(format('SELECT * FROM changefeed.read(%L, %L)', 'kept', :'pos_own'));
 -- A new partition key in that same transaction is a gap all the same: the
 -- logged changes were placed by the old one.
 SELECT changefeed.current_position() AS pos_mid \gset

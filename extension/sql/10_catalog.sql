@@ -31,10 +31,12 @@ CREATE TABLE changefeed.collection (
     -- verify() compare against it.
     column_types    jsonb NOT NULL DEFAULT '{}',
     -- Set while capture is off and the state kept (disable(tbl)); the
-    -- disabling transaction, so that an enable() in that same transaction,
-    -- which no writer could get between, is not a gap.
+    -- disabling transaction and what it had written to the table then
+    -- (write_marks()), so that an enable() in that same transaction, which no
+    -- other writer could get between, is no gap unless it wrote meanwhile.
     disabled_at     timestamptz,
-    disabled_txid   xid8
+    disabled_txid   xid8,
+    disabled_marks  jsonb
 );
 
 -- Per collection, the newest transaction whose changes retention dropped.

@@ -151,8 +151,8 @@ $$;
 -- options given now.  Writes made while capture was off were not logged, so
 -- positions from before this enable() report history lost (CF006, the
 -- horizon's cause 'disabled'), unless it runs in the disabling transaction,
--- which held writers off from the disable on (the lock of disable() lasts
--- until commit).  A new key or partition key counts as a gap too: the logged
+-- which held other writers off from the disable on (the lock of disable()
+-- lasts until commit) and did not write to the table itself meanwhile.  A new key or partition key counts as a gap too: the logged
 -- changes were placed in ranges by the old one.  New ranges move the logged
 -- changes and checkpoints as alter() does (55_ranges.sql).
 CREATE FUNCTION changefeed.enable(
@@ -272,6 +272,21 @@ BEGIN
 END
 $$;
 
+-- What the current transaction has written to `tbl` and its partitions so
+-- far: rows inserted, updated and deleted (the statistics counters of this
+-- transaction, subtransactions rolled back included) and the tables' files
+-- (a TRUNCATE or a rewrite gives a new one).  NULL when the counters are off.
+CREATE FUNCTION changefeed.write_marks(tbl regclass) RETURNS jsonb
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN current_setting('track_counts')::bool THEN
+        jsonb_build_object(
+            'rows', sum(pg_stat_get_xact_tuples_inserted(t.relid) + pg_stat_get_xact_tuples_updated(t.relid)
+                        + pg_stat_get_xact_tuples_deleted(t.relid)),
+            'files', jsonb_agg(pg_relation_filenode(t.relid) ORDER BY t.relid))
+        END
+      FROM (SELECT relid FROM pg_partition_tree(tbl) UNION SELECT tbl) t
+$$;
+
 -- Resumes capture of `existing`, a collection disabled with its state kept,
 -- with the options given (validated by enable()).  Returns its id.
 CREATE FUNCTION changefeed.resume(existing changefeed.collection, keys text[], partition_key text[], ranges int,
@@ -280,11 +295,14 @@ CREATE FUNCTION changefeed.resume(existing changefeed.collection, keys text[], p
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
-    -- No writer could write uncaptured between a disable() and an enable()
-    -- of one transaction; after a restore, now() tells the row's old
-    -- transaction id from this one's.
+    -- No other writer could write uncaptured between a disable() and an
+    -- enable() of one transaction, and this one did not if its marks did not
+    -- move; after a restore, now() tells the row's old transaction id from
+    -- this one's.
     same_xact bool := existing.disabled_txid IS NOT DISTINCT FROM pg_current_xact_id()
-                      AND existing.disabled_at = now();
+                      AND existing.disabled_at = now()
+                      AND existing.disabled_marks IS NOT DISTINCT FROM changefeed.write_marks(existing.relid)
+                      AND existing.disabled_marks IS NOT NULL;
 BEGIN
     IF NOT same_xact OR existing.key_columns IS DISTINCT FROM keys
        OR existing.partition_key IS DISTINCT FROM partition_key THEN
@@ -294,7 +312,7 @@ BEGIN
        SET key_columns = keys, partition_key = resume.partition_key, retention = resume.retention,
            keep_previous = resume.keep_previous, tenant_column = resume.tenant_column,
            ttl_column = resume.ttl_column, replicated = resume.replicated,
-           enabled_at = now(), disabled_at = NULL, disabled_txid = NULL
+           enabled_at = now(), disabled_at = NULL, disabled_txid = NULL, disabled_marks = NULL
      WHERE col.id = existing.id
     RETURNING * INTO c;
     IF c.ranges <> ranges THEN
@@ -337,7 +355,9 @@ BEGIN
         DELETE FROM changefeed.collection WHERE id = c.id;
     ELSIF c.disabled_at IS NULL THEN
         PERFORM changefeed.drop_triggers(tbl);
-        UPDATE changefeed.collection SET disabled_at = now(), disabled_txid = pg_current_xact_id() WHERE id = c.id;
+        UPDATE changefeed.collection
+           SET disabled_at = now(), disabled_txid = pg_current_xact_id(), disabled_marks = changefeed.write_marks(tbl)
+         WHERE id = c.id;
         UPDATE changefeed.lease SET owner = NULL, expires_at = NULL, epoch = epoch + 1, updated_at = now()
          WHERE collection_id = c.id;
     END IF;

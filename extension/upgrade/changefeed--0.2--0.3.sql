@@ -9,11 +9,23 @@
 -- enable() resumes it; a gap in capture is recorded in the horizon (cause
 -- 'disabled') and reported as history lost.  The ranges of a live collection
 -- change with alter(..., ranges => n) (55_ranges.sql).
-ALTER TABLE changefeed.collection ADD COLUMN disabled_at timestamptz, ADD COLUMN disabled_txid xid8;
+ALTER TABLE changefeed.collection ADD COLUMN disabled_at timestamptz, ADD COLUMN disabled_txid xid8,
+                                   ADD COLUMN disabled_marks jsonb;
 ALTER TABLE changefeed.horizon ADD COLUMN cause text NOT NULL DEFAULT 'retention',
                                ADD COLUMN disabled_from timestamptz;
 
 DROP FUNCTION changefeed.raise_horizon(int, xid8, timestamptz);
+CREATE FUNCTION changefeed.write_marks(tbl regclass) RETURNS jsonb
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN current_setting('track_counts')::bool THEN
+        jsonb_build_object(
+            'rows', sum(pg_stat_get_xact_tuples_inserted(t.relid) + pg_stat_get_xact_tuples_updated(t.relid)
+                        + pg_stat_get_xact_tuples_deleted(t.relid)),
+            'files', jsonb_agg(pg_relation_filenode(t.relid) ORDER BY t.relid))
+        END
+      FROM (SELECT relid FROM pg_partition_tree(tbl) UNION SELECT tbl) t
+$$;
+
 CREATE FUNCTION changefeed.raise_horizon(collection_id int, upto xid8, written_before timestamptz,
                                          cause text DEFAULT 'retention', disabled_from timestamptz DEFAULT NULL)
 RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
@@ -254,11 +266,14 @@ CREATE FUNCTION changefeed.resume(existing changefeed.collection, keys text[], p
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
-    -- No writer could write uncaptured between a disable() and an enable()
-    -- of one transaction; after a restore, now() tells the row's old
-    -- transaction id from this one's.
+    -- No other writer could write uncaptured between a disable() and an
+    -- enable() of one transaction, and this one did not if its marks did not
+    -- move; after a restore, now() tells the row's old transaction id from
+    -- this one's.
     same_xact bool := existing.disabled_txid IS NOT DISTINCT FROM pg_current_xact_id()
-                      AND existing.disabled_at = now();
+                      AND existing.disabled_at = now()
+                      AND existing.disabled_marks IS NOT DISTINCT FROM changefeed.write_marks(existing.relid)
+                      AND existing.disabled_marks IS NOT NULL;
 BEGIN
     IF NOT same_xact OR existing.key_columns IS DISTINCT FROM keys
        OR existing.partition_key IS DISTINCT FROM partition_key THEN
@@ -268,7 +283,7 @@ BEGIN
        SET key_columns = keys, partition_key = resume.partition_key, retention = resume.retention,
            keep_previous = resume.keep_previous, tenant_column = resume.tenant_column,
            ttl_column = resume.ttl_column, replicated = resume.replicated,
-           enabled_at = now(), disabled_at = NULL, disabled_txid = NULL
+           enabled_at = now(), disabled_at = NULL, disabled_txid = NULL, disabled_marks = NULL
      WHERE col.id = existing.id
     RETURNING * INTO c;
     IF c.ranges <> ranges THEN
@@ -620,7 +635,9 @@ BEGIN
         DELETE FROM changefeed.collection WHERE id = c.id;
     ELSIF c.disabled_at IS NULL THEN
         PERFORM changefeed.drop_triggers(tbl);
-        UPDATE changefeed.collection SET disabled_at = now(), disabled_txid = pg_current_xact_id() WHERE id = c.id;
+        UPDATE changefeed.collection
+           SET disabled_at = now(), disabled_txid = pg_current_xact_id(), disabled_marks = changefeed.write_marks(tbl)
+         WHERE id = c.id;
         UPDATE changefeed.lease SET owner = NULL, expires_at = NULL, epoch = epoch + 1, updated_at = now()
          WHERE collection_id = c.id;
     END IF;
@@ -676,6 +693,7 @@ CREATE FUNCTION changefeed.alter(tbl regclass, retention interval DEFAULT NULL::
     LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'changefeed_call_definer';
 
 REVOKE ALL ON FUNCTION changefeed.raise_horizon(int, xid8, timestamptz, text, timestamptz),
+                       changefeed.write_marks(regclass),
                        changefeed.resume(changefeed.collection, text[], text[], int, interval, bool, text, text, bool),
                        changefeed.oldest_position(text[]),
                        changefeed.change_ranges(changefeed.collection, int),
