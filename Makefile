@@ -30,11 +30,11 @@ DATA = $(wildcard extension/releases/changefeed--*.sql) $(wildcard extension/upg
 
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED=`.
-REGRESS_COMMON = setup enable capture read positions retention lag leases instances ranges start_positions maintenance privileges integrity dedup
+REGRESS_COMMON = setup enable capture read positions retention lag leases instances ranges start_positions maintenance privileges integrity dedup keep range_change
 REGRESS_PRELOADED = notifier ticks workers
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed
-ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence instance_names start_at read_ranges_late_commit open_xact_late_commit
+ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence instance_names start_at read_ranges_late_commit open_xact_late_commit range_change_race disable_keep_race
 ISOLATION_OPTS = --inputdir=. --load-extension=changefeed
 
 PG_CXXFLAGS = -std=c++17 -Wno-register -MMD -MP

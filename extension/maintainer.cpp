@@ -152,7 +152,7 @@ void run_round(void) {
 
     StepQuery ttl = {};
     ttl.sql = "SELECT id::pg_catalog.int8, relid::pg_catalog.regclass::pg_catalog.text FROM changefeed.collection"
-              " WHERE ttl_column IS NOT NULL ORDER BY id";
+              " WHERE ttl_column IS NOT NULL AND disabled_at IS NULL ORDER BY id";
     ttl.collect = true;
     (void)run_step("list TTL collections", &ttl);
     for (int i = 0; i < ttl.nrows; i++) {

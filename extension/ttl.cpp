@@ -86,7 +86,8 @@ extern "C" Datum changefeed_expire_rows(PG_FUNCTION_ARGS) {
     Oid argtypes[1] = {INT4OID};
     Datum args[1] = {Int32GetDatum(collection_id)};
     int rc = SPI_execute_with_args(
-        "SELECT relid, ttl_column FROM changefeed.collection WHERE id OPERATOR(pg_catalog.=) $1", 1, argtypes,
+        "SELECT relid, ttl_column FROM changefeed.collection WHERE id OPERATOR(pg_catalog.=) $1"
+        " AND disabled_at IS NULL", 1, argtypes,
         args, NULL, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "changefeed: cannot read collection %d", collection_id);
     if (SPI_processed == 0)

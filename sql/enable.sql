@@ -47,7 +47,7 @@ SELECT id, table_name, key_columns, partition_key, ranges, retention, keep_previ
   FROM changefeed.collections ORDER BY id;
 SELECT tgname, tgrelid::regclass FROM pg_trigger WHERE tgname LIKE 'changefeed%' ORDER BY 2, 1;
 
--- Disable.
+-- Disable (the collection is kept, disabled; disabling again changes nothing).
 SELECT changefeed.disable('opts');
 SELECT try($$SELECT changefeed.disable('opts')$$);
 SELECT changefeed.disable('no_key');

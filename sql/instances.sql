@@ -58,7 +58,7 @@ SELECT changefeed.drop_processor('inst_items', 'billing');
 RESET ROLE;
 SELECT processor, instance FROM changefeed.instance ORDER BY 1, 2;
 
-SELECT changefeed.disable('inst_items');
+SELECT changefeed.disable('inst_items', forget => true);
 SELECT count(*) AS left_over FROM changefeed.instance;
 DROP TABLE inst_items;
 DROP OWNED BY regress_inst_owner, regress_inst_p1, regress_inst_p2;

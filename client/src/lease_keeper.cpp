@@ -69,6 +69,14 @@ void LeaseKeeper::forget(int range, std::int64_t epoch) {
     tell({}, {range});
 }
 
+void LeaseKeeper::refresh() {
+    {
+        std::lock_guard lock(mu_);
+        refresh_ = true;
+    }
+    cv_.notify_all();
+}
+
 std::vector<int> LeaseKeeper::owned_ranges() const {
     std::lock_guard lock(mu_);
     std::vector<int> out;
@@ -84,6 +92,8 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
         {
             std::lock_guard lock(mu_);
             if (stopping_) break;
+            if (refresh_) next_acquire = next_renew = Clock::now();
+            refresh_ = false;
         }
         try {
             ensure_connected(conn);
@@ -126,6 +136,9 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
                     stopping_ = true;
                     if (name_taken) name_lost_ = true;
                 }
+                // Halted: this instance holds no lease any more (they are
+                // released, where they still can be, when the processor stops).
+                publish({}, std::nullopt);
                 if (hooks_.halt) hooks_.halt();
                 break;
             }
@@ -136,7 +149,7 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
             continue;
         }
         std::unique_lock lock(mu_);
-        cv_.wait_until(lock, std::min(next_acquire, next_renew), [&] { return stopping_; });
+        cv_.wait_until(lock, std::min(next_acquire, next_renew), [&] { return stopping_ || refresh_; });
     }
     keep_until_released(conn);
     for (int attempt = 0; attempt < 3; ++attempt) {

@@ -58,6 +58,10 @@ public:
     LeaseView snapshot() const;
     // The worker found the lease of `range` lost at `epoch`: stop counting it.
     void forget(int range, std::int64_t epoch);
+    // The worker found the view stale (it read a range the collection no
+    // longer has: its ranges changed, and the leases with them): renew and
+    // acquire now instead of at the next interval.
+    void refresh();
     std::vector<int> owned_ranges() const;
 
 private:
@@ -83,6 +87,7 @@ private:
     bool stopping_ = false;
     bool released_ = false;
     bool name_lost_ = false;  // another instance holds our name: leave its leases alone
+    bool refresh_ = false;    // renew and acquire at once (refresh())
 
     std::jthread thread_;
 };

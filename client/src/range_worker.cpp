@@ -4,6 +4,7 @@
 #include "runbook.hpp"
 
 #include <algorithm>
+#include <string_view>
 
 namespace changefeed::detail {
 namespace {
@@ -20,10 +21,16 @@ bool unusable_checkpoint(const Error& e) {
 LostBecause lost_because(const Error& e) {
     if (e.code() == make_error_code(errc::foreign_position)) return LostBecause::other_database;
     if (e.code() == make_error_code(errc::malformed_position)) return LostBecause::invalid_position;
+    if (std::string_view(e.what()).find("capture was disabled") != std::string_view::npos)
+        return LostBecause::capture_disabled;
     return LostBecause::retention;
 }
 
-
+// A read of a range the collection no longer has (22023 from read_ranges()
+// or read()): its number of ranges changed under this instance.
+bool ranges_changed(const Error& e) {
+    return e.sqlstate() == "22023" && std::string_view(e.what()).find("range ids must be between") != std::string_view::npos;
+}
 
 }  // namespace
 
@@ -80,6 +87,14 @@ void RangeWorker::run() {
             }
         } catch (...) {
             Error e = to_error(std::current_exception());
+            if (ranges_changed(e)) {
+                // alter(ranges => n) moved the leases to new ranges: the lease
+                // thread takes them now; they are read from their checkpoints.
+                ranges_.clear();
+                leases_.refresh();
+                pause(opt_.retry_delay);
+                continue;
+            }
             if (const auto situation = processor_situation(e)) {
                 const RecoveryDecision d = events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
                 if (d.halts()) {

@@ -33,6 +33,10 @@ std::string history_lost_runbook(const std::string& table, const std::string& pr
             out += "What was lost: the checkpoint was taken in another database or cluster (this database was"
                    " restored from a dump or cloned); this database's log does not hold the changes after it.";
             break;
+        case LostBecause::capture_disabled:
+            out += "What was lost: capture of the table was disabled (changefeed.disable()) and enabled again after"
+                   " this range's checkpoint; writes made in between were never logged.";
+            break;
         case LostBecause::invalid_position:
             out += "What was lost: the checkpoint is not a valid position here (stored before an upgrade of"
                    " changefeed, or damaged); the feed cannot say which changes came after it.";

@@ -4,8 +4,11 @@
 -- The schema belongs to the extension, so pg_dump leaves it to CREATE EXTENSION.
 CREATE SCHEMA changefeed;
 
--- One row per enabled table.  Options are fixed at enable() time: changing the
--- number of ranges would move documents between ranges under running consumers.
+-- One row per enabled table, and per table disabled with its state kept
+-- (disable(tbl), see 20_enable.sql): such a collection keeps its id, channel,
+-- leases and logged changes, captures nothing, and fails reads with CF002
+-- until enable() resumes it.  The ranges change only through alter(), which
+-- moves the logged changes and the checkpoints with them (55_ranges.sql).
 -- The table is a regclass, so a dump names it and a restore finds it again;
 -- ids survive a restore with their sequence (the capture triggers carry them).
 CREATE SEQUENCE changefeed.collection_id_seq AS int;
@@ -26,7 +29,14 @@ CREATE TABLE changefeed.collection (
     -- Types of the columns capture depends on (key, partition key, tenant,
     -- TTL) when capture was installed: {"column": "type"}; the guard and
     -- verify() compare against it.
-    column_types    jsonb NOT NULL DEFAULT '{}'
+    column_types    jsonb NOT NULL DEFAULT '{}',
+    -- Set while capture is off and the state kept (disable(tbl)); the
+    -- disabling transaction and what it had written to the table then
+    -- (write_marks()), so that an enable() in that same transaction, which no
+    -- other writer could get between, is no gap unless it wrote meanwhile.
+    disabled_at     timestamptz,
+    disabled_txid   xid8,
+    disabled_marks  jsonb
 );
 
 -- Per collection, the newest transaction whose changes retention dropped.
@@ -38,7 +48,12 @@ CREATE TABLE changefeed.horizon (
     collection_id   int PRIMARY KEY,
     dropped_txid    xid8 NOT NULL,
     dropped_before  timestamptz NOT NULL,   -- the dropped rows were written before this
-    dropped_at      timestamptz NOT NULL DEFAULT now()
+    dropped_at      timestamptz NOT NULL DEFAULT now(),
+    -- Why the changes are missing: 'retention' dropped them, or 'disabled':
+    -- capture was off from disabled_from until dropped_before (the enable()
+    -- of transaction dropped_txid), so writes of that time were never logged.
+    cause           text NOT NULL DEFAULT 'retention',
+    disabled_from   timestamptz
 );
 
 -- Ticks: snapshots the notifier records as changes commit (every

@@ -36,7 +36,8 @@ CREATE FUNCTION changefeed.channel_of(collection_id int) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
     AS $$ SELECT 'changefeed_' || collection_id::text $$;
 
--- Looks up an enabled table, failing with CF002 when it is not enabled.
+-- Looks up an enabled table, failing with CF002 when it is not enabled or
+-- disabled with its state kept.
 CREATE FUNCTION changefeed.collection_of(tbl regclass) RETURNS changefeed.collection
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -50,6 +51,15 @@ BEGIN
         RAISE EXCEPTION 'table % is not enabled for changefeed', tbl
             USING ERRCODE = 'CF002',
                   HINT = format('Run SELECT changefeed.enable(%L);', tbl::text);
+    END IF;
+    IF c.disabled_at IS NOT NULL THEN
+        RAISE EXCEPTION 'table % is not enabled for changefeed: it is disabled, its state kept', tbl
+            USING ERRCODE = 'CF002',
+                  DETAIL = format('Disabled at %s. Collection %s keeps its channel, its processors'' checkpoints and '
+                                  'its logged changes; nothing is captured meanwhile.', c.disabled_at, c.id),
+                  HINT = format('Run SELECT changefeed.enable(%L); to capture again (positions from before it '
+                                'report history lost), or changefeed.disable(%L, forget => true) to drop the state.',
+                                tbl::text, tbl::text);
     END IF;
     RETURN c;
 END
@@ -136,6 +146,15 @@ $$;
 
 -- Enables capture on a table and returns its collection id.  Enabling an
 -- enabled table with the same options is a no-op; with other options, CF008.
+-- Enabling a table disabled with its state kept resumes its collection: the
+-- same id and channel, the processors' leases and checkpoints, with the
+-- options given now.  Writes made while capture was off were not logged, so
+-- positions from before this enable() report history lost (CF006, the
+-- horizon's cause 'disabled'), unless it runs in the disabling transaction,
+-- which held other writers off from the disable on (the lock of disable()
+-- lasts until commit) and did not write to the table itself meanwhile.  A new key or partition key counts as a gap too: the logged
+-- changes were placed in ranges by the old one.  New ranges move the logged
+-- changes and checkpoints as alter() does (55_ranges.sql).
 CREATE FUNCTION changefeed.enable(
     tbl regclass,
     partition_key text[] DEFAULT NULL,
@@ -217,8 +236,16 @@ BEGIN
         END IF;
     END IF;
 
+    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl;
+    IF FOUND AND existing.disabled_at IS NOT NULL THEN
+        -- The table, then the collection row, as disable() and alter() lock them.
+        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    END IF;
     SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl FOR UPDATE;
-    IF FOUND THEN
+    IF FOUND AND existing.disabled_at IS NOT NULL THEN
+        RETURN changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
+                                 tenant_column, ttl_column, replicated);
+    ELSIF FOUND THEN
         IF (existing.partition_key, existing.ranges, existing.retention, existing.keep_previous,
             existing.tenant_column, existing.ttl_column, existing.replicated)
            IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
@@ -227,7 +254,8 @@ BEGIN
         END IF;
         RAISE EXCEPTION 'table % is already enabled with other options', tbl
             USING ERRCODE = 'CF008',
-                  HINT = 'Disable it first; positions and leases of the old options do not carry over.';
+                  HINT = 'Change retention, previous images, the TTL column or the ranges with changefeed.alter(); '
+                         'for other options, disable it (its checkpoints are kept) and enable it again.';
     END IF;
 
     INSERT INTO changefeed.collection AS col
@@ -244,15 +272,95 @@ BEGIN
 END
 $$;
 
--- Removes capture from a table.  Its log rows stay until retention drops them.
-CREATE FUNCTION changefeed.disable(tbl regclass) RETURNS void
+-- What the current transaction has written to `tbl` and its partitions so
+-- far: rows inserted, updated and deleted (the statistics counters of this
+-- transaction, subtransactions rolled back included) and the tables' files
+-- (a TRUNCATE or a rewrite gives a new one).  NULL when the counters are off.
+CREATE FUNCTION changefeed.write_marks(tbl regclass) RETURNS jsonb
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN current_setting('track_counts')::bool THEN
+        jsonb_build_object(
+            'rows', sum(pg_stat_get_xact_tuples_inserted(t.relid) + pg_stat_get_xact_tuples_updated(t.relid)
+                        + pg_stat_get_xact_tuples_deleted(t.relid)),
+            'files', jsonb_agg(pg_relation_filenode(t.relid) ORDER BY t.relid))
+        END
+      FROM (SELECT relid FROM pg_partition_tree(tbl) UNION SELECT tbl) t
+$$;
+
+-- Resumes capture of `existing`, a collection disabled with its state kept,
+-- with the options given (validated by enable()).  Returns its id.
+CREATE FUNCTION changefeed.resume(existing changefeed.collection, keys text[], partition_key text[], ranges int,
+                                  retention interval, keep_previous bool, tenant_column text, ttl_column text,
+                                  replicated bool)
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection;
+    -- No other writer could write uncaptured between a disable() and an
+    -- enable() of one transaction, and this one did not if its marks did not
+    -- move; after a restore, now() tells the row's old transaction id from
+    -- this one's.
+    same_xact bool := existing.disabled_txid IS NOT DISTINCT FROM pg_current_xact_id()
+                      AND existing.disabled_at = now()
+                      AND existing.disabled_marks IS NOT DISTINCT FROM changefeed.write_marks(existing.relid)
+                      AND existing.disabled_marks IS NOT NULL;
+BEGIN
+    IF NOT same_xact OR existing.key_columns IS DISTINCT FROM keys
+       OR existing.partition_key IS DISTINCT FROM partition_key THEN
+        PERFORM changefeed.raise_horizon(existing.id, pg_current_xact_id(), now(), 'disabled', existing.disabled_at);
+    END IF;
+    UPDATE changefeed.collection AS col
+       SET key_columns = keys, partition_key = resume.partition_key, retention = resume.retention,
+           keep_previous = resume.keep_previous, tenant_column = resume.tenant_column,
+           ttl_column = resume.ttl_column, replicated = resume.replicated,
+           enabled_at = now(), disabled_at = NULL, disabled_txid = NULL, disabled_marks = NULL
+     WHERE col.id = existing.id
+    RETURNING * INTO c;
+    IF c.ranges <> ranges THEN
+        c := changefeed.change_ranges(c, ranges);
+    END IF;
+    PERFORM changefeed.install_triggers(c);
+    PERFORM changefeed.create_partitions(7);
+    PERFORM changefeed.ensure_notifier();
+    RETURN c.id;
+END
+$$;
+
+-- Removes capture from a table.  By default the collection stays, disabled:
+-- its id and channel, its processors (names, leases, checkpoints,
+-- deduplication records) and its logged changes are kept for enable() to
+-- resume; reads and lease calls fail with CF002 meanwhile, and the leases'
+-- epochs move on, so running instances are fenced.  `forget` drops all of it
+-- (the logged changes stay until retention drops them).  The table lock
+-- taken here keeps writers off until the transaction ends.
+CREATE FUNCTION changefeed.disable(tbl regclass, forget bool DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
+    c changefeed.collection;
 BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF002';
+    END IF;
+    IF forget IS NULL THEN
+        RAISE EXCEPTION 'forget must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    SELECT * INTO c FROM changefeed.collection WHERE relid = tbl;
+    IF NOT FOUND THEN
+        PERFORM changefeed.collection_of(tbl);   -- CF002
+    END IF;
     PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'disable the change feed of');
-    PERFORM changefeed.drop_triggers(tbl);
-    DELETE FROM changefeed.collection WHERE id = c.id;
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    SELECT * INTO c FROM changefeed.collection WHERE id = c.id FOR UPDATE;
+    IF forget THEN
+        PERFORM changefeed.drop_triggers(tbl);
+        DELETE FROM changefeed.collection WHERE id = c.id;
+    ELSIF c.disabled_at IS NULL THEN
+        PERFORM changefeed.drop_triggers(tbl);
+        UPDATE changefeed.collection
+           SET disabled_at = now(), disabled_txid = pg_current_xact_id(), disabled_marks = changefeed.write_marks(tbl)
+         WHERE id = c.id;
+        UPDATE changefeed.lease SET owner = NULL, expires_at = NULL, epoch = epoch + 1, updated_at = now()
+         WHERE collection_id = c.id;
+    END IF;
 END
 $$;
 
@@ -269,12 +377,14 @@ SELECT c.id,
        c.ttl_column,
        changefeed.channel_of(c.id) AS channel,
        c.enabled_at,
-       c.replicated
+       c.replicated,
+       c.disabled_at IS NULL AS enabled,   -- false: disabled, its state kept
+       c.disabled_at
   FROM changefeed.collection c
  WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 
--- Dropping an enabled table forgets its collection (and its leases); its log
--- rows stay until retention drops them.
+-- Dropping an enabled table, or one disabled with its state kept, forgets its
+-- collection (and its leases); its log rows stay until retention drops them.
 -- SECURITY DEFINER: it runs on every role's DROP.
 CREATE FUNCTION changefeed.forget_dropped() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

@@ -49,14 +49,16 @@ LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
                     WHERE tgfoid = 'changefeed.capture_row()'::pg_catalog.regprocedure)
 $$;
 
--- The enabled tables at or above `rel` in its inheritance/partition tree.
+-- The enabled tables at or above `rel` in its inheritance/partition tree
+-- (not those disabled with their state kept: they capture nothing).
 CREATE FUNCTION changefeed.enabled_above(rel oid) RETURNS SETOF changefeed.collection
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     WITH RECURSIVE up(oid) AS (
         SELECT rel
         UNION
         SELECT i.inhparent FROM pg_catalog.pg_inherits i JOIN up ON i.inhrelid = up.oid)
-    SELECT c.* FROM changefeed.collection c WHERE c.relid IN (SELECT oid FROM up) ORDER BY c.id
+    SELECT c.* FROM changefeed.collection c
+     WHERE c.relid IN (SELECT oid FROM up) AND c.disabled_at IS NULL ORDER BY c.id
 $$;
 
 -- The table and all its partitions (any depth).
@@ -191,7 +193,7 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
         UNION ALL
         SELECT 4, format('partition %s is enabled itself (collection %s)', c.relid::regclass, c.id)
           FROM changefeed.collection c
-         WHERE c.relid IN (SELECT changefeed.tree_of(tbl)) AND c.relid <> tbl
+         WHERE c.relid IN (SELECT changefeed.tree_of(tbl)) AND c.relid <> tbl AND c.disabled_at IS NULL
     ) problems(n, p)
 $$;
 
@@ -440,7 +442,7 @@ BEGIN
                 PERFORM changefeed.refuse_hole(tg_tag, c, ARRAY[format('trigger %s would be dropped', d.object_identity)]);
             END LOOP;
         ELSIF d.object_type IN ('table constraint', 'table column') AND rel IS NOT NULL THEN
-            FOR c IN SELECT * FROM changefeed.collection x WHERE x.relid = rel LOOP
+            FOR c IN SELECT * FROM changefeed.collection x WHERE x.relid = rel AND x.disabled_at IS NULL LOOP
                 problems := changefeed.capture_problems(c, complete => false);
                 IF NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = rel AND indisprimary) THEN
                     problems := problems || 'the primary key would be dropped'::text;
@@ -476,11 +478,13 @@ ALTER EVENT TRIGGER changefeed_guard_ddl ENABLE ALWAYS;
 ALTER EVENT TRIGGER changefeed_guard_drop ENABLE ALWAYS;
 ALTER EVENT TRIGGER changefeed_guard_detach ENABLE ALWAYS;
 
--- One row per enabled table: whether its capture is intact, and if not, why.
+-- One row per enabled table (not those disabled with their state kept):
+-- whether its capture is intact, and if not, why.
 CREATE FUNCTION changefeed.verify()
 RETURNS TABLE (table_name regclass, collection_id int, intact bool, problems text[])
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT c.relid::regclass, c.id, cardinality(p) = 0, p
       FROM changefeed.collection c, LATERAL changefeed.capture_problems(c, true) p
+     WHERE c.disabled_at IS NULL
      ORDER BY c.id
 $$;

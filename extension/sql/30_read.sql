@@ -51,7 +51,14 @@ BEGIN
             USING ERRCODE = 'CF003';
     END IF;
     SELECT * INTO h FROM changefeed.horizon WHERE collection_id = c.id;
-    IF FOUND AND at < h.dropped_before THEN
+    IF FOUND AND at < h.dropped_before AND h.cause = 'disabled' THEN
+        RAISE EXCEPTION 'history lost for %: capture was disabled after the start time', c.relid::regclass
+            USING ERRCODE = 'CF006',
+                  DETAIL = format('The start time is %s; capture of %s was off from %s until %s.',
+                                  at, c.relid::regclass, h.disabled_from, h.dropped_before),
+                  HINT = 'Start from a later time, or rebuild the consumer from the table '
+                         '(see docs/runbooks/history-lost.md).';
+    ELSIF FOUND AND at < h.dropped_before THEN
         RAISE EXCEPTION 'history lost for %: retention dropped changes written after the start time',
                         c.relid::regclass
             USING ERRCODE = 'CF006',

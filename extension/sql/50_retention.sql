@@ -1,4 +1,4 @@
--- changefeed: retention, history loss, TTL, changing options.
+-- changefeed: retention, history loss, TTL, changing options (the ranges: 55_ranges.sql).
 --
 -- Retention drops whole daily partitions of changefeed.log (DROP TABLE, never
 -- DELETE) once they are older than the longest retention of any collection.
@@ -15,7 +15,8 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_tem
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_snapshot_xip(lo) x WHERE x <= upto)
 $$;
 
--- Raises CF006 when retention dropped changes that a reader at `lo` has not read.
+-- Raises CF006 when retention dropped changes that a reader at `lo` has not
+-- read, or when capture was off (disable, then enable) after `lo`.
 CREATE FUNCTION changefeed.check_history(c changefeed.collection, lo pg_snapshot) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -23,6 +24,14 @@ DECLARE
 BEGIN
     SELECT * INTO h FROM changefeed.horizon WHERE collection_id = c.id;
     IF FOUND AND NOT changefeed.snapshot_covers(lo, h.dropped_txid) THEN
+        IF h.cause = 'disabled' THEN
+            RAISE EXCEPTION 'history lost for %: capture was disabled after this position', c.relid::regclass
+                USING ERRCODE = 'CF006',
+                      DETAIL = format('Capture of %s was off from %s until %s (transaction %s); writes of that time were not logged.',
+                                      c.relid::regclass, h.disabled_from, h.dropped_before, h.dropped_txid),
+                      HINT = 'The feed cannot resume from this position. Rebuild the consumer from the table '
+                             '(see docs/runbooks/history-lost.md), then continue from a new position.';
+        END IF;
         RAISE EXCEPTION 'history lost for %: retention dropped changes that this position had not read',
                         c.relid::regclass
             USING ERRCODE = 'CF006',
@@ -34,15 +43,20 @@ BEGIN
 END
 $$;
 
--- Moves a collection's horizon forward to cover transaction `upto`.
-CREATE FUNCTION changefeed.raise_horizon(collection_id int, upto xid8, written_before timestamptz)
+-- Moves a collection's horizon forward to cover transaction `upto`; the
+-- cause is that of the newest transaction covered.
+CREATE FUNCTION changefeed.raise_horizon(collection_id int, upto xid8, written_before timestamptz,
+                                         cause text DEFAULT 'retention', disabled_from timestamptz DEFAULT NULL)
 RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-    INSERT INTO changefeed.horizon AS h (collection_id, dropped_txid, dropped_before)
-    VALUES (collection_id, upto, written_before)
+    INSERT INTO changefeed.horizon AS h (collection_id, dropped_txid, dropped_before, cause, disabled_from)
+    VALUES (collection_id, upto, written_before, cause, disabled_from)
     ON CONFLICT (collection_id) DO UPDATE
        SET dropped_txid = greatest(h.dropped_txid, excluded.dropped_txid),
            dropped_before = greatest(h.dropped_before, excluded.dropped_before),
-           dropped_at = now()
+           dropped_at = now(),
+           cause = CASE WHEN excluded.dropped_txid >= h.dropped_txid THEN excluded.cause ELSE h.cause END,
+           disabled_from = CASE WHEN excluded.dropped_txid >= h.dropped_txid THEN excluded.disabled_from
+                                ELSE h.disabled_from END
 $$;
 
 -- Records what dropping the partition `part` loses, per collection.
@@ -219,7 +233,7 @@ DECLARE
     total bigint := 0;
 BEGIN
     PERFORM changefeed.require_finite(as_of, 'as_of');
-    FOR c IN SELECT * FROM changefeed.collection WHERE ttl_column IS NOT NULL ORDER BY id LOOP
+    FOR c IN SELECT * FROM changefeed.collection WHERE ttl_column IS NOT NULL AND disabled_at IS NULL ORDER BY id LOOP
         total := total + changefeed.expire_rows(c.id, as_of);
     END LOOP;
     RETURN total;
@@ -274,7 +288,8 @@ BEGIN
         RETURN;
     END;
 
-    FOR c IN SELECT id, relid FROM changefeed.collection WHERE ttl_column IS NOT NULL ORDER BY id LOOP
+    FOR c IN SELECT id, relid FROM changefeed.collection WHERE ttl_column IS NOT NULL AND disabled_at IS NULL
+              ORDER BY id LOOP
         step := format('expire %s', c.relid::regclass);
         BEGIN
             ttl_deleted := ttl_deleted + changefeed.expire_rows(c.id, as_of);
@@ -329,18 +344,30 @@ BEGIN
 END
 $$;
 
--- Changes a collection's retention or previous images.  (The ranges and the
--- partition key are fixed: changing them would move documents between ranges
--- under running consumers.)
+-- Changes a collection's retention, previous images, TTL column or number
+-- of ranges, while it runs.  New ranges move the logged changes and the
+-- processors' checkpoints with them and fence running instances, under a
+-- lock that holds writers off until commit (55_ranges.sql).  (The key and the
+-- partition key go with disable() and enable(): the logged changes were
+-- placed in ranges by them.)
 CREATE FUNCTION changefeed.alter(tbl regclass, retention interval DEFAULT NULL,
-                                 keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL)
+                                 keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL,
+                                 ranges int DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
 BEGIN
     PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'alter the change feed of');
+    -- The table, then the collection row (as disable() locks them): a
+    -- concurrent disable() is seen here, not undone by the triggers below.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    PERFORM 1 FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
+    c := changefeed.collection_of(tbl);
     IF retention IS NOT NULL AND retention <= interval '0' THEN
         RAISE EXCEPTION 'retention must be a positive interval, not %', retention USING ERRCODE = 'CF003';
+    END IF;
+    IF ranges IS NOT NULL AND (ranges < 1 OR ranges > 4096) THEN
+        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', ranges USING ERRCODE = 'CF003';
     END IF;
     IF ttl_column IS NOT NULL THEN
         PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
@@ -349,6 +376,9 @@ BEGIN
             RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date', ttl_column
                 USING ERRCODE = 'CF003';
         END IF;
+    END IF;
+    IF ranges IS NOT NULL AND ranges <> c.ranges THEN
+        c := changefeed.change_ranges(c, ranges);
     END IF;
     UPDATE changefeed.collection AS col
        SET retention = coalesce($2, col.retention),        -- retention

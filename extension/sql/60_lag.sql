@@ -56,8 +56,10 @@ BEGIN
 END
 $$;
 
--- What retention dropped, per collection whose table the querying role may SELECT.
+-- What retention dropped, or capture missed while disabled (cause), per
+-- collection whose table the querying role may SELECT.
 CREATE VIEW changefeed.horizons WITH (security_barrier) AS
-SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before, h.dropped_at
+SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before, h.dropped_at,
+       h.cause, h.disabled_from
   FROM changefeed.horizon h JOIN changefeed.collection c ON c.id = h.collection_id
  WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');

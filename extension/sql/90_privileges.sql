@@ -97,8 +97,8 @@ GRANT EXECUTE ON FUNCTION
     changefeed.preloaded(),
     changefeed.bound_tenants(),
     changefeed.enable(regclass, text[], int, interval, bool, text, text, bool),
-    changefeed.disable(regclass),
-    changefeed.alter(regclass, interval, bool, text)
+    changefeed.disable(regclass, bool),
+    changefeed.alter(regclass, interval, bool, text, int)
     TO changefeed_reader;
 GRANT SELECT ON changefeed.collections, changefeed.horizons TO changefeed_reader;
 

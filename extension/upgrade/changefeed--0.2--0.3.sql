@@ -4,6 +4,732 @@
 -- an upgraded database ends with the same objects as a fresh install
 -- (test/upgrade.sh compares the two).
 
+-- ---- disable() keeps, ranges change ----
+-- disable() keeps the collection (its id, channel, processors' leases and
+-- checkpoints, deduplication records, logged changes) unless forget => true;
+-- enable() resumes it; a gap in capture is recorded in the horizon (cause
+-- 'disabled') and reported as history lost.  The ranges of a live collection
+-- change with alter(..., ranges => n) (55_ranges.sql).
+ALTER TABLE changefeed.collection ADD COLUMN disabled_at timestamptz, ADD COLUMN disabled_txid xid8,
+                                   ADD COLUMN disabled_marks jsonb;
+ALTER TABLE changefeed.horizon ADD COLUMN cause text NOT NULL DEFAULT 'retention',
+                               ADD COLUMN disabled_from timestamptz;
+
+DROP FUNCTION changefeed.raise_horizon(int, xid8, timestamptz);
+CREATE FUNCTION changefeed.write_marks(tbl regclass) RETURNS jsonb
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN current_setting('track_counts')::bool THEN
+        jsonb_build_object(
+            'rows', sum(pg_stat_get_xact_tuples_inserted(t.relid) + pg_stat_get_xact_tuples_updated(t.relid)
+                        + pg_stat_get_xact_tuples_deleted(t.relid)),
+            'files', jsonb_agg(pg_relation_filenode(t.relid) ORDER BY t.relid))
+        END
+      FROM (SELECT relid FROM pg_partition_tree(tbl) UNION SELECT tbl) t
+$$;
+
+CREATE FUNCTION changefeed.raise_horizon(collection_id int, upto xid8, written_before timestamptz,
+                                         cause text DEFAULT 'retention', disabled_from timestamptz DEFAULT NULL)
+RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    INSERT INTO changefeed.horizon AS h (collection_id, dropped_txid, dropped_before, cause, disabled_from)
+    VALUES (collection_id, upto, written_before, cause, disabled_from)
+    ON CONFLICT (collection_id) DO UPDATE
+       SET dropped_txid = greatest(h.dropped_txid, excluded.dropped_txid),
+           dropped_before = greatest(h.dropped_before, excluded.dropped_before),
+           dropped_at = now(),
+           cause = CASE WHEN excluded.dropped_txid >= h.dropped_txid THEN excluded.cause ELSE h.cause END,
+           disabled_from = CASE WHEN excluded.dropped_txid >= h.dropped_txid THEN excluded.disabled_from
+                                ELSE h.disabled_from END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.check_history(c changefeed.collection, lo pg_snapshot) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    h changefeed.horizon;
+BEGIN
+    SELECT * INTO h FROM changefeed.horizon WHERE collection_id = c.id;
+    IF FOUND AND NOT changefeed.snapshot_covers(lo, h.dropped_txid) THEN
+        IF h.cause = 'disabled' THEN
+            RAISE EXCEPTION 'history lost for %: capture was disabled after this position', c.relid::regclass
+                USING ERRCODE = 'CF006',
+                      DETAIL = format('Capture of %s was off from %s until %s (transaction %s); writes of that time were not logged.',
+                                      c.relid::regclass, h.disabled_from, h.dropped_before, h.dropped_txid),
+                      HINT = 'The feed cannot resume from this position. Rebuild the consumer from the table '
+                             '(see docs/runbooks/history-lost.md), then continue from a new position.';
+        END IF;
+        RAISE EXCEPTION 'history lost for %: retention dropped changes that this position had not read',
+                        c.relid::regclass
+            USING ERRCODE = 'CF006',
+                  DETAIL = format('Changes up to transaction %s, written before %s, were dropped at %s; the retention of %s is %s.',
+                                  h.dropped_txid, h.dropped_before, h.dropped_at, c.relid::regclass, c.retention),
+                  HINT = 'The feed cannot resume from this position. Rebuild the consumer from the table '
+                         '(see docs/runbooks/history-lost.md), then continue from a new position.';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.position_since(c changefeed.collection, at timestamptz) RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    h changefeed.horizon;
+    s pg_snapshot;
+    m xid8;
+    t xid8;
+    lo_xmax xid8;
+    xips xid8[];
+BEGIN
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'start time must be a finite time, not %', coalesce(at::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    SELECT * INTO h FROM changefeed.horizon WHERE collection_id = c.id;
+    IF FOUND AND at < h.dropped_before AND h.cause = 'disabled' THEN
+        RAISE EXCEPTION 'history lost for %: capture was disabled after the start time', c.relid::regclass
+            USING ERRCODE = 'CF006',
+                  DETAIL = format('The start time is %s; capture of %s was off from %s until %s.',
+                                  at, c.relid::regclass, h.disabled_from, h.dropped_before),
+                  HINT = 'Start from a later time, or rebuild the consumer from the table '
+                         '(see docs/runbooks/history-lost.md).';
+    ELSIF FOUND AND at < h.dropped_before THEN
+        RAISE EXCEPTION 'history lost for %: retention dropped changes written after the start time',
+                        c.relid::regclass
+            USING ERRCODE = 'CF006',
+                  DETAIL = format('The start time is %s; changes written before %s were dropped at %s; the retention of %s is %s.',
+                                  at, h.dropped_before, h.dropped_at, c.relid::regclass, c.retention),
+                  HINT = 'Start from a later time, or rebuild the consumer from the table '
+                         '(see docs/runbooks/history-lost.md).';
+    END IF;
+    s := pg_current_snapshot();
+    -- One index descent per range, over the partitions since `at` only.
+    FOR r IN 0 .. c.ranges - 1 LOOP
+        SELECT l.txid INTO t FROM changefeed.log l
+         WHERE l.collection_id = c.id AND l.range_id = r AND l.written_at >= at
+         ORDER BY l.txid LIMIT 1;
+        IF FOUND AND (m IS NULL OR t < m) THEN m := t; END IF;
+    END LOOP;
+    IF m IS NULL THEN
+        RETURN changefeed.position_encode(s, NULL, 0);
+    END IF;
+    lo_xmax := least(pg_snapshot_xmax(s), m);
+    xips := ARRAY(SELECT x FROM pg_snapshot_xip(s) x WHERE x < lo_xmax ORDER BY x);
+    RETURN changefeed.position_encode(
+        format('%s:%s:%s', coalesce(xips[1], lo_xmax), lo_xmax, array_to_string(xips, ','))::pg_snapshot,
+        NULL, 0);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.collection_of(tbl regclass) RETURNS changefeed.collection
+LANGUAGE plpgsql SECURITY DEFINER STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF002';
+    END IF;
+    SELECT * INTO c FROM changefeed.collection WHERE relid = tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not enabled for changefeed', tbl
+            USING ERRCODE = 'CF002',
+                  HINT = format('Run SELECT changefeed.enable(%L);', tbl::text);
+    END IF;
+    IF c.disabled_at IS NOT NULL THEN
+        RAISE EXCEPTION 'table % is not enabled for changefeed: it is disabled, its state kept', tbl
+            USING ERRCODE = 'CF002',
+                  DETAIL = format('Disabled at %s. Collection %s keeps its channel, its processors'' checkpoints and '
+                                  'its logged changes; nothing is captured meanwhile.', c.disabled_at, c.id),
+                  HINT = format('Run SELECT changefeed.enable(%L); to capture again (positions from before it '
+                                'report history lost), or changefeed.disable(%L, forget => true) to drop the state.',
+                                tbl::text, tbl::text);
+    END IF;
+    RETURN c;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._enable(
+    tbl regclass,
+    partition_key text[] DEFAULT NULL,
+    ranges int DEFAULT 16,
+    retention interval DEFAULT '7 days',
+    keep_previous bool DEFAULT true,
+    tenant_column text DEFAULT NULL,
+    ttl_column text DEFAULT NULL,
+    replicated bool DEFAULT false)
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    kind "char";
+    keys text[];
+    existing changefeed.collection;
+    c changefeed.collection;
+    ttl_type regtype;
+    holes text[];
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    SELECT relkind INTO kind FROM pg_class WHERE oid = tbl;
+    IF kind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '% is not a table', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  DETAIL = 'Only ordinary and partitioned tables can be enabled.';
+    END IF;
+    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'enable the change feed of');
+    -- Shapes whose writes could escape capture (the guard keeps them out later).
+    holes := changefeed.shape_problems(tbl);
+    IF cardinality(holes) > 0 THEN
+        RAISE EXCEPTION 'table % cannot be enabled: writes could escape capture', tbl
+            USING ERRCODE = 'CF013',
+                  DETAIL = array_to_string(holes, '; ') || '.',
+                  HINT = 'Enable the partitioned root of a partition tree; detach inheritance children '
+                         '(ALTER TABLE ... NO INHERIT) first.';
+    END IF;
+    SELECT array_agg(a.attname::text ORDER BY k.ord) INTO keys
+      FROM pg_index i
+      CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+     WHERE i.indrelid = tbl AND i.indisprimary;
+    IF keys IS NULL THEN
+        RAISE EXCEPTION 'table % has no primary key', tbl
+            USING ERRCODE = 'CF001',
+                  DETAIL = 'changefeed identifies documents by their primary key.',
+                  HINT = 'Add a primary key, then enable the table.';
+    END IF;
+    IF ranges IS NULL OR ranges < 1 OR ranges > 4096 THEN
+        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(ranges::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    IF retention IS NULL OR retention <= interval '0' THEN
+        RAISE EXCEPTION 'retention must be a positive interval, not %', coalesce(retention::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    IF keep_previous IS NULL THEN
+        RAISE EXCEPTION 'keep_previous must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    IF replicated IS NULL THEN
+        RAISE EXCEPTION 'replicated must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    IF partition_key IS NULL THEN
+        partition_key := keys;
+    ELSIF cardinality(partition_key) = 0 THEN
+        RAISE EXCEPTION 'partition_key must name at least one column' USING ERRCODE = 'CF003';
+    END IF;
+    PERFORM changefeed.attnums_of(tbl, partition_key, 'partition key');
+    IF tenant_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[tenant_column], 'tenant');
+    END IF;
+    IF ttl_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
+        SELECT atttypid::regtype INTO ttl_type FROM pg_attribute
+         WHERE attrelid = tbl AND attname = ttl_column;
+        IF ttl_type NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype) THEN
+            RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date, not %', ttl_column, ttl_type
+                USING ERRCODE = 'CF003';
+        END IF;
+    END IF;
+
+    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl;
+    IF FOUND AND existing.disabled_at IS NOT NULL THEN
+        -- The table, then the collection row, as disable() and alter() lock them.
+        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    END IF;
+    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl FOR UPDATE;
+    IF FOUND AND existing.disabled_at IS NOT NULL THEN
+        RETURN changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
+                                 tenant_column, ttl_column, replicated);
+    ELSIF FOUND THEN
+        IF (existing.partition_key, existing.ranges, existing.retention, existing.keep_previous,
+            existing.tenant_column, existing.ttl_column, existing.replicated)
+           IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
+                                 replicated) THEN
+            RETURN existing.id;
+        END IF;
+        RAISE EXCEPTION 'table % is already enabled with other options', tbl
+            USING ERRCODE = 'CF008',
+                  HINT = 'Change retention, previous images, the TTL column or the ranges with changefeed.alter(); '
+                         'for other options, disable it (its checkpoints are kept) and enable it again.';
+    END IF;
+
+    INSERT INTO changefeed.collection AS col
+           (relid, key_columns, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
+            replicated)
+    VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated)
+    RETURNING * INTO c;
+    PERFORM changefeed.install_triggers(c);
+    -- Partitions are made here rather than in the install script, so that
+    -- retention may drop them (extension members cannot be dropped alone).
+    PERFORM changefeed.create_partitions(7);
+    PERFORM changefeed.ensure_notifier();
+    RETURN c.id;
+END
+$$;
+
+CREATE FUNCTION changefeed.resume(existing changefeed.collection, keys text[], partition_key text[], ranges int,
+                                  retention interval, keep_previous bool, tenant_column text, ttl_column text,
+                                  replicated bool)
+RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection;
+    -- No other writer could write uncaptured between a disable() and an
+    -- enable() of one transaction, and this one did not if its marks did not
+    -- move; after a restore, now() tells the row's old transaction id from
+    -- this one's.
+    same_xact bool := existing.disabled_txid IS NOT DISTINCT FROM pg_current_xact_id()
+                      AND existing.disabled_at = now()
+                      AND existing.disabled_marks IS NOT DISTINCT FROM changefeed.write_marks(existing.relid)
+                      AND existing.disabled_marks IS NOT NULL;
+BEGIN
+    IF NOT same_xact OR existing.key_columns IS DISTINCT FROM keys
+       OR existing.partition_key IS DISTINCT FROM partition_key THEN
+        PERFORM changefeed.raise_horizon(existing.id, pg_current_xact_id(), now(), 'disabled', existing.disabled_at);
+    END IF;
+    UPDATE changefeed.collection AS col
+       SET key_columns = keys, partition_key = resume.partition_key, retention = resume.retention,
+           keep_previous = resume.keep_previous, tenant_column = resume.tenant_column,
+           ttl_column = resume.ttl_column, replicated = resume.replicated,
+           enabled_at = now(), disabled_at = NULL, disabled_txid = NULL, disabled_marks = NULL
+     WHERE col.id = existing.id
+    RETURNING * INTO c;
+    IF c.ranges <> ranges THEN
+        c := changefeed.change_ranges(c, ranges);
+    END IF;
+    PERFORM changefeed.install_triggers(c);
+    PERFORM changefeed.create_partitions(7);
+    PERFORM changefeed.ensure_notifier();
+    RETURN c.id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.enabled_above(rel oid) RETURNS SETOF changefeed.collection
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE up(oid) AS (
+        SELECT rel
+        UNION
+        SELECT i.inhparent FROM pg_catalog.pg_inherits i JOIN up ON i.inhrelid = up.oid)
+    SELECT c.* FROM changefeed.collection c
+     WHERE c.relid IN (SELECT oid FROM up) AND c.disabled_at IS NULL ORDER BY c.id
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.shape_problems(tbl oid) RETURNS text[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(p ORDER BY n, p), '{}') FROM (
+        SELECT 1, format('%s is a partition of %s', i.inhrelid::regclass, i.inhparent::regclass)
+          FROM pg_inherits i JOIN pg_class r ON r.oid = i.inhrelid
+         WHERE i.inhrelid = tbl AND r.relispartition
+        UNION ALL
+        SELECT 2, format('%s inherits from %s', i.inhrelid::regclass, i.inhparent::regclass)
+          FROM pg_inherits i JOIN pg_class r ON r.oid = i.inhrelid
+         WHERE (i.inhrelid = tbl OR i.inhparent IN (SELECT changefeed.tree_of(tbl))) AND NOT r.relispartition
+        UNION ALL
+        SELECT 3, format('partition %s is a foreign table', r.oid::regclass)
+          FROM pg_class r WHERE r.oid IN (SELECT changefeed.tree_of(tbl)) AND r.relkind = 'f'
+        UNION ALL
+        SELECT 4, format('partition %s is enabled itself (collection %s)', c.relid::regclass, c.id)
+          FROM changefeed.collection c
+         WHERE c.relid IN (SELECT changefeed.tree_of(tbl)) AND c.relid <> tbl AND c.disabled_at IS NULL
+    ) problems(n, p)
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.guard_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    d record;
+    rel oid;
+    c changefeed.collection;
+    guard_id int;
+    problems text[];
+BEGIN
+    -- A dropped capture trigger or TRUNCATE guard may have been the last one.
+    IF changefeed.guard_suspended()
+       OR (NOT changefeed.any_capture_trigger()
+           AND NOT EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects()
+                            WHERE object_type = 'trigger' AND address_names[3] LIKE 'changefeed\_%')) THEN
+        RETURN;
+    END IF;
+    FOR d IN SELECT * FROM pg_event_trigger_dropped_objects()
+              WHERE NOT is_temporary AND object_type IN ('trigger', 'table constraint', 'table column')
+                AND cardinality(address_names) = 3 LOOP
+        -- The table still exists unless the command dropped it too.
+        rel := to_regclass(format('%I.%I', d.address_names[1], d.address_names[2]));
+        IF d.object_type = 'trigger' AND d.address_names[3] LIKE 'changefeed\_truncate\_guard\_%' THEN
+            guard_id := substr(d.address_names[3], length('changefeed_truncate_guard_') + 1)::int;
+            SELECT * INTO c FROM changefeed.collection x
+             WHERE x.id = guard_id AND EXISTS (SELECT 1 FROM pg_class r WHERE r.oid = x.relid);
+            IF FOUND THEN
+                PERFORM changefeed.refuse_hole(tg_tag, c, ARRAY[CASE WHEN rel IS NULL
+                    THEN format('partition %I.%I would be dropped', d.address_names[1], d.address_names[2])
+                    ELSE format('trigger %s would be dropped', d.object_identity) END]);
+            END IF;
+        ELSIF d.object_type = 'trigger' AND rel IS NOT NULL
+              AND d.address_names[3] IN ('changefeed_capture', 'changefeed_capture_truncate') THEN
+            FOR c IN SELECT * FROM changefeed.enabled_above(rel) LOOP
+                PERFORM changefeed.refuse_hole(tg_tag, c, ARRAY[format('trigger %s would be dropped', d.object_identity)]);
+            END LOOP;
+        ELSIF d.object_type IN ('table constraint', 'table column') AND rel IS NOT NULL THEN
+            FOR c IN SELECT * FROM changefeed.collection x WHERE x.relid = rel AND x.disabled_at IS NULL LOOP
+                problems := changefeed.capture_problems(c, complete => false);
+                IF NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = rel AND indisprimary) THEN
+                    problems := problems || 'the primary key would be dropped'::text;
+                END IF;
+                IF cardinality(problems) > 0 THEN
+                    PERFORM changefeed.refuse_hole(tg_tag, c, problems);
+                END IF;
+            END LOOP;
+        END IF;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._verify()
+RETURNS TABLE (table_name regclass, collection_id int, intact bool, problems text[])
+LANGUAGE sql SECURITY DEFINER STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT c.relid::regclass, c.id, cardinality(p) = 0, p
+      FROM changefeed.collection c, LATERAL changefeed.capture_problems(c, true) p
+     WHERE c.disabled_at IS NULL
+     ORDER BY c.id
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.expire(as_of timestamptz DEFAULT now()) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection;
+    total bigint := 0;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    FOR c IN SELECT * FROM changefeed.collection WHERE ttl_column IS NOT NULL AND disabled_at IS NULL ORDER BY id LOOP
+        total := total + changefeed.expire_rows(c.id, as_of);
+    END LOOP;
+    RETURN total;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._maintain(as_of timestamptz DEFAULT now(),
+    OUT partitions_created int, OUT partitions_dropped int, OUT ttl_deleted bigint,
+    OUT failed_steps text[])
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '1s'   -- replaced below; the clause keeps the change inside this call
+AS $$
+DECLARE
+    c record;
+    p record;
+    step text;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    -- Acting as if it were another time drops or expires early: admins only.
+    IF as_of <> now() THEN
+        PERFORM changefeed.require_admin(changefeed.caller(), 'run maintenance as of another time');
+    END IF;
+    partitions_created := 0; partitions_dropped := 0; ttl_deleted := 0; failed_steps := '{}';
+    PERFORM set_config('lock_timeout',
+                       coalesce(nullif(current_setting('changefeed.maintenance_lock_timeout', true), ''), '1s'),
+                       true);
+    -- One maintenance at a time.  A step of the maintenance worker is short:
+    -- wait for it; another maintain() still running after the lock timeout
+    -- does the same work, so this one returns without doing anything.
+    BEGIN
+        PERFORM pg_advisory_xact_lock(hashtext('changefeed.maintain'));
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN;
+    END;
+
+    FOR c IN SELECT id, relid FROM changefeed.collection WHERE ttl_column IS NOT NULL AND disabled_at IS NULL
+              ORDER BY id LOOP
+        step := format('expire %s', c.relid::regclass);
+        BEGIN
+            ttl_deleted := ttl_deleted + changefeed.expire_rows(c.id, as_of);
+        EXCEPTION WHEN OTHERS THEN
+            failed_steps := failed_steps || step;
+            PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+        END;
+    END LOOP;
+
+    FOR p IN SELECT * FROM changefeed.expired_partitions(as_of) LOOP
+        step := format('drop %s', p.part);
+        BEGIN
+            PERFORM changefeed.prune_partition(p.part, as_of);
+            partitions_dropped := partitions_dropped + 1;
+        EXCEPTION WHEN OTHERS THEN
+            failed_steps := failed_steps || step;
+            PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+        END;
+    END LOOP;
+
+    step := 'prune default partition';
+    BEGIN
+        PERFORM changefeed.prune_default(as_of);
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || step;
+        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+    END;
+
+    step := 'create partitions';
+    BEGIN
+        partitions_created := changefeed.create_partitions(7, as_of);
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || step;
+        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+    END;
+
+    step := 'prune ticks';
+    BEGIN
+        PERFORM changefeed.prune_ticks(as_of);
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || step;
+        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+    END;
+
+    step := 'prune applied';
+    BEGIN
+        PERFORM changefeed.prune_applied(as_of);
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || step;
+        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+    END;
+END
+$$;
+
+CREATE FUNCTION changefeed.oldest_position(positions text[]) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    top xid8;
+    xips xid8[];
+BEGIN
+    IF positions IS NULL OR cardinality(positions) = 0 OR array_position(positions, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'positions must be a non-empty array without nulls' USING ERRCODE = 'CF004';
+    END IF;
+    IF (SELECT count(DISTINCT p) FROM unnest(positions) p) = 1 THEN
+        RETURN positions[1];
+    END IF;
+    SELECT min(pg_snapshot_xmax(d.lo)) INTO top
+      FROM unnest(positions) p CROSS JOIN LATERAL changefeed.position_decode(p) d;
+    xips := ARRAY(SELECT DISTINCT x
+                    FROM unnest(positions) p
+                    CROSS JOIN LATERAL changefeed.position_decode(p) d
+                    CROSS JOIN LATERAL pg_snapshot_xip(d.lo) x
+                   WHERE x < top ORDER BY x);
+    RETURN changefeed.position_encode(
+        format('%s:%s:%s', coalesce(xips[1], top), top, array_to_string(xips, ','))::pg_snapshot, NULL, 0);
+END
+$$;
+
+CREATE FUNCTION changefeed.change_ranges(c changefeed.collection, n int) RETURNS changefeed.collection
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    old int := c.ranges;
+    g int;
+    p text;
+    l changefeed.lease;
+    top bigint;
+    checkpoints text[];
+    cp text;
+    classes changefeed.lease[];
+    fresh changefeed.lease[];
+BEGIN
+    IF n IS NULL OR n < 1 OR n > 4096 THEN
+        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(n::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    -- Writers wait from here to commit (and those in progress finish first):
+    -- no row is logged under either layout meanwhile.  The table first, then
+    -- the collection row, as disable() and enable() lock them.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', c.relid::regclass);
+    SELECT * INTO c FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
+    old := c.ranges;
+    IF n = old THEN
+        RETURN c;
+    END IF;
+    -- Leases in the order lease writers lock them.
+    PERFORM 1 FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY x.processor, x.range_id FOR UPDATE;
+
+    -- 1. The logged rows.
+    UPDATE changefeed.log x SET range_id = changefeed.range_of(x.partition_key, n)
+     WHERE x.collection_id = c.id AND x.partition_key IS NOT NULL
+       AND x.range_id <> changefeed.range_of(x.partition_key, n);
+    -- A TRUNCATE logged one clear per range, ranges 0 .. old-1 in seq order,
+    -- with no other row of the collection between them: new range r takes the
+    -- place (seq) of old range r mod old.
+    WITH gone AS (
+        DELETE FROM changefeed.log x WHERE x.collection_id = c.id AND x.op = 't'
+        RETURNING x.seq, x.txid, x.range_id, x.written_at)
+    INSERT INTO changefeed.log (seq, txid, collection_id, range_id, op, written_at)
+    SELECT gone.seq, gone.txid, c.id, r, 't', gone.written_at
+      FROM gone CROSS JOIN LATERAL generate_series(0, n - 1) r
+     WHERE gone.range_id = r % old;
+
+    -- 2, 3. The leases, processor by processor.  New range r is fed by the
+    -- old ranges of its class r mod g: what each class inherits is worked
+    -- out once.
+    g := gcd(old, n);
+    FOR p IN SELECT DISTINCT x.processor FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY 1 LOOP
+        SELECT max(x.epoch) + 1 INTO top FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p;
+        classes := '{}';
+        FOR k IN 0 .. g - 1 LOOP
+            SELECT * INTO l FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = k;
+            IF old > g THEN
+                -- Several old ranges: the oldest of their checkpoints.  A
+                -- backfill still running in one of them runs again over the
+                -- new range, with the log from that checkpoint after it.
+                SELECT array_agg(x.checkpoint ORDER BY x.range_id), bool_and(x.backfill_done)
+                  INTO checkpoints, l.backfill_done
+                  FROM changefeed.lease x
+                 WHERE x.collection_id = c.id AND x.processor = p AND x.range_id % g = k;
+                BEGIN
+                    l.checkpoint := changefeed.oldest_position(checkpoints);
+                EXCEPTION WHEN SQLSTATE 'CF004' OR SQLSTATE 'CF005' THEN
+                    -- One is no position here (a restored database, a damaged
+                    -- checkpoint): it is kept, and the range reports history lost.
+                    FOREACH cp IN ARRAY checkpoints LOOP
+                        BEGIN
+                            PERFORM changefeed.position_decode(cp);
+                        EXCEPTION WHEN SQLSTATE 'CF004' OR SQLSTATE 'CF005' THEN
+                            l.checkpoint := cp;
+                            EXIT;
+                        END;
+                    END LOOP;
+                END;
+                l.backfill_after := NULL;
+                l.backfill_rows := 0;
+                l.backfill_position := CASE WHEN NOT l.backfill_done THEN l.checkpoint END;
+            END IF;
+            classes := classes || l;
+        END LOOP;
+        fresh := '{}';
+        FOR r IN 0 .. n - 1 LOOP
+            l := classes[r % g + 1];
+            CONTINUE WHEN l.collection_id IS NULL;   -- a lease set is complete; nothing to inherit otherwise
+            l.range_id := r;
+            l.owner := NULL;
+            l.expires_at := NULL;
+            l.epoch := top;
+            l.updated_at := now();
+            fresh := fresh || l;
+        END LOOP;
+        DELETE FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p;
+        INSERT INTO changefeed.lease SELECT * FROM unnest(fresh);
+    END LOOP;
+
+    UPDATE changefeed.collection x SET ranges = n WHERE x.id = c.id RETURNING * INTO c;
+    RETURN c;
+END
+$$;
+
+DROP FUNCTION changefeed.disable(regclass);
+DROP FUNCTION changefeed._disable(regclass);
+CREATE FUNCTION changefeed._disable(tbl regclass, forget bool DEFAULT false) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF002';
+    END IF;
+    IF forget IS NULL THEN
+        RAISE EXCEPTION 'forget must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    SELECT * INTO c FROM changefeed.collection WHERE relid = tbl;
+    IF NOT FOUND THEN
+        PERFORM changefeed.collection_of(tbl);   -- CF002
+    END IF;
+    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'disable the change feed of');
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    SELECT * INTO c FROM changefeed.collection WHERE id = c.id FOR UPDATE;
+    IF forget THEN
+        PERFORM changefeed.drop_triggers(tbl);
+        DELETE FROM changefeed.collection WHERE id = c.id;
+    ELSIF c.disabled_at IS NULL THEN
+        PERFORM changefeed.drop_triggers(tbl);
+        UPDATE changefeed.collection
+           SET disabled_at = now(), disabled_txid = pg_current_xact_id(), disabled_marks = changefeed.write_marks(tbl)
+         WHERE id = c.id;
+        UPDATE changefeed.lease SET owner = NULL, expires_at = NULL, epoch = epoch + 1, updated_at = now()
+         WHERE collection_id = c.id;
+    END IF;
+END
+$$;
+CREATE FUNCTION changefeed.disable(tbl regclass, forget boolean DEFAULT false) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'changefeed_call_definer';
+
+DROP FUNCTION changefeed.alter(regclass, interval, bool, text);
+DROP FUNCTION changefeed._alter(regclass, interval, bool, text);
+CREATE FUNCTION changefeed._alter(tbl regclass, retention interval DEFAULT NULL,
+                                 keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL,
+                                 ranges int DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'alter the change feed of');
+    -- The table, then the collection row (as disable() locks them): a
+    -- concurrent disable() is seen here, not undone by the triggers below.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    PERFORM 1 FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
+    c := changefeed.collection_of(tbl);
+    IF retention IS NOT NULL AND retention <= interval '0' THEN
+        RAISE EXCEPTION 'retention must be a positive interval, not %', retention USING ERRCODE = 'CF003';
+    END IF;
+    IF ranges IS NOT NULL AND (ranges < 1 OR ranges > 4096) THEN
+        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', ranges USING ERRCODE = 'CF003';
+    END IF;
+    IF ttl_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
+        IF (SELECT atttypid FROM pg_attribute WHERE attrelid = tbl AND attname = ttl_column)
+           NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype) THEN
+            RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date', ttl_column
+                USING ERRCODE = 'CF003';
+        END IF;
+    END IF;
+    IF ranges IS NOT NULL AND ranges <> c.ranges THEN
+        c := changefeed.change_ranges(c, ranges);
+    END IF;
+    UPDATE changefeed.collection AS col
+       SET retention = coalesce($2, col.retention),        -- retention
+           keep_previous = coalesce($3, col.keep_previous),  -- keep_previous
+           ttl_column = coalesce($4, col.ttl_column)         -- ttl_column
+     WHERE id = c.id
+    RETURNING * INTO c;
+    PERFORM changefeed.install_triggers(c);
+END
+$$;
+CREATE FUNCTION changefeed.alter(tbl regclass, retention interval DEFAULT NULL::interval,
+                                 keep_previous boolean DEFAULT NULL::boolean, ttl_column text DEFAULT NULL::text,
+                                 ranges integer DEFAULT NULL::integer) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'changefeed_call_definer';
+
+REVOKE ALL ON FUNCTION changefeed.raise_horizon(int, xid8, timestamptz, text, timestamptz),
+                       changefeed.write_marks(regclass),
+                       changefeed.resume(changefeed.collection, text[], text[], int, interval, bool, text, text, bool),
+                       changefeed.oldest_position(text[]),
+                       changefeed.change_ranges(changefeed.collection, int),
+                       changefeed._disable(regclass, bool),
+                       changefeed.disable(regclass, bool),
+                       changefeed._alter(regclass, interval, bool, text, int),
+                       changefeed.alter(regclass, interval, bool, text, int)
+       FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION changefeed.disable(regclass, bool),
+                          changefeed.alter(regclass, interval, bool, text, int)
+       TO changefeed_reader;
+
+CREATE OR REPLACE VIEW changefeed.collections WITH (security_barrier) AS
+SELECT c.id,
+       c.relid::regclass AS table_name,
+       c.key_columns,
+       c.partition_key,
+       c.ranges,
+       c.retention,
+       c.keep_previous,
+       c.tenant_column,
+       c.ttl_column,
+       changefeed.channel_of(c.id) AS channel,
+       c.enabled_at,
+       c.replicated,
+       c.disabled_at IS NULL AS enabled,   -- false: disabled, its state kept
+       c.disabled_at
+  FROM changefeed.collection c
+ WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
+CREATE OR REPLACE VIEW changefeed.horizons WITH (security_barrier) AS
+SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before, h.dropped_at,
+       h.cause, h.disabled_from
+  FROM changefeed.horizon h JOIN changefeed.collection c ON c.id = h.collection_id
+ WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
+
 -- ---- read path: read() and read_ranges() ----
 -- One window per page, the 'all' mode without window functions, JIT off, and
 -- read_ranges() passing rows through (read() leaves where it stopped in
