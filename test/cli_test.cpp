@@ -269,6 +269,15 @@ TEST_F(CliTest, StatusShowsCollectionsPartitionsWorkersAndVerify) {
     EXPECT_FALSE(contains(r.out, t)) << r.out;
     // A role outside the changefeed roles may not look at all.
     EXPECT_EQ(run_as("cli_nobody", {"status"}).code, 5);
+
+    // A capture forced off past the guard (a superuser can): verify() says so, exit 9.
+    cluster().exec("SELECT changefeed.suspend_guard(true); ALTER TABLE " + t +
+                   " DISABLE TRIGGER changefeed_capture; SELECT changefeed.suspend_guard(false)");
+    auto broken = run({"status"});
+    EXPECT_EQ(broken.code, 9) << broken.out << broken.err;
+    EXPECT_TRUE(contains(broken.out, t + ": NOT INTACT: ")) << broken.out;
+    cluster().exec("DROP TABLE " + t);
+    EXPECT_EQ(run({"status"}).code, 0);
 }
 
 TEST_F(CliTest, ProcessorsAndLagOfARunningProcessor) {
