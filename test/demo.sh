@@ -6,6 +6,7 @@
 # `app` owns and writes the table, the processor connects as `feed`, a
 # changefeed_processor that may only SELECT it; neither is a superuser.  The processor polls only every 30 s, so changes
 # that show up within milliseconds were brought by the notifier's NOTIFY.
+# It ends by showing the processor's lag with the changefeed command-line tool.
 # With --nats it then bridges the table to NATS JetStream: a nats-server
 # started in the demo's folder, the example bridge
 # (client/examples/bridge_to_nats.cpp) publishing each change with its event id
@@ -25,9 +26,9 @@ bash test/install-deps.sh
 echo "== building and installing the extension"
 make -s
 make -s install >/dev/null
-echo "== building the client and its example"
+echo "== building the client, its example and the changefeed command-line tool"
 cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=OFF -DCHANGEFEED_BUILD_EXAMPLES=ON >/dev/null
-cmake --build build-demo -j2 --target print_changes >/dev/null
+cmake --build build-demo -j2 --target print_changes changefeed_cli >/dev/null
 [ "$nats" = yes ] && cmake --build build-demo -j2 --target bridge_to_nats >/dev/null
 
 dir=/tmp/changefeed-demo
@@ -90,6 +91,8 @@ echo "== feed may read, not write"
 psql -qX -U feed -c "UPDATE users SET name = 'x'" 2>&1 | sed 's/^/   /' || true
 echo "== the extension's background workers"
 psql -qX -c "SELECT pid, backend_type FROM pg_stat_activity WHERE backend_type LIKE 'changefeed %'"
+echo "== changefeed lag users demo (the command-line tool, as feed: docs/cli.md)"
+./build-demo/changefeed -U feed lag users demo
 [ "$nats" = yes ] || exit "$status"
 
 echo

@@ -485,10 +485,25 @@ BEGIN
 END
 $$;
 
+-- 22023 unless every id of `range_ids` (null = all) is a range of `c`.
+CREATE FUNCTION changefeed.check_range_ids(c changefeed.collection, range_ids int[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF range_ids IS NOT NULL
+       AND (cardinality(range_ids) = 0
+            OR EXISTS (SELECT 1 FROM unnest(range_ids) r WHERE r IS NULL OR r < 0 OR r >= c.ranges)) THEN
+        RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
 -- Moves a processor's checkpoints (all ranges, or `range_ids`) to `position`
 -- (default: now), for its owner or an admin.  Every moved lease is freed with
 -- a new epoch, so running instances are fenced and re-acquire from there.
--- Skipping changes this way is deliberate; the function says how many leases moved.
+-- Skipping changes this way is deliberate; the function says how many leases
+-- moved.  A position whose history retention already dropped is refused
+-- (CF006): the processor would only halt on it.
 CREATE FUNCTION changefeed.reset_checkpoint(tbl regclass, processor text, "position" text DEFAULT NULL,
                                             range_ids int[] DEFAULT NULL)
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -498,7 +513,12 @@ DECLARE
     pos text := coalesce("position", changefeed.current_position());
     n int;
 BEGIN
-    PERFORM changefeed.position_decode(pos);
+    PERFORM changefeed.check_range_ids(c, range_ids);
+    PERFORM changefeed.check_history(c, (changefeed.position_decode(pos)).lo);
+    PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
+      WHERE l.collection_id = c.id AND l.processor = processor
+        AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
+      ORDER BY l.range_id FOR NO KEY UPDATE;
     UPDATE changefeed.lease l
        SET checkpoint = pos, owner = NULL, expires_at = NULL, epoch = l.epoch + 1,
            backfill_done = true, backfill_after = NULL, backfill_position = NULL, updated_at = now()

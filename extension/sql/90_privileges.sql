@@ -25,7 +25,7 @@ BEGIN
                'enable', 'disable', 'alter', 'verify', 'read', 'read_ranges', 'lag', 'maintain',
                'lease_init', 'lease_acquire', 'lease_renew', 'lease_release', 'lease_steal',
                'lease_checkpoint', 'lease_checkpoint_many', 'lease_backfill_checkpoint', 'lease_resync', 'lease_owned',
-               'reset_checkpoint', 'drop_processor', 'instance_register', 'instance_unregister', 'instances',
+               'reset_checkpoint', 'resync_processor', 'drop_processor', 'instance_register', 'instance_unregister', 'instances',
                'position_at', 'dedup_applied', 'dedup_record', 'bind_tenant', 'unbind_tenant', 'bound_tenants'])
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO %I', f.fn, '_' || f.proname);
@@ -115,6 +115,7 @@ GRANT EXECUTE ON FUNCTION
     changefeed.lease_resync(regclass, text, int, text, bigint),
     changefeed.lease_owned(regclass, text, text),
     changefeed.reset_checkpoint(regclass, text, text, int[]),
+    changefeed.resync_processor(regclass, text, int[]),
     changefeed.drop_processor(regclass, text),
     changefeed.instance_register(regclass, text, text, text),
     changefeed.instance_unregister(regclass, text, text, text),
