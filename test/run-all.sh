@@ -2,13 +2,15 @@
 # Runs every test of changefeed on throwaway local clusters:
 #   0. an incremental build after touching a header rebuilds its dependants,
 #      the SQLSTATE registry agrees with the sources and the README, every
-#      runbook named exists, and the
-#      position codec cannot include PostgreSQL's headers,
+#      runbook named exists, the
+#      position codec cannot include PostgreSQL's headers, and docs/options.md
+#      lists every option,
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
 #      and logical replication into enabled tables (test/replication.sh),
 #   3. PostgreSQL's own regression suite with and without the extension, and a
-#      dump and restore round trip of a database using it,
+#      dump and restore round trip of a database using it, and the Python
+#      example of the SQL read protocol (test/python_example.sh),
 #   4. the client's GoogleTest suites (they start their own clusters), and the
 #      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/asan.sh),
 #   5. the torture test in its short mode, and the benchmark harness on tiny sizes.
@@ -70,6 +72,8 @@ echo "== every runbook the code names exists"
 stage "runbooks" bash test/runbooks.sh
 echo "== the position codec keeps PostgreSQL's headers out"
 stage "codec guard" bash test/codec_guard.sh
+echo "== docs/options.md lists every option of the SQL functions and the client"
+stage "options reference" bash test/options_doc.sh
 
 echo "== SQL tests, library preloaded"
 # The worker's periodic maintain() would race the retention test; the notifier
@@ -89,6 +93,8 @@ echo "== PostgreSQL's own regression suite, with and without the extension"
 stage "PostgreSQL's regression suite" bash test/core-regress.sh --port 55492
 echo "== dump and restore of a database using the extension"
 stage "dump and restore" bash test/dump_restore.sh --port 55494
+echo "== the Python example of the SQL read protocol (psycopg)"
+stage "Python read-protocol example" bash test/python_example.sh --port 55486
 
 if [ -f CMakeLists.txt ]; then
     echo "== client library and its tests"
