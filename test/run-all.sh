@@ -4,14 +4,16 @@
 #      the SQLSTATE registry agrees with the sources and the README, every
 #      runbook named exists, the
 #      position codec cannot include PostgreSQL's headers, and released
-#      install scripts are unchanged with an upgrade path to this version,
+#      install scripts are unchanged with an upgrade path to this version, and
+#      docs/options.md lists every option,
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
 #      and logical replication into enabled tables (test/replication.sh),
 #   3. PostgreSQL's own regression suite with and without the extension, a
 #      dump and restore round trip of a database using it, and an upgrade from
 #      the last release (test/upgrade.sh; it builds the client's processor
-#      runner, which step 4 reuses),
+#      runner, which step 4 reuses), and the Python example of the SQL read
+#      protocol (test/python_example.sh),
 #   4. the client's GoogleTest suites (they start their own clusters), and the
 #      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/asan.sh),
 #   5. the torture test in its short mode, and the benchmark harness on tiny sizes.
@@ -76,6 +78,9 @@ stage "codec guard" bash test/codec_guard.sh
 echo "== released install scripts are frozen, each release upgrades to this version"
 stage "releases" bash test/releases.sh
 
+echo "== docs/options.md lists every option of the SQL functions and the client"
+stage "options reference" bash test/options_doc.sh
+
 echo "== SQL tests, library preloaded"
 # The worker's periodic maintain() would race the retention test; the notifier
 # test turns it on for itself.
@@ -96,6 +101,9 @@ echo "== dump and restore of a database using the extension"
 stage "dump and restore" bash test/dump_restore.sh --port 55494
 echo "== upgrade from the last release: same objects as a fresh install, consumers read on"
 stage "upgrade" bash test/upgrade.sh --port 55488 --build-dir build
+
+echo "== the Python example of the SQL read protocol (psycopg)"
+stage "Python read-protocol example" bash test/python_example.sh --port 55486
 
 if [ -f CMakeLists.txt ]; then
     echo "== client library and its tests"
