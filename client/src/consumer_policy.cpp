@@ -40,6 +40,12 @@ Error handler_failure(std::exception_ptr p, const std::string& what) {
 }
 
 void ConsumerEvents::set_state(State s) {
+    // A processor halted (by either thread) stays so until the next start():
+    // the other thread, still finishing a pass, must not report it running.
+    if (s == State::starting)
+        halted_ = false;
+    else if (halted_ && (s == State::running || s == State::resuming))
+        return;
     if (state_.exchange(s) == s || !on_state_change_) return;
     try {
         on_state_change_(s);
@@ -88,6 +94,7 @@ void ConsumerEvents::report_decided(std::optional<int> range, const Error& e, st
                  std::string(range ? "range " + std::to_string(*range) : std::string("the processor")) +
                      " halted by the recovery policy after: " + e.what() + " -- see " + runbook);
     tell_error(on_error_, ErrorInfo{range, halted.code(), halted.what(), std::make_exception_ptr(halted), runbook});
+    if (!range) halted_ = true;
     set_state(d.state());
 }
 

@@ -56,6 +56,7 @@ private:
     std::function<void(State)> on_state_change_;
     RecoveryPolicy recovery_;
     std::atomic<State> state_{State::stopped};
+    std::atomic<bool> halted_{false};  // the processor (not a range) halted since start
 };
 
 // Reconnect delays: doubling from min up to max, each drawn at random from
