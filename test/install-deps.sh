@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(postgresql-15 postgresql-server-dev-15 libpqxx-dev libboost-json1.81-dev
-          libgtest-dev cmake g++ make pkg-config nats-server libnats-dev)
+          libgtest-dev cmake g++ make pkg-config nats-server libnats-dev prometheus-cpp-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
