@@ -17,9 +17,11 @@
 #endif
 
 #include <atomic>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -419,6 +421,57 @@ TEST(Metrics, ABridgeCountsWhatItPublishedAndItsPublisherFailures) {
     ASSERT_EQ(log.of(LogEvent::error).size(), 1u);
     EXPECT_EQ(log.of(LogEvent::error)[0].code, errc::publish_failed);
     EXPECT_EQ(log.of(LogEvent::error)[0].processor, "bridged");
+}
+
+// The query of docs/prometheus/queries.yaml (its "query: |" block).
+std::string exporter_query() {
+    std::ifstream in(std::string(CF_SOURCE_DIR) + "/docs/prometheus/queries.yaml");
+    std::string sql, line;
+    bool inside = false;
+    while (std::getline(in, line)) {
+        if (line.find("query: |") != std::string::npos) {
+            inside = true;
+            continue;
+        }
+        if (inside && line.rfind("    ", 0) != 0) break;
+        if (inside) sql += line + "\n";
+    }
+    return sql;
+}
+
+// postgres_exporter's query, as a monitoring role (changefeed_reader and
+// pg_monitor), sees a processor it does not own, with its estimate.
+TEST(StatusView, TheExporterQueryRunsAsAMonitoringRole) {
+    const auto table = cftest::test_table("mt");
+    cftest::create_table(cluster(), table, 2);
+    cftest::create_login_role(cluster(), "mt_exporter", {"changefeed_reader", "pg_monitor"});
+    changefeed::LatestVersionOptions o = cftest::fast_options("i1");
+    o.log = [](const LogRecord&) {};
+    changefeed::Processor p(coll(table), "watched",
+                            [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {
+                                throw std::runtime_error("stuck");
+                            },
+                            o);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p, 2));
+    insert_rows(table, 1, 10);
+    const std::string sql = exporter_query();
+    ASSERT_NE(sql.find("changefeed.processor_status"), std::string::npos) << sql;
+    pqxx::connection c(cluster().conninfo_as("mt_exporter"));
+    pqxx::work tx(c);
+    const auto r = tx.exec("SELECT range, owner, live, pending_estimate, lag_seconds >= 0, history_lost FROM (" + sql +
+                           ") q WHERE table_name = '" + table + "' AND processor = 'watched' ORDER BY range");
+    ASSERT_EQ(r.size(), 2u);
+    std::int64_t pending = 0;
+    for (const auto& row : r) {
+        EXPECT_EQ(row[1].as<std::string>(), "i1");
+        EXPECT_EQ(row[2].as<int>(), 1);
+        pending += row[3].as<std::int64_t>();
+        EXPECT_TRUE(row[4].as<bool>());
+        EXPECT_EQ(row[5].as<int>(), 0);
+    }
+    EXPECT_EQ(pending, 10);  // the handler never returns: all ten wait
+    p.stop();
 }
 
 #ifdef CF_WITH_PROMETHEUS
