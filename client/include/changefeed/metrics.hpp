@@ -8,6 +8,8 @@
 //   auto s = metrics->snapshot();
 //   s.at({"public.orders", "billing", p.instance_name()}).changes();
 //
+// PostgreSQL processors and bridges report here; the in-memory provider
+// measures nothing (its failures still reach ProcessorOptions::log).
 // A Prometheus exposition of the same measurements is the separate library
 // changefeed::prometheus (changefeed/prometheus_metrics.hpp).
 #pragma once
