@@ -68,6 +68,15 @@ private:
 
 changefeed::Collection coll(const std::string& table) { return {cluster().conninfo(), table}; }
 
+// Quick, but with leases that do not expire on a loaded machine: the lease
+// counts asserted below come from starts, balancing and stops only.
+changefeed::LatestVersionOptions steady_options(const std::string& instance) {
+    changefeed::LatestVersionOptions o = cftest::fast_options(instance);
+    o.lease_duration = 20s;
+    o.renew_interval = 2s;
+    return o;
+}
+
 // A copy: snapshots are often temporaries.
 changefeed::ProcessorMetrics of(const changefeed::MetricsSnapshot& s, const std::string& table,
                                 const std::string& processor, const std::string& instance) {
@@ -86,7 +95,7 @@ TEST(Metrics, CountsEqualWhatWasDelivered) {
     auto metrics = std::make_shared<changefeed::InProcessMetrics>();
     std::mutex mu;
     std::map<int, std::int64_t> changes, batches;
-    changefeed::LatestVersionOptions o = cftest::fast_options("i1");
+    changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.max_batch_size = 7;
     o.log = [](const LogRecord&) {};
@@ -158,7 +167,7 @@ TEST(Metrics, ErrorsAreCountedByCodeAndLogged) {
     auto metrics = std::make_shared<changefeed::InProcessMetrics>();
     LogBook log;
     std::atomic<int> told{0}, calls{0};
-    changefeed::LatestVersionOptions o = cftest::fast_options("i1");
+    changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = log.sink();
     o.on_error = [&](const changefeed::ErrorInfo&) { ++told; };
@@ -217,10 +226,10 @@ TEST(Metrics, LeasesAcquiredLostAndReleasedAsASecondInstanceJoinsAndLeaves) {
     cftest::create_table(cluster(), table, 4);
     auto metrics = std::make_shared<changefeed::InProcessMetrics>();
     LogBook log_a, log_b;
-    changefeed::LatestVersionOptions oa = cftest::fast_options("a");
+    changefeed::LatestVersionOptions oa = steady_options("a");
     oa.metrics = metrics;
     oa.log = log_a.sink();
-    changefeed::LatestVersionOptions ob = cftest::fast_options("b");
+    changefeed::LatestVersionOptions ob = steady_options("b");
     ob.metrics = metrics;
     ob.log = log_b.sink();
     changefeed::Processor a(coll(table), "shared", cftest::noop_handler(), oa);
@@ -264,7 +273,7 @@ TEST(Metrics, ReconnectsOfEachConnectionAreCountedAndLogged) {
     auto metrics = std::make_shared<changefeed::InProcessMetrics>();
     LogBook log;
     cftest::Recorder rec;
-    changefeed::LatestVersionOptions o = cftest::fast_options("i1");
+    changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = log.sink();
     changefeed::Processor p({cluster().conninfo_as("mt_reconnect_svc"), table}, "reconnecting", rec.handler(), o);
@@ -302,7 +311,7 @@ TEST(Metrics, DuplicatesAProjectorSkippedAreCounted) {
     const auto table = cftest::test_table("mt");
     cftest::create_table(cluster(), table, 1);
     auto metrics = std::make_shared<changefeed::InProcessMetrics>();
-    changefeed::LatestVersionOptions o = cftest::fast_options("i1");
+    changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = [](const LogRecord&) {};
     changefeed::Processor p(coll(table), "projecting",
@@ -326,7 +335,7 @@ TEST(Logs, TheSinkReceivesTheLifecycleInOrder) {
     const auto table = cftest::test_table("mt");
     cftest::create_table(cluster(), table, 3);
     LogBook log;
-    changefeed::LatestVersionOptions o = cftest::fast_options("i1");
+    changefeed::LatestVersionOptions o = steady_options("i1");
     o.log = log.sink();
     {
         changefeed::Processor p(coll(table), "logged", cftest::noop_handler(), o);
@@ -351,7 +360,7 @@ TEST(Logs, TheSinkReceivesTheLifecycleInOrder) {
 TEST(Logs, ByDefaultEachEventIsOneLogfmtLineOnStderr) {
     const auto table = cftest::test_table("mt");
     cftest::create_table(cluster(), table, 1);
-    changefeed::LatestVersionOptions o = cftest::fast_options("i1");
+    changefeed::LatestVersionOptions o = steady_options("i1");
     testing::internal::CaptureStderr();
     {
         changefeed::Processor p(coll(table), "plain", cftest::noop_handler(), o);
@@ -403,7 +412,7 @@ TEST(Metrics, ABridgeCountsWhatItPublishedAndItsPublisherFailures) {
     auto metrics = std::make_shared<changefeed::InProcessMetrics>();
     LogBook log;
     FlakyPublisher publisher;
-    changefeed::BridgeOptions o(cftest::common_options(cftest::fast_options("i1")));
+    changefeed::BridgeOptions o(cftest::common_options(steady_options("i1")));
     o.metrics = metrics;
     o.log = log.sink();
     o.publish_retry_min = 20ms;
@@ -445,7 +454,7 @@ TEST(StatusView, TheExporterQueryRunsAsAMonitoringRole) {
     const auto table = cftest::test_table("mt");
     cftest::create_table(cluster(), table, 2);
     cftest::create_login_role(cluster(), "mt_exporter", {"changefeed_reader", "pg_monitor"});
-    changefeed::LatestVersionOptions o = cftest::fast_options("i1");
+    changefeed::LatestVersionOptions o = steady_options("i1");
     o.log = [](const LogRecord&) {};
     changefeed::Processor p(coll(table), "watched",
                             [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {
@@ -522,7 +531,7 @@ TEST(Prometheus, TheExpositionScrapedOverHttpHasTheSeries) {
     ASSERT_GT(metrics->port(), 0);
     EXPECT_EQ(cftest::code_of([&] { metrics->serve("127.0.0.1:0"); }), errc::invalid_option);
     std::atomic<int> calls{0};
-    changefeed::LatestVersionOptions o = cftest::fast_options("i1");
+    changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = [](const LogRecord&) {};
     changefeed::Processor p(coll(table), "scraped",
