@@ -76,7 +76,7 @@ struct Bridge::Impl {
             e = Error(errc::publish_failed, std::string("publish failed: ") + ex.what());
         } catch (...) {
         }
-        detail::tell_error(on_error, range, e, p);
+        events->report(range, e, p);
     }
 
     // The source the mappers are told; written by start() before the
@@ -101,7 +101,8 @@ struct Bridge::Impl {
     Mapper mapper;
     Publisher& publisher;
     std::chrono::milliseconds retry_min, retry_max;
-    std::function<void(const ErrorInfo&)> on_error;
+    // The processor's on_error, log and metrics, for the publisher's failures.
+    std::unique_ptr<detail::ConsumerEvents> events;
     std::atomic<std::int64_t> changes{0}, published{0}, filtered{0}, publish_failures{0}, mapper_failures{0};
     std::atomic<bool> failing{false};
     std::mutex mu;
@@ -115,7 +116,6 @@ Bridge::Bridge(Collection collection, std::string name, Mapper mapper, Publisher
         options.publish_retry_max < options.publish_retry_min)
         throw Error(errc::invalid_option, "publish_retry_min must be positive and not above publish_retry_max");
     impl_ = std::make_unique<Impl>(collection, std::move(mapper), publisher, options);
-    impl_->on_error = options.on_error;
     Impl* impl = impl_.get();
     impl_->processor = std::make_unique<Processor>(
         std::move(collection), std::move(name),
@@ -123,6 +123,11 @@ Bridge::Bridge(Collection collection, std::string name, Mapper mapper, Publisher
             impl->handle(batch, ctx, stop);
         }),
         AllVersionsOptions(static_cast<AllVersionsOptions&>(options)));
+    impl_->events = std::make_unique<detail::ConsumerEvents>(options.on_error, nullptr, nullptr, options.metrics,
+                                                             options.log);
+    impl_->events->telemetry().set_scope(MetricScope{impl_->collection.table(),
+                                                     stored_processor_name(impl_->processor->name(), options.tenant),
+                                                     impl_->processor->instance_name()});
 }
 
 Bridge::~Bridge() {

@@ -3,7 +3,6 @@
 #include "db.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <random>
 
 namespace changefeed::detail {
@@ -16,11 +15,7 @@ void tell_error(const std::function<void(const ErrorInfo&)>& on_error, std::opti
 void tell_error(const std::function<void(const ErrorInfo&)>& on_error, const ErrorInfo& info) {
     if (!on_error) {
         // Nobody listens: a failure must still be seen by whoever runs the service.
-        std::string line = "changefeed: " + std::string(info.code.message());
-        if (info.range_id) line += " (range " + std::to_string(*info.range_id) + ")";
-        line += ": " + info.message;
-        if (!info.runbook.empty()) line += " [runbook: " + info.runbook + "]";
-        std::fprintf(stderr, "%s\n", line.c_str());
+        Telemetry().error(info);
         return;
     }
     try {
@@ -53,13 +48,24 @@ void ConsumerEvents::set_state(State s) {
     }
 }
 
+// The log and the metrics first: a slow or throwing on_error must not hide it.
+void ConsumerEvents::tell(const ErrorInfo& info) const {
+    telemetry_.error(info);
+    if (!on_error_) return;
+    try {
+        on_error_(info);
+    } catch (...) {
+    }
+}
+
 void ConsumerEvents::report(std::optional<int> range, const Error& e, std::exception_ptr p) const {
-    tell_error(on_error_, range, e, p);
+    tell(ErrorInfo{range, e.code(), e.what(), p ? p : std::make_exception_ptr(e), {}});
 }
 
 void ConsumerEvents::report_handler_failure(std::optional<int> range, std::exception_ptr p,
                                             const std::string& what) const {
-    tell_error(on_error_, range, handler_failure(p, what), p);
+    const Error e = handler_failure(p, what);
+    tell(ErrorInfo{range, e.code(), e.what(), p, {}});
 }
 
 std::optional<Situation> processor_situation(const Error& e) {
@@ -89,11 +95,11 @@ void ConsumerEvents::report_decided(std::optional<int> range, const Error& e, st
         return;
     }
     const std::string runbook = runbook_path(d.runbook());
-    tell_error(on_error_, ErrorInfo{range, e.code(), e.what(), p ? p : std::make_exception_ptr(e), runbook});
+    tell(ErrorInfo{range, e.code(), e.what(), p ? p : std::make_exception_ptr(e), runbook});
     Error halted(errc::halted,
                  std::string(range ? "range " + std::to_string(*range) : std::string("the processor")) +
                      " halted by the recovery policy after: " + e.what() + " -- see " + runbook);
-    tell_error(on_error_, ErrorInfo{range, halted.code(), halted.what(), std::make_exception_ptr(halted), runbook});
+    tell(ErrorInfo{range, halted.code(), halted.what(), std::make_exception_ptr(halted), runbook});
     if (!range) halted_ = true;
     set_state(d.state());
 }

@@ -6,6 +6,8 @@
 #include <changefeed/error.hpp>
 #include <changefeed/processor.hpp>
 
+#include "telemetry.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -15,8 +17,9 @@
 
 namespace changefeed::detail {
 
-// Calls on_error, or without one writes a line to stderr; an exception
-// on_error throws is swallowed (it must not stop the thread that reports).
+// Calls on_error, or without one logs the failure to stderr (log_to_stderr);
+// an exception on_error throws is swallowed (it must not stop the thread that
+// reports).  For consumers without a log sink of their own (subscriptions).
 void tell_error(const std::function<void(const ErrorInfo&)>& on_error, std::optional<int> range, const Error& e,
                 std::exception_ptr p);
 void tell_error(const std::function<void(const ErrorInfo&)>& on_error, const ErrorInfo& info);
@@ -31,11 +34,16 @@ Error handler_failure(std::exception_ptr p, const std::string& what);
 std::optional<Situation> processor_situation(const Error& e);
 
 // A consumer's state and its callbacks: each change of state is told once.
+// Every failure reported goes to the telemetry (counted, logged) and to on_error.
 class ConsumerEvents {
 public:
     ConsumerEvents(std::function<void(const ErrorInfo&)> on_error, std::function<void(State)> on_state_change,
-                   RecoveryPolicy recovery = {})
-        : on_error_(std::move(on_error)), on_state_change_(std::move(on_state_change)), recovery_(std::move(recovery)) {}
+                   RecoveryPolicy recovery = {}, std::shared_ptr<Metrics> metrics = nullptr, LogSink log = {})
+        : on_error_(std::move(on_error)), on_state_change_(std::move(on_state_change)), recovery_(std::move(recovery)),
+          telemetry_(std::move(metrics), std::move(log)) {}
+
+    Telemetry& telemetry() { return telemetry_; }
+    const Telemetry& telemetry() const { return telemetry_; }
 
     State state() const { return state_; }
     void set_state(State s);
@@ -52,9 +60,12 @@ public:
     void report_decided(std::optional<int> range, const Error& e, std::exception_ptr p, const RecoveryDecision& d);
 
 private:
+    void tell(const ErrorInfo& info) const;
+
     std::function<void(const ErrorInfo&)> on_error_;
     std::function<void(State)> on_state_change_;
     RecoveryPolicy recovery_;
+    Telemetry telemetry_;
     std::atomic<State> state_{State::stopped};
     std::atomic<bool> halted_{false};  // the processor (not a range) halted since start
 };

@@ -119,9 +119,30 @@ Delivery::Delivery(std::string conninfo, LeaseKey key, const Handlers& handlers,
     if (!automatic()) manual_ = std::make_shared<ManualCheckpoints>(conninfo_, key_);
 }
 
+// Measured only with a Metrics object: the time spent in the guarded user
+// code, the duplicates a projector skipped, the age of the batch's last change.
 bool Delivery::deliver(pqxx::connection& conn, const std::vector<Change>& batch, Context ctx, std::int64_t epoch,
                        const Mark& after, std::stop_token stop, const Guard& guard,
                        std::vector<PendingCheckpoint>* deferred) {
+    std::int64_t duplicates = 0;
+    Telemetry& telemetry = events_.telemetry();
+    if (!telemetry.measuring()) return hand_over(conn, batch, ctx, epoch, after, stop, guard, deferred, duplicates);
+    std::chrono::nanoseconds spent{0};
+    const Guard timed = [&](const std::function<void()>& user_code) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const bool ok = guard(user_code);
+        spent += std::chrono::steady_clock::now() - t0;
+        return ok;
+    };
+    if (!hand_over(conn, batch, ctx, epoch, after, stop, timed, deferred, duplicates)) return false;
+    telemetry.delivered(ctx.range_id, static_cast<std::int64_t>(batch.size()), spent, duplicates,
+                        after.backfill ? std::nullopt : batch.back().written_at);
+    return true;
+}
+
+bool Delivery::hand_over(pqxx::connection& conn, const std::vector<Change>& batch, Context& ctx, std::int64_t epoch,
+                         const Mark& after, std::stop_token stop, const Guard& guard,
+                         std::vector<PendingCheckpoint>* deferred, std::int64_t& duplicates) {
     ctx.position = after.backfill ? std::string() : after.position;
     switch (handlers_.shape) {
     case HandlerShape::handler:
@@ -129,7 +150,7 @@ bool Delivery::deliver(pqxx::connection& conn, const std::vector<Change>& batch,
         if (!guard([&] { handlers_.handler(batch, ctx, stop); })) return false;
         break;
     case HandlerShape::projector:
-        if (!project(conn, batch, ctx, guard)) return false;
+        if (!project(conn, batch, ctx, guard, duplicates)) return false;
         break;
     case HandlerShape::transactional:
         return transact(conn, batch, ctx, epoch, after, guard);
@@ -150,7 +171,7 @@ void Delivery::store(pqxx::connection& conn, int range, std::int64_t epoch, cons
 // projector was called for are recorded after the batch, or after it threw
 // (for the ones before), so a retry calls it only from the one that threw.
 bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx,
-                       const Guard& guard) {
+                       const Guard& guard, std::int64_t& duplicates) {
     std::vector<std::string> ids;
     ids.reserve(batch.size());
     for (const auto& c : batch) ids.push_back(c.event_id);
@@ -164,6 +185,7 @@ bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch,
                 duplicate = handlers_.projector(c, ctx) == ProjectionResult::skipped_duplicate;
                 done.push_back(c.event_id);
             }
+            duplicates += duplicate;
             if (auto alert = counters_->count(duplicate)) alerts.push_back(std::move(*alert));
         }
     });

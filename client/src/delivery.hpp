@@ -103,7 +103,11 @@ public:
     bool automatic() const { return options_.checkpoint_mode == CheckpointMode::automatic; }
 
 private:
-    bool project(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx, const Guard& guard);
+    bool hand_over(pqxx::connection& conn, const std::vector<Change>& batch, Context& ctx, std::int64_t epoch,
+                   const Mark& after, std::stop_token stop, const Guard& guard,
+                   std::vector<PendingCheckpoint>* deferred, std::int64_t& duplicates);
+    bool project(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx, const Guard& guard,
+                 std::int64_t& duplicates);
     bool transact(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx,
                   std::int64_t epoch, const Mark& after, const Guard& guard);
 

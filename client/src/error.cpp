@@ -41,6 +41,33 @@ public:
 
 }  // namespace
 
+const char* to_string(errc code) noexcept {
+    switch (code) {
+    case errc::processor_name_empty: return "processor_name_empty";
+    case errc::instance_name_invalid: return "instance_name_invalid";
+    case errc::already_started: return "already_started";
+    case errc::collection_not_found: return "collection_not_found";
+    case errc::collection_not_enabled: return "collection_not_enabled";
+    case errc::start_from_beginning_not_supported: return "start_from_beginning_not_supported";
+    case errc::invalid_option: return "invalid_option";
+    case errc::malformed_position: return "malformed_position";
+    case errc::foreign_position: return "foreign_position";
+    case errc::history_lost: return "history_lost";
+    case errc::lease_lost: return "lease_lost";
+    case errc::read_in_writing_transaction: return "read_in_writing_transaction";
+    case errc::handler_failed: return "handler_failed";
+    case errc::connection_failed: return "connection_failed";
+    case errc::database_error: return "database_error";
+    case errc::permission_denied: return "permission_denied";
+    case errc::processor_name_too_long: return "processor_name_too_long";
+    case errc::instance_name_in_use: return "instance_name_in_use";
+    case errc::duplicates_rising: return "duplicates_rising";
+    case errc::halted: return "halted";
+    case errc::publish_failed: return "publish_failed";
+    }
+    return "unknown";
+}
+
 const std::error_category& changefeed_category() noexcept {
     static const Category category;
     return category;

@@ -228,7 +228,7 @@ public:
     MemoryProcessor(std::shared_ptr<MemoryStore> store, std::string name, Consumer consumer, FeedSettings feed)
         : store_(std::move(store)), name_(std::move(name)), consumer_(std::move(consumer)),
           opt_(std::move(feed.common)), mode_(feed.mode), start_from_beginning_(feed.start_from_beginning),
-          events_(opt_.on_error, opt_.on_state_change, opt_.recovery),
+          events_(opt_.on_error, opt_.on_state_change, opt_.recovery, nullptr, opt_.log),
           counters_(opt_.duplicate_alert_share, opt_.duplicate_alert_window) {
         detail::check_processor_name(name_, name_);
         // Tenants are not modelled here: refusing the option beats ignoring it

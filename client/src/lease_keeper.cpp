@@ -24,6 +24,7 @@ void LeaseKeeper::ensure_connected(std::unique_ptr<pqxx::connection>& conn) {
     // The name belongs to a session: a new connection registers it again.
     register_instance(*fresh, key_, token_);
     conn = std::move(fresh);
+    events_.telemetry().connected(ConnectionRole::leases);
 }
 
 void LeaseKeeper::start(std::unique_ptr<pqxx::connection> conn) {
@@ -51,7 +52,7 @@ void LeaseKeeper::release() {
         for (const auto& [range, epoch] : view_.owned) given_up.push_back(range);
         view_.owned.clear();
     }
-    tell({}, given_up);
+    tell({}, given_up, false);
 }
 
 LeaseView LeaseKeeper::snapshot() const {
@@ -66,7 +67,7 @@ void LeaseKeeper::forget(int range, std::int64_t epoch) {
         if (o == view_.owned.end() || o->second != epoch) return;
         view_.owned.erase(o);
     }
-    tell({}, {range});
+    tell({}, {range}, true);
 }
 
 void LeaseKeeper::refresh() {
@@ -142,7 +143,10 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
                 if (hooks_.halt) hooks_.halt();
                 break;
             }
-            if (!is_connection_error(e)) events_.report(std::nullopt, e, std::current_exception());
+            if (is_connection_error(e))
+                events_.telemetry().connection_lost(ConnectionRole::leases, e.what());
+            else
+                events_.report(std::nullopt, e, std::current_exception());
             conn.reset();
             std::unique_lock lock(mu_);
             cv_.wait_for(lock, backoff.next(), [&] { return stopping_; });
@@ -214,11 +218,12 @@ void LeaseKeeper::publish(std::map<int, std::int64_t> got, std::optional<Clock::
         if (valid_until) view_.valid_until = *valid_until;
         view_.acquired_once = true;
     }
-    tell(acquired, released);
+    tell(acquired, released, true);
     if (changed && hooks_.changed) hooks_.changed();
 }
 
-void LeaseKeeper::tell(const std::vector<int>& acquired, const std::vector<int>& released) const {
+void LeaseKeeper::tell(const std::vector<int>& acquired, const std::vector<int>& released, bool lost) const {
+    events_.telemetry().leases(acquired, released, lost);
     for (int range : released) {
         if (!opt_.on_lease_released) break;
         try {

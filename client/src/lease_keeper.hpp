@@ -71,8 +71,9 @@ private:
     void keep_until_released(std::unique_ptr<pqxx::connection>& conn);
     // Connects if need be and registers the name on a new connection.
     void ensure_connected(std::unique_ptr<pqxx::connection>& conn);
-    // Tells on_lease_acquired / on_lease_released; what they throw is dropped.
-    void tell(const std::vector<int>& acquired, const std::vector<int>& released) const;
+    // Tells on_lease_acquired / on_lease_released (what they throw is dropped)
+    // and the telemetry: `released` were lost (taken over, expired) or given up.
+    void tell(const std::vector<int>& acquired, const std::vector<int>& released, bool lost) const;
 
     const std::string conninfo_;
     const LeaseKey key_;

@@ -24,9 +24,10 @@ private:
 }  // namespace
 
 Listener::Listener(std::string conninfo, std::string channel, std::function<void()> wake,
-                   std::chrono::milliseconds backoff_min, std::chrono::milliseconds backoff_max)
+                   std::chrono::milliseconds backoff_min, std::chrono::milliseconds backoff_max,
+                   Telemetry* telemetry)
     : conninfo_(std::move(conninfo)), channel_(std::move(channel)), wake_(std::move(wake)),
-      backoff_min_(backoff_min), backoff_max_(backoff_max) {}
+      backoff_min_(backoff_min), backoff_max_(backoff_max), telemetry_(telemetry) {}
 
 Listener::~Listener() { stop(); }
 
@@ -48,6 +49,7 @@ void Listener::run() {
             Receiver receiver(*conn, channel_, wake_);
             conn->get_notifs();  // makes the LISTEN take effect now
             backoff.reset();
+            if (telemetry_) telemetry_->connected(ConnectionRole::listener);
             wake_();  // whatever was notified while we were not listening
             while (!stopping_) {
                 // Short waits so that stop() is noticed quickly.
@@ -55,6 +57,8 @@ void Listener::run() {
                 if (!conn->is_open()) throw Error(errc::connection_failed, "listen connection closed");
             }
         } catch (...) {
+            if (telemetry_ && !stopping_)
+                telemetry_->connection_lost(ConnectionRole::listener, to_error(std::current_exception()).what());
             // Sleep in small steps so that stop() is not held up by the backoff.
             const auto delay = backoff.next();
             for (auto slept = std::chrono::milliseconds(0); slept < delay && !stopping_;

@@ -10,10 +10,14 @@
 
 namespace changefeed::detail {
 
+class Telemetry;
+
 class Listener {
 public:
+    // `telemetry`, if given, is told when the connection drops and comes back.
     Listener(std::string conninfo, std::string channel, std::function<void()> wake,
-             std::chrono::milliseconds backoff_min, std::chrono::milliseconds backoff_max);
+             std::chrono::milliseconds backoff_min, std::chrono::milliseconds backoff_max,
+             Telemetry* telemetry = nullptr);
     ~Listener();
     void start();
     void stop();
@@ -25,6 +29,7 @@ private:
     std::string channel_;
     std::function<void()> wake_;
     std::chrono::milliseconds backoff_min_, backoff_max_;
+    Telemetry* telemetry_;
     std::atomic<bool> stopping_{false};
     std::thread thread_;
 };

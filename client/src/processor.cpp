@@ -43,7 +43,8 @@ class PgProcessor final : public ProcessorImpl {
 public:
     PgProcessor(Collection c, std::string n, Handlers h, FeedSettings feed)
         : collection_(std::move(c)), name_(std::move(n)), handlers_(std::move(h)), feed_(std::move(feed)),
-          events_(feed_.common.on_error, feed_.common.on_state_change, feed_.common.recovery) {
+          events_(feed_.common.on_error, feed_.common.on_state_change, feed_.common.recovery, feed_.common.metrics,
+                  feed_.common.log) {
         const ProcessorOptions& opt = feed_.common;
         stored_name_ = stored_processor_name(name_, opt.tenant);
         check_processor_name(name_, stored_name_);
@@ -70,6 +71,7 @@ public:
             throw Error(errc::invalid_option,
                         "at most one of start_from_beginning, start_time and start_position may be set");
         key_ = {collection_.table(), stored_name_, instance_};
+        events_.telemetry().set_scope(MetricScope{collection_.table(), stored_name_, instance_});
     }
 
     ~PgProcessor() override { stop(); }
@@ -139,8 +141,9 @@ public:
             leases_ = std::move(keeper);
             listener_ = std::make_unique<Listener>(
                 collection_.conninfo(), channel, [this] { worker_->wake(); }, opt.reconnect_min,
-                opt.reconnect_max);
+                opt.reconnect_max, &events_.telemetry());
         }
+        events_.telemetry().log(LogLevel::info, LogEvent::started);
         listener_->start();
         leases_->start(std::move(conn));
         worker_thread_ = std::jthread([this] {
@@ -204,6 +207,7 @@ private:
         }
         started_ = false;
         if (events_.state() != State::history_lost) events_.set_state(State::stopped);
+        events_.telemetry().log(LogLevel::info, LogEvent::stopped);
     }
 
     const Collection collection_;

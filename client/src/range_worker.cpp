@@ -75,6 +75,7 @@ void RangeWorker::run() {
         try {
             if (!conn) {
                 conn = connect(s_.collection.conninfo());
+                events_.telemetry().connected(ConnectionRole::worker);
                 ranges_.clear();  // reload every range from its stored checkpoint
             }
             const bool busy = pass(*conn);
@@ -104,10 +105,12 @@ void RangeWorker::run() {
                     leases_.release();
                     return;
                 }
-                if (*situation == Situation::connection_lost)
+                if (*situation == Situation::connection_lost) {
+                    events_.telemetry().connection_lost(ConnectionRole::worker, e.what());
                     events_.set_state(State::resuming);
-                else
+                } else {
                     events_.report(std::nullopt, e, std::current_exception());
+                }
             } else {
                 events_.report(std::nullopt, e, std::current_exception());
             }
@@ -479,6 +482,7 @@ bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState
 // rather than on every poll.
 void RangeWorker::advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position,
                                std::vector<PendingCheckpoint>* pending) {
+    events_.telemetry().caught_up(range);
     st.lease.checkpoint = position;
     if (delivery_.automatic() && position != st.persisted &&
         Clock::now() - st.last_persist >= opt_.idle_checkpoint_interval) {

@@ -26,7 +26,8 @@ BEGIN
                'lease_init', 'lease_acquire', 'lease_renew', 'lease_release', 'lease_steal',
                'lease_checkpoint', 'lease_checkpoint_many', 'lease_backfill_checkpoint', 'lease_resync', 'lease_owned',
                'reset_checkpoint', 'resync_processor', 'drop_processor', 'instance_register', 'instance_unregister', 'instances',
-               'position_at', 'dedup_applied', 'dedup_record', 'bind_tenant', 'unbind_tenant', 'bound_tenants'])
+               'position_at', 'dedup_applied', 'dedup_record', 'bind_tenant', 'unbind_tenant', 'bound_tenants',
+               'processor_status_rows'])
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO %I', f.fn, '_' || f.proname);
         EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', f.fn);
@@ -70,6 +71,10 @@ RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text,
                "position" text, event_id text, resume_ranges int[])
 AS 'MODULE_PATHNAME', 'changefeed_call_definer' LANGUAGE c VOLATILE;
 
+-- Created after its entry point, which it calls (65_status.sql).
+CREATE VIEW changefeed.processor_status AS
+SELECT * FROM changefeed.processor_status_rows();
+
 -- Functions that need the catalog but not the caller's identity.
 ALTER FUNCTION changefeed.current_position() SECURITY DEFINER;
 ALTER FUNCTION changefeed.collection_of(regclass) SECURITY DEFINER;
@@ -98,9 +103,10 @@ GRANT EXECUTE ON FUNCTION
     changefeed.bound_tenants(),
     changefeed.enable(regclass, text[], int, interval, bool, text, text, bool),
     changefeed.disable(regclass, bool),
-    changefeed.alter(regclass, interval, bool, text, int)
+    changefeed.alter(regclass, interval, bool, text, int),
+    changefeed.processor_status_rows()
     TO changefeed_reader;
-GRANT SELECT ON changefeed.collections, changefeed.horizons TO changefeed_reader;
+GRANT SELECT ON changefeed.collections, changefeed.horizons, changefeed.processor_status TO changefeed_reader;
 
 -- Processors: leases, checkpoints, backfill, opportunistic maintenance.
 GRANT EXECUTE ON FUNCTION

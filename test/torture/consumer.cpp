@@ -144,6 +144,8 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
         // Connection drops are expected here; keep the log short.
         if (++errors <= 200) std::fprintf(stderr, "[%s] on_error: %s\n", instance.c_str(), e.message.c_str());
     };
+    // The failures are printed above; the library's other log lines would repeat them.
+    o.log = [](const changefeed::LogRecord&) {};
     std::vector<changefeed::Processor> procs;
     Sink sinks[2];
     for (int t = 0; t < 2; ++t) {

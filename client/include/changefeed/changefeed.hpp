@@ -8,5 +8,7 @@
 #include <changefeed/filter.hpp>
 #include <changefeed/in_memory.hpp>
 #include <changefeed/lag.hpp>
+#include <changefeed/log.hpp>
+#include <changefeed/metrics.hpp>
 #include <changefeed/processor.hpp>
 #include <changefeed/subscription.hpp>

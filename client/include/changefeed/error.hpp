@@ -37,6 +37,9 @@ enum class errc {
     publish_failed,                      // a bridge's publisher could not confirm a batch (broker down, timeout)
 };
 
+// The enumerator's name ("handler_failed"), as logs and metrics label codes.
+const char* to_string(errc code) noexcept;
+
 const std::error_category& changefeed_category() noexcept;
 std::error_code make_error_code(errc e) noexcept;
 

@@ -14,6 +14,8 @@
 #include <changefeed/change.hpp>
 #include <changefeed/collection.hpp>
 #include <changefeed/error.hpp>
+#include <changefeed/log.hpp>
+#include <changefeed/metrics.hpp>
 #include <changefeed/projection.hpp>
 #include <changefeed/recovery.hpp>
 
@@ -153,7 +155,7 @@ struct ProcessorOptions {
     double duplicate_alert_share = 0.5;
     int duplicate_alert_window = 1000;
 
-    // Without on_error, failures are written to stderr, one line each.
+    // Every failure is also logged (see `log`): without on_error it is still seen.
     std::function<void(const ErrorInfo&)> on_error;
     std::function<void(State)> on_state_change;
     std::function<void(const BackfillProgress&)> on_backfill_progress;
@@ -164,6 +166,17 @@ struct ProcessorOptions {
     // must not block.  What they throw is ignored.
     std::function<void(int range_id)> on_lease_acquired;
     std::function<void(int range_id)> on_lease_released;
+
+    // Measurements per range (metrics.hpp): InProcessMetrics, the Prometheus
+    // exposition (changefeed::prometheus), or your own.  Null: nothing is
+    // measured (a null check is all it costs).
+    std::shared_ptr<Metrics> metrics;
+    // Where the log records go (log.hpp): started, leases acquired, released
+    // and lost, connections lost and back, failures, halts, stopped.  Empty:
+    // one logfmt line each on stderr (log_to_stderr).  Called on the
+    // processor's threads; must not block; what it throws is dropped.
+    // `[](const changefeed::LogRecord&) {}` silences the processor.
+    LogSink log;
 };
 
 // Options of the latest-version feed.

@@ -1,0 +1,64 @@
+// Processor metrics as a Prometheus exposition: library changefeed::prometheus
+// (built when prometheus-cpp is found; Debian: prometheus-cpp-dev).
+//
+//   auto metrics = std::make_shared<changefeed::PrometheusMetrics>();
+//   metrics->serve("0.0.0.0:9464");          // GET /metrics
+//   changefeed::LatestVersionOptions o;
+//   o.metrics = metrics;
+//
+// The series (docs/operations.md lists them), labelled table and processor,
+// and range where per range:
+//   changefeed_changes_delivered_total, changefeed_batches_delivered_total,
+//   changefeed_handler_seconds (histogram), changefeed_lag_seconds,
+//   changefeed_duplicates_skipped_total, changefeed_leases_held,
+//   changefeed_lease_acquisitions_total, changefeed_lease_losses_total,
+//   changefeed_lease_releases_total, changefeed_errors_total{code},
+//   changefeed_reconnects_total{connection}.
+#pragma once
+
+#include <changefeed/metrics.hpp>
+
+#include <memory>
+#include <string>
+
+namespace prometheus {
+class Registry;
+}
+
+namespace changefeed {
+
+class PrometheusMetrics final : public Metrics {
+public:
+    // Registers the changefeed_* families in `registry` -- a service's own,
+    // exposed as it likes -- or in a new one when null.
+    explicit PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry = nullptr);
+    ~PrometheusMetrics() override;
+    PrometheusMetrics(const PrometheusMetrics&) = delete;
+    PrometheusMetrics& operator=(const PrometheusMetrics&) = delete;
+
+    // Serves the registry at GET /metrics on `address` ("host:port"; port 0
+    // takes a free one) until this object is destroyed.  Throws
+    // Error(invalid_option) when it cannot listen there, or serves already.
+    void serve(const std::string& address);
+    // The port serve() listens on; 0 before.
+    int port() const;
+    // The registry's text exposition now (what /metrics answers).
+    std::string exposition() const;
+    std::shared_ptr<prometheus::Registry> registry() const;
+
+    void batch_delivered(const MetricScope& scope, int range, std::int64_t changes,
+                         std::chrono::nanoseconds handler_time) override;
+    void range_lag(const MetricScope& scope, int range, std::chrono::milliseconds lag) override;
+    void duplicates_skipped(const MetricScope& scope, int range, std::int64_t count) override;
+    void lease_acquired(const MetricScope& scope, int range) override;
+    void lease_lost(const MetricScope& scope, int range) override;
+    void lease_released(const MetricScope& scope, int range) override;
+    void error(const MetricScope& scope, std::optional<int> range, errc code) override;
+    void reconnected(const MetricScope& scope, ConnectionRole role) override;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace changefeed
