@@ -131,6 +131,9 @@ $$;
 -- change by anyone, what a consumer deduplicates on (47_dedup.sql).
 -- JIT is off: a page's queries run in milliseconds, and compiling them (which
 -- the estimates of a cached generic plan asked for) took longer than that.
+-- Plans are generic: a session plans read()'s statements once, not on every
+-- call (planning them over the log's partitions took longer than running them
+-- for the few rows of a wake-up).
 -- Whether a change passes a read's filter: creates and replaces are tested on
 -- the document after the write, deletes on the one before it when the
 -- collection keeps previous images (passed through otherwise), clears always
@@ -170,7 +173,7 @@ RETURNS TABLE (
     tenant text,
     "position" text,
     event_id text)   -- the change's identity, the same on every redelivery
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     c changefeed.collection;

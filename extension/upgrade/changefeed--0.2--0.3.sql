@@ -761,7 +761,7 @@ RETURNS TABLE (
     tenant text,
     "position" text,
     event_id text)   -- the change's identity, the same on every redelivery
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     c changefeed.collection;
