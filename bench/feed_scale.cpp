@@ -6,7 +6,8 @@
 // until the ranges of TABLE are split evenly among them, then creates READY_FILE (the writer starts on it) and samples
 // changefeed.lag() once a second for SECONDS: the changes after the
 // checkpoints (not yet handled) and the age of the oldest of them.
-// Prints "samples max_pending p99_pending max_age_s p99_age_s handled".
+// Prints "samples max_pending p99_pending max_age_s p99_age_s handled", and
+// each sample on stderr ("second pending age_s").
 #include <changefeed/changefeed.hpp>
 #include <pqxx/pqxx>
 
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
                 table, name);
             pending.push_back(r[0].as<double>());
             age.push_back(r[1].as<double>());
+            std::cerr << pending.size() << "\t" << pending.back() << "\t" << age.back() << "\n";
         }
         for (auto& p : ps) p->stop();
         std::printf("%zu %.0f %.0f %.3f %.3f %ld\n", pending.size(),

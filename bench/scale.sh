@@ -48,7 +48,7 @@ pgbench_tps() {  # pgbench args...: runs it, prints the transactions/s it achiev
 for round in $(seq 1 "$rounds"); do
     # a. A fresh processor name each round: its leases start at the writes.
     rm -f "$work/ready"
-    bench_background "$bin/feed_scale" "$conninfo" sc "scale$round" 4 "$((secs_a + 2))" "$work/ready" >"$work/out_a"
+    bench_background "$bin/feed_scale" "$conninfo" sc "scale$round" 4 "$((secs_a + 2))" "$work/ready" >"$work/out_a" 2>"$work/samples_a.tsv"
     consumer=$bench_last_pid
     for _ in $(seq 1 1200); do [ -e "$work/ready" ] && break; sleep 0.1; done
     [ -e "$work/ready" ] || { echo "scale: the 4 instances never split the 64 ranges" >&2; exit 1; }
