@@ -3,9 +3,11 @@
 //   feed_scale CONNINFO TABLE NAME INSTANCES SECONDS READY_FILE
 //
 // Starts INSTANCES all-versions processors of NAME (no-op handler), waits
-// until the ranges of TABLE are split evenly among them, then creates READY_FILE (the writer starts on it) and samples
-// changefeed.lag() once a second for SECONDS: the changes after the
-// checkpoints (not yet handled) and the age of the oldest of them.
+// until the ranges of TABLE are split evenly among them, then creates
+// READY_FILE (the writer starts on it) and samples once a second for SECONDS: the changes not yet handled (ids the writers
+// took from TABLE's id sequence minus changes handled) and the age of the
+// oldest change handled in that second (handled - written_at, the writer's
+// transaction start), i.e. how far behind the handlers ran.
 // Prints "samples max_pending p99_pending max_age_s p99_age_s handled", and
 // each sample on stderr ("second pending age_s").
 #include <changefeed/changefeed.hpp>
@@ -18,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +63,8 @@ int main(int argc, char** argv) {
     try {
         using namespace std::chrono_literals;
         std::atomic<long> handled{0};
+        std::mutex mu;
+        double oldest_s = 0;  // the oldest change handled since the last sample, seconds behind
         std::vector<std::unique_ptr<changefeed::Processor>> ps;
         for (int i = 0; i < instances; ++i) {
             changefeed::ProcessorOptions o;
@@ -71,7 +76,14 @@ int main(int argc, char** argv) {
             ps.push_back(std::make_unique<changefeed::Processor>(changefeed::make_all_versions_processor(
                 changefeed::Collection(conninfo, table), name,
                 [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+                    const auto now = std::chrono::system_clock::now();
+                    double oldest = 0;
+                    for (const auto& ch : batch)
+                        if (ch.written_at)
+                            oldest = std::max(oldest, std::chrono::duration<double>(now - *ch.written_at).count());
                     handled += long(batch.size());
+                    std::lock_guard lock(mu);
+                    oldest_s = std::max(oldest_s, oldest);
                 },
                 o)));
             ps.back()->start();
@@ -92,12 +104,13 @@ int main(int argc, char** argv) {
             next += 1s;
             pqxx::nontransaction tx(c);
             auto r = tx.exec_params1(
-                "SELECT coalesce(sum(pending), 0)::float8,"
-                "       coalesce(extract(epoch FROM max(now() - oldest_pending)), 0)::float8"
-                "  FROM changefeed.lag($1::regclass, $2)",
-                table, name);
-            pending.push_back(r[0].as<double>());
-            age.push_back(r[1].as<double>());
+                "SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence($1, 'id')), 0)", table);
+            pending.push_back(std::max(0.0, double(r[0].as<long>() - handled.load())));
+            {
+                std::lock_guard lock(mu);
+                age.push_back(oldest_s);
+                oldest_s = 0;
+            }
             std::cerr << pending.size() << "\t" << pending.back() << "\t" << age.back() << "\n";
         }
         for (auto& p : ps) p->stop();

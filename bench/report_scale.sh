@@ -7,7 +7,8 @@ med=$BENCH_OUT/medians.tsv
 grep -q '^scale	' "$med" || exit 0
 echo "## Scale: processors under a sustained write rate"
 echo
-echo "Lag sampled every second by \`changefeed.lag()\`: changes after the checkpoints, and the age of the oldest of them."
+echo "Lag sampled every second: changes not yet handled (ids taken minus changes handled), and how far behind the"
+echo "handlers ran (the oldest change handled in that second: handled - written_at)."
 echo
 echo "| processor | target changes/s | achieved changes/s | max lag (s) | p99 lag (s) | max pending | p99 pending |"
 echo "|---|---:|---:|---:|---:|---:|---:|"

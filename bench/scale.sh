@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Scale, two parts on one cluster (track_commit_timestamp on):
 #  a. 4 instances of one all-versions processor over a 64-range table while
-#     pgbench writes RATE changes/s (transactions of 20 rows) for SECONDS_A:
-#     changefeed.lag() sampled every second (bench/feed_scale): max and p99 of
-#     the changes not yet handled and of the age of the oldest of them, and
-#     the rate pgbench sustained.
+#     pgbench writes RATE changes/s (transactions of 20 rows) for SECONDS_A,
+#     sampled every second (bench/feed_scale): max and p99 of the changes not
+#     yet handled and of how far behind the handlers ran (the oldest change
+#     handled in the second: handled - written_at), and the rate pgbench sustained.
 #  b. TABLES enabled tables, pgbench writing single-row transactions into one
 #     chosen at random at TX_RATE/s for SECONDS_B, one notifier for all: a
 #     listener on 4 of them (bench/feed_wake) measures commit-to-wake latency
