@@ -3,7 +3,7 @@
 # floor, consumer throughput, read cost against the log's size, retention, the
 # bridge into NATS JetStream, scale under a write rate, many ranges.
 # Writes bench/RESULTS.md and bench/results.png.
-#   bash bench/run.sh            full sizes (about 55 minutes on 2 cores)
+#   bash bench/run.sh            full sizes (about 45 minutes on 2 cores)
 #   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
 # The clusters and the nats-server take ports BENCH_PORT_BASE .. +6 (default 55460) and live in
 # BENCH_SCRATCH-* (default /tmp/changefeed-bench-*): set both to run two
