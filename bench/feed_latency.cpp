@@ -4,6 +4,8 @@
 //   feed_latency changefeed CONNINFO TABLE SECONDS   a changefeed processor (all versions)
 //   feed_latency pgq CONNINFO QUEUE TABLE SECONDS    a PgQ consumer polling next_batch
 //   feed_latency wal2json CONNINFO TABLE SECONDS     wal2json format-version 2 lines on stdin
+//   feed_latency notify CONNINFO TABLE SECONDS       the floor: LISTEN on a bare connection to channel
+//                                                    TABLE, whose writers NOTIFY the row's id as payload
 //
 // Prints "count p50_ms p95_ms p99_ms".  Rows carry their id in column/field "id".
 #include "bench_db.hpp"
@@ -80,11 +82,30 @@ void run_wal2json(double seconds, Seen& seen) {
     }
 }
 
+// The floor any LISTEN-based consumer stands on: the writer's own NOTIFY
+// (payload = the row's id) received on a plain connection, nothing read.
+class IdReceiver : public pqxx::notification_receiver {
+public:
+    IdReceiver(pqxx::connection_base& c, const std::string& channel, Seen& seen)
+        : pqxx::notification_receiver(c, channel), seen_(seen) {}
+    void operator()(const std::string& payload, int) override { seen_.add(std::stoll(payload)); }
+
+private:
+    Seen& seen_;
+};
+
+void run_notify(const std::string& conninfo, const std::string& channel, double seconds, Seen& seen) {
+    pqxx::connection c(conninfo);
+    IdReceiver receiver(c, channel, seen);
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) c.await_notification(0, 100000);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc < 5) {
-        std::cerr << "usage: feed_latency changefeed|pgq|wal2json CONNINFO ...\n";
+        std::cerr << "usage: feed_latency changefeed|pgq|wal2json|notify CONNINFO ...\n";
         return 2;
     }
     std::string mode = argv[1], conninfo = argv[2];
@@ -97,6 +118,9 @@ int main(int argc, char** argv) {
         } else if (mode == "pgq" && argc >= 6) {
             table = argv[4];
             run_pgq(conninfo, argv[3], std::stod(argv[5]), seen);
+        } else if (mode == "notify") {
+            table = argv[3];
+            run_notify(conninfo, table, std::stod(argv[4]), seen);
         } else if (mode == "wal2json") {
             table = argv[3];
             run_wal2json(std::stod(argv[4]), seen);

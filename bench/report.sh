@@ -33,13 +33,22 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
             printf "| %s | %s | %.0f | %.3fx |\n", r[2], r[1], m[rows[i]], (b > 0 ? m[rows[i]] / b : 0)}}' \
         "$BENCH_OUT/medians.tsv" | sort
     echo
-    echo "## Commit-to-handler latency (ms)"
+    echo "## Commit-to-handler latency (ms, ratio to the INSERT + NOTIFY floor at the same rate)"
     echo
-    echo "| variant | p50 | p95 | p99 |"
-    echo "|---|---:|---:|---:|"
-    awk -F'\t' '$1 == "latency" {v[$2] = v[$2]; p[$2 FS $3] = $4; if (!($2 in seen)) {seen[$2]; o[++n] = $2}}
-        END {for (i = 1; i <= n; i++) printf "| %s | %s | %s | %s |\n", o[i], p[o[i] FS "p50"], p[o[i] FS "p95"], p[o[i] FS "p99"]}' \
-        "$BENCH_OUT/medians.tsv"
+    echo "Floor: INSERT + NOTIFY (the row's id) in one transaction, LISTEN on a bare connection, nothing read."
+    echo
+    echo "| rate (tx/s) | variant | achieved tx/s | p50 | p95 | p99 | p50 / floor | p99 / floor |"
+    echo "|---:|---|---:|---:|---:|---:|---:|---:|"
+    # Cases are "RATE/s p50" etc.
+    awk -F'\t' '$1 == "latency" {split($3, c, " "); r = c[1]; sub("/s$", "", r); k = r FS $2
+            m[k FS c[2]] = $4; if (!(k in seen)) {seen[k]; o[++n] = k}}
+        END {for (i = 1; i <= n; i++) {split(o[i], kv, FS); f = kv[1] FS "floor"
+            f50 = m[f FS "p50"]; f99 = m[f FS "p99"]
+            printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", kv[1], kv[2], m[o[i] FS "achieved"],
+                m[o[i] FS "p50"], m[o[i] FS "p95"], m[o[i] FS "p99"],
+                (f50 > 0 ? sprintf("%.2fx", m[o[i] FS "p50"] / f50) : "-"),
+                (f99 > 0 ? sprintf("%.2fx", m[o[i] FS "p99"] / f99) : "-")}}' \
+        "$BENCH_OUT/medians.tsv" | sort -t'|' -k2,2n -s
     echo
     echo "## Consumer throughput (changes/s, ratio to a raw COPY of the log rows)"
     echo
@@ -61,6 +70,14 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
         END {b = m["alone"]; for (i = 1; i <= n; i++) printf "| %s | %.0f | %.2fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
         "$BENCH_OUT/medians.tsv"
     echo
+    echo "## Read cost and the log's size (changes/s of one drain, ratio to an empty log)"
+    echo
+    echo "| log holds besides the drained collection | changes/s | ratio to an empty log |"
+    echo "|---|---:|---:|"
+    awk -F'\t' '$1 == "log_size" {m[$2] = $4; o[++n] = $2}
+        END {b = m["empty log"]; for (i = 1; i <= n; i++) printf "| %s | %.0f | %.3fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
+        "$BENCH_OUT/medians.tsv"
+    echo
     echo "## Retention (ms, commit included)"
     echo
     echo "| rows | changefeed.prune (DROP) | DELETE | DELETE / prune |"
@@ -78,6 +95,7 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
         "$BENCH_OUT/medians.tsv"
     echo
     bash "$(dirname "$0")/report_ranges.sh"
+    bash "$(dirname "$0")/report_scale.sh"
 } >"$md"
 
 # Chart: write-overhead ratios per case and variant.
@@ -87,7 +105,7 @@ awk -F'\t' '$1 == "write" {m[$2 FS $3] = $4; if (!($3 in c)) {c[$3]; cases[++nc]
             for (j = 1; j <= nv; j++) if (vars[j] !~ /^none/) {b = m[(vars[j] ~ /no-preload/ ? "none-no-preload" : "none") FS cases[i]];
                 printf "\t%.3f", (b > 0 ? m[vars[j] FS cases[i]] / b : 0)}; printf "\n"}}' \
     "$BENCH_OUT/medians.tsv" >"$BENCH_OUT/write_ratios.dat"
-if command -v gnuplot >/dev/null && [ -s "$BENCH_OUT/write_ratios.dat" ]; then
+if command -v gnuplot >/dev/null && [ "$(wc -l <"$BENCH_OUT/write_ratios.dat")" -gt 1 ]; then
     ncol=$(head -1 "$BENCH_OUT/write_ratios.dat" | awk -F'\t' '{print NF}')
     gnuplot <<GP
 set terminal pngcairo size 1000,560 font ",10"
@@ -104,4 +122,28 @@ set datafile separator "\t"
 plot for [i=2:$ncol] "$BENCH_OUT/write_ratios.dat" using i:xtic(1) title columnheader(i)
 GP
 fi
-echo "wrote $md${png:+ and $png}"
+# Chart: changefeed latency beside the floor, per rate.
+lat_png=$(dirname "$png")/latency.png
+awk -F'\t' '$1 == "latency" && ($2 == "floor" || $2 == "changefeed") {split($3, c, " "); r = c[1]; sub("/s$", "", r)
+        m[r FS $2 FS c[2]] = $4; if (!(r in s)) {s[r]; o[++n] = r}}
+    END {print "rate\t\"floor p50\"\t\"changefeed p50\"\t\"floor p99\"\t\"changefeed p99\"";
+         for (i = 1; i <= n; i++) printf "\"%s tx/s\"\t%s\t%s\t%s\t%s\n", o[i], m[o[i] FS "floor" FS "p50"],
+             m[o[i] FS "changefeed" FS "p50"], m[o[i] FS "floor" FS "p99"], m[o[i] FS "changefeed" FS "p99"]}' \
+    "$BENCH_OUT/medians.tsv" >"$BENCH_OUT/latency.dat"
+if command -v gnuplot >/dev/null && [ "$(wc -l <"$BENCH_OUT/latency.dat")" -gt 1 ]; then
+    gnuplot <<GP
+set terminal pngcairo size 800,480 font ",10"
+set output "$lat_png"
+set title "Commit-to-handler latency: changefeed beside the INSERT + NOTIFY floor (ms, lower is better)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set yrange [0:*]
+set ylabel "ms"
+set key outside right top
+set grid ytics
+set datafile separator "\t"
+plot for [i=2:5] "$BENCH_OUT/latency.dat" using i:xtic(1) title columnheader(i)
+GP
+fi
+echo "wrote $md${png:+ and $png}${lat_png:+ and $lat_png}"

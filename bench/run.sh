@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# All benchmarks in one run: write overhead, commit-to-handler latency,
-# consumer throughput, retention, the bridge into NATS JetStream, many ranges.
+# All benchmarks in one run: write overhead, commit-to-handler latency and its
+# floor, consumer throughput, read cost against the log's size, retention, the
+# bridge into NATS JetStream, scale under a write rate, many ranges.
 # Writes bench/RESULTS.md and bench/results.png.
-#   bash bench/run.sh            full sizes (about 25 minutes on 2 cores)
+#   bash bench/run.sh            full sizes (about 45 minutes on 2 cores)
 #   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
 # The clusters and the nats-server take ports BENCH_PORT_BASE .. +6 (default 55460) and live in
 # BENCH_SCRATCH-* (default /tmp/changefeed-bench-*): set both to run two
-# checkouts side by side.  PGBIN chooses the PostgreSQL (see test/cluster.sh).
+# checkouts side by side.  PGBIN chooses the PostgreSQL (see test/cluster.sh);
+# BENCH_OUT the folder of the builds and raw figures (default bench/out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 mode=${1:-full}
-export BENCH_OUT=$root/bench/out
+export BENCH_OUT=${BENCH_OUT:-$root/bench/out}
 rm -rf "$BENCH_OUT"
 mkdir -p "$BENCH_OUT"
 
@@ -38,6 +40,9 @@ export LD_LIBRARY_PATH=$BENCH_OUT/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 if [ "$mode" = --smoke ]; then
     SYNC_MODES=on bash bench/write_overhead.sh 2000 1 1 2
     bash bench/latency.sh 200 2 1 "$BENCH_OUT/bin"
+    bash bench/latency.sh 2000 2 1 "$BENCH_OUT/bin" "floor changefeed"
+    bash bench/log_size.sh 20000 2000 1 "$BENCH_OUT/bin"
+    bash bench/scale.sh "$BENCH_OUT/bin" 1 3 2000 3 200 20
     bash bench/throughput.sh 5000 1 "$BENCH_OUT/bin"
     bash bench/throughput.sh 500 1 "$BENCH_OUT/bin" 1
     bash bench/open_xact.sh 2000 1 "$BENCH_OUT/bin"
@@ -46,13 +51,16 @@ if [ "$mode" = --smoke ]; then
     bash bench/ranges.sh "$BENCH_OUT/bin" 1 200 2 "8 64"
     bash bench/report.sh "$BENCH_OUT/RESULTS.md" "$BENCH_OUT/results.png"
     # The smoke run checks that every part produced figures.
-    for part in write latency throughput open_xact prune bridge ranges; do
+    for part in write latency throughput open_xact prune bridge ranges log_size scale; do
         grep -q "^$part	" "$BENCH_OUT/raw.tsv" || { echo "bench smoke: no $part figures" >&2; exit 1; }
     done
     echo "bench smoke: every part produced figures"
 else
     bash bench/write_overhead.sh 100000 8 3 8
-    bash bench/latency.sh 1000 15 3 "$BENCH_OUT/bin"
+    bash bench/latency.sh 200 15 3 "$BENCH_OUT/bin"
+    bash bench/latency.sh 2000 15 3 "$BENCH_OUT/bin"
+    bash bench/log_size.sh 10000000 100000 3 "$BENCH_OUT/bin"
+    bash bench/scale.sh "$BENCH_OUT/bin" 1 300 10000 300 1000 200
     bash bench/throughput.sh 1000000 1 "$BENCH_OUT/bin"
     bash bench/throughput.sh 200000 1 "$BENCH_OUT/bin" 1
     bash bench/open_xact.sh 200000 3 "$BENCH_OUT/bin"
