@@ -17,12 +17,30 @@ RETURNS text AS 'MODULE_PATHNAME', 'changefeed_position_encode' LANGUAGE C STABL
 CREATE FUNCTION changefeed.position_decode(pos text, OUT lo pg_snapshot, OUT hi pg_snapshot, OUT last_seq bigint)
 RETURNS record AS 'MODULE_PATHNAME', 'changefeed_position_decode' LANGUAGE C STABLE PARALLEL SAFE;
 
+-- This statement's snapshot, with our own transaction counted as in
+-- progress.  PostgreSQL leaves the current transaction out of its snapshot's
+-- in-progress list, so a position cut from pg_current_snapshot() inside a
+-- transaction that has written (lease_init() or current_position() in the
+-- same transaction as the first inserts) would count that transaction's own
+-- changes as delivered before they commit: they would never be read.  Our id
+-- is in progress for every other session, and so it is here.
+CREATE FUNCTION changefeed.snapshot_now() RETURNS pg_snapshot
+LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN q.own IS NULL OR q.own >= pg_snapshot_xmax(q.s) THEN q.s
+                ELSE format('%s:%s:%s', least(pg_snapshot_xmin(q.s), q.own), pg_snapshot_xmax(q.s),
+                            array_to_string(ARRAY(SELECT x FROM pg_snapshot_xip(q.s) x
+                                                  UNION SELECT q.own ORDER BY 1), ','))::pg_snapshot
+           END
+      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned() AS own) q
+$$;
+
 -- The position of "now": a read from it returns what commits after this
--- statement's snapshot.  Inside a REPEATABLE READ transaction it is the
--- transaction's snapshot, the same one read() uses there.
+-- statement's snapshot, our own transaction's changes included.  Inside a
+-- REPEATABLE READ transaction it is the transaction's snapshot, the same one
+-- read() uses there.
 CREATE FUNCTION changefeed.current_position() RETURNS text
 LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
-    SELECT changefeed.position_encode(pg_catalog.pg_current_snapshot(), NULL, 0)
+    SELECT changefeed.position_encode(changefeed.snapshot_now(), NULL, 0)
 $$;
 
 -- The position from which a read delivers every change of collection `c`
@@ -67,7 +85,7 @@ BEGIN
                   HINT = 'Start from a later time, or rebuild the consumer from the table '
                          '(see docs/runbooks/history-lost.md).';
     END IF;
-    s := pg_current_snapshot();
+    s := changefeed.snapshot_now();   -- our own changes are not delivered yet
     -- One index descent per range, over the partitions since `at` only.
     FOR r IN 0 .. c.ranges - 1 LOOP
         SELECT l.txid INTO t FROM changefeed.log l

@@ -4,6 +4,27 @@
 -- an upgraded database ends with the same objects as a fresh install
 -- (test/upgrade.sh compares the two).
 
+-- ---- positions taken inside a writing transaction ----
+-- current_position() and position_at() count our own transaction as in
+-- progress, so a position taken in the transaction that writes the first
+-- changes (lease_init() with them, say) delivers those changes once they
+-- commit (30_read.sql).
+CREATE FUNCTION changefeed.snapshot_now() RETURNS pg_snapshot
+LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN q.own IS NULL OR q.own >= pg_snapshot_xmax(q.s) THEN q.s
+                ELSE format('%s:%s:%s', least(pg_snapshot_xmin(q.s), q.own), pg_snapshot_xmax(q.s),
+                            array_to_string(ARRAY(SELECT x FROM pg_snapshot_xip(q.s) x
+                                                  UNION SELECT q.own ORDER BY 1), ','))::pg_snapshot
+           END
+      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned() AS own) q
+$$;
+REVOKE ALL ON FUNCTION changefeed.snapshot_now() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION changefeed.current_position() RETURNS text
+LANGUAGE sql STABLE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT changefeed.position_encode(changefeed.snapshot_now(), NULL, 0)
+$$;
+
 -- ---- disable() keeps, ranges change ----
 -- disable() keeps the collection (its id, channel, processors' leases and
 -- checkpoints, deduplication records, logged changes) unless forget => true;
@@ -98,7 +119,7 @@ BEGIN
                   HINT = 'Start from a later time, or rebuild the consumer from the table '
                          '(see docs/runbooks/history-lost.md).';
     END IF;
-    s := pg_current_snapshot();
+    s := changefeed.snapshot_now();   -- our own changes are not delivered yet
     -- One index descent per range, over the partitions since `at` only.
     FOR r IN 0 .. c.ranges - 1 LOOP
         SELECT l.txid INTO t FROM changefeed.log l
