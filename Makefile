@@ -17,7 +17,8 @@ OBJS = \
 	extension/worker_transaction.o \
 	extension/ttl.o \
 	extension/log_writer.o \
-	extension/guard.o
+	extension/guard.o \
+	extension/read_window.o
 
 EXTENSION = extension/changefeed
 EXTVERSION = 0.3

@@ -758,6 +758,22 @@ SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before,
 -- (90_privileges.sql renames them _read, _read_ranges and makes them SECURITY
 -- DEFINER; CREATE OR REPLACE keeps owner and privileges but not that
 -- attribute, so it is spelled out here).
+-- One window of the log, read in C (extension/read_window.cpp): the page of
+-- read() in mode 'all' without a jsonpath filter, the mode processors drain
+-- with, and the backlog estimate that chooses a window's shape.
+CREATE FUNCTION changefeed.read_window(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
+                                       after bigint, max_changes int, doc_ids text[], tenants text[])
+RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text, partition_key text,
+               current jsonb, previous jsonb, ttl_expired bool, written_at timestamptz, tenant text,
+               "position" text, event_id text)
+AS 'MODULE_PATHNAME', 'changefeed_read_window' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION changefeed.window_backlog(collection_id int, ranges int[], lo pg_snapshot, upto pg_snapshot,
+                                          stop_at int) RETURNS int
+AS 'MODULE_PATHNAME', 'changefeed_window_backlog' LANGUAGE C STABLE;
+REVOKE ALL ON FUNCTION changefeed.read_window(int, int[], pg_snapshot, pg_snapshot, bigint, int, text[], text[]),
+                       changefeed.window_backlog(int, int[], pg_snapshot, pg_snapshot, int) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION changefeed._read(
     tbl regclass,
     since text,
@@ -857,19 +873,9 @@ BEGIN
             END IF;
             -- More than the page's backlog is read in windows bounded by
             -- ticks, less in a single window up to now.  Counting stops one
-            -- row past the page.
-            SELECT count(*) INTO backlog FROM (
-                SELECT 1 FROM (
-                    SELECT 1 FROM changefeed.log l
-                     WHERE l.collection_id = c.id AND l.range_id = ANY (wanted)
-                       AND l.txid >= lo_xmax AND l.txid < pg_snapshot_xmax(current_snap)
-                       AND pg_visible_in_snapshot(l.txid, current_snap)
-                    UNION ALL
-                    SELECT 1 FROM changefeed.log l
-                     WHERE l.collection_id = c.id AND l.range_id = ANY (wanted)
-                       AND l.txid = ANY (lo_xip)
-                       AND pg_visible_in_snapshot(l.txid, current_snap)) u
-                 LIMIT remaining + 1) b;
+            -- row past the page, from the index alone (an upper bound: rows
+            -- of aborted transactions count too).
+            backlog := changefeed.window_backlog(c.id, wanted, lo, current_snap, remaining + 1);
             IF backlog > remaining THEN
                 -- A tick taken after `lo` (larger xmax) sees everything `lo`
                 -- sees.  The notifier ticks every tick_rows changes (of all
@@ -901,90 +907,97 @@ BEGIN
         -- that extra row only tells whether the window goes on.  Each row
         -- carries the position after it; the last row of an exhausted
         -- window carries `hi` alone.
-        -- One statement for both modes: the arm of the other mode is gated
-        -- off by `mode` and never runs (nor does window_rows in mode 'all').
-        RETURN QUERY
-        WITH window_rows AS (
-            SELECT l.* FROM changefeed.log l
-             WHERE l.collection_id = c.id
-               AND l.range_id = ANY (wanted)
-               AND l.txid >= lo_xmax
-               AND l.txid < hi_xmax
-               AND pg_visible_in_snapshot(l.txid, hi)
-            UNION ALL
-            SELECT l.* FROM changefeed.log l
-             WHERE l.collection_id = c.id
-               AND l.range_id = ANY (wanted)
-               AND l.txid = ANY (lo_xip)
-               AND pg_visible_in_snapshot(l.txid, hi)
-        ),
-        page AS MATERIALIZED (
-            -- 'all': every row after `after`, scanned directly.
-            SELECT a.* FROM (
-                SELECT w.* FROM (
-                    SELECT l.* FROM changefeed.log l
-                     WHERE l.collection_id = c.id
-                       AND l.range_id = ANY (wanted)
-                       AND l.txid >= lo_xmax
-                       AND l.txid < hi_xmax
-                       AND pg_visible_in_snapshot(l.txid, hi)
-                       AND l.seq > after
-                    UNION ALL
-                    SELECT l.* FROM changefeed.log l
-                     WHERE l.collection_id = c.id
-                       AND l.range_id = ANY (wanted)
-                       AND l.txid = ANY (lo_xip)
-                       AND pg_visible_in_snapshot(l.txid, hi)
-                       AND l.seq > after) w
-                 WHERE mode = 'all'
-                   AND (doc_ids IS NULL OR w.op = 't' OR w.doc_id = ANY (doc_ids))
-                   AND (tenants IS NULL OR w.op = 't' OR w.tenant = ANY (tenants))
-                   AND (filter IS NULL OR changefeed.filter_matches(w.op, w.current, w.previous, filter, filter_vars))
-                 ORDER BY w.seq
-                 LIMIT remaining + 1) a
-            UNION ALL
-            -- 'latest': per document the window's last version, unless a
-            -- delete or a later clear of its range ends it.
-            SELECT b.* FROM (
-                SELECT v.* FROM (
-                    SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
-                      FROM window_rows w
-                     WHERE mode = 'latest' AND w.op <> 't'
-                     ORDER BY w.range_id, w.doc_id, w.seq DESC
-                ) v
-                -- The last clear of each range: one row per range that has one,
-                -- so the join stays small whatever plan is chosen.
-                LEFT JOIN (SELECT t.range_id, max(t.seq) AS seq
-                             FROM window_rows t WHERE t.op = 't' GROUP BY t.range_id) cl
-                       ON cl.range_id = v.range_id
-                 WHERE v.op <> 'd' AND v.seq > after
-                   AND (cl.seq IS NULL OR v.seq > cl.seq)
-                   AND (doc_ids IS NULL OR v.doc_id = ANY (doc_ids))
-                   AND (tenants IS NULL OR v.tenant = ANY (tenants))
-                   AND (filter IS NULL OR changefeed.filter_matches(v.op, v.current, v.previous, filter, filter_vars))
-                 ORDER BY v.seq
-                 LIMIT remaining + 1) b
-        ),
-        bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
-        ends AS MATERIALIZED (SELECT b.total, b.top,
-                        CASE WHEN b.total <= remaining THEN b.top
-                             ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
-                   FROM bounds b)
-        SELECT k.seq, k.txid, k.range_id,
-               CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
-                         WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
-               k.doc_id, k.partition_key,
-               k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
-               CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
-                    -- The page's last row: read_ranges() learns where it stopped.
-                    ELSE pg_catalog.set_config('changefeed.read_position',
-                             CASE WHEN e.total <= remaining
-                                  THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
-                                  ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
-               c.id::text || '.' || k.txid::text || '.' || k.seq::text
-          FROM page k CROSS JOIN ends e
-         WHERE k.seq <= e.last
-         ORDER BY k.seq;
+        -- Mode 'all' without a jsonpath filter (what processors read) is
+        -- read in C, the same rows; the statement below serves the others.
+        IF mode = 'all' AND filter IS NULL THEN
+            RETURN QUERY SELECT * FROM changefeed.read_window(c.id, wanted, lo, hi, after, remaining,
+                                                              doc_ids, tenants);
+        ELSE
+            -- One statement for both modes: the arm of the other mode is gated
+            -- off by `mode` and never runs (nor does window_rows in mode 'all').
+            RETURN QUERY
+            WITH window_rows AS (
+                SELECT l.* FROM changefeed.log l
+                 WHERE l.collection_id = c.id
+                   AND l.range_id = ANY (wanted)
+                   AND l.txid >= lo_xmax
+                   AND l.txid < hi_xmax
+                   AND pg_visible_in_snapshot(l.txid, hi)
+                UNION ALL
+                SELECT l.* FROM changefeed.log l
+                 WHERE l.collection_id = c.id
+                   AND l.range_id = ANY (wanted)
+                   AND l.txid = ANY (lo_xip)
+                   AND pg_visible_in_snapshot(l.txid, hi)
+            ),
+            page AS MATERIALIZED (
+                -- 'all': every row after `after`, scanned directly.
+                SELECT a.* FROM (
+                    SELECT w.* FROM (
+                        SELECT l.* FROM changefeed.log l
+                         WHERE l.collection_id = c.id
+                           AND l.range_id = ANY (wanted)
+                           AND l.txid >= lo_xmax
+                           AND l.txid < hi_xmax
+                           AND pg_visible_in_snapshot(l.txid, hi)
+                           AND l.seq > after
+                        UNION ALL
+                        SELECT l.* FROM changefeed.log l
+                         WHERE l.collection_id = c.id
+                           AND l.range_id = ANY (wanted)
+                           AND l.txid = ANY (lo_xip)
+                           AND pg_visible_in_snapshot(l.txid, hi)
+                           AND l.seq > after) w
+                     WHERE mode = 'all'
+                       AND (doc_ids IS NULL OR w.op = 't' OR w.doc_id = ANY (doc_ids))
+                       AND (tenants IS NULL OR w.op = 't' OR w.tenant = ANY (tenants))
+                       AND (filter IS NULL OR changefeed.filter_matches(w.op, w.current, w.previous, filter, filter_vars))
+                     ORDER BY w.seq
+                     LIMIT remaining + 1) a
+                UNION ALL
+                -- 'latest': per document the window's last version, unless a
+                -- delete or a later clear of its range ends it.
+                SELECT b.* FROM (
+                    SELECT v.* FROM (
+                        SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
+                          FROM window_rows w
+                         WHERE mode = 'latest' AND w.op <> 't'
+                         ORDER BY w.range_id, w.doc_id, w.seq DESC
+                    ) v
+                    -- The last clear of each range: one row per range that has one,
+                    -- so the join stays small whatever plan is chosen.
+                    LEFT JOIN (SELECT t.range_id, max(t.seq) AS seq
+                                 FROM window_rows t WHERE t.op = 't' GROUP BY t.range_id) cl
+                           ON cl.range_id = v.range_id
+                     WHERE v.op <> 'd' AND v.seq > after
+                       AND (cl.seq IS NULL OR v.seq > cl.seq)
+                       AND (doc_ids IS NULL OR v.doc_id = ANY (doc_ids))
+                       AND (tenants IS NULL OR v.tenant = ANY (tenants))
+                       AND (filter IS NULL OR changefeed.filter_matches(v.op, v.current, v.previous, filter, filter_vars))
+                     ORDER BY v.seq
+                     LIMIT remaining + 1) b
+            ),
+            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
+            ends AS MATERIALIZED (SELECT b.total, b.top,
+                            CASE WHEN b.total <= remaining THEN b.top
+                                 ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
+                       FROM bounds b)
+            SELECT k.seq, k.txid, k.range_id,
+                   CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
+                             WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
+                   k.doc_id, k.partition_key,
+                   k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
+                   CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
+                        -- The page's last row: read_ranges() learns where it stopped.
+                        ELSE pg_catalog.set_config('changefeed.read_position',
+                                 CASE WHEN e.total <= remaining
+                                      THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                                      ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
+                   c.id::text || '.' || k.txid::text || '.' || k.seq::text
+              FROM page k CROSS JOIN ends e
+             WHERE k.seq <= e.last
+             ORDER BY k.seq;
+        END IF;
         GET DIAGNOSTICS n = ROW_COUNT;
 
         remaining := remaining - n;

@@ -1,0 +1,480 @@
+// The hot part of read() (30_read.sql) in C: one window of the change log.
+//
+// A window is what committed between two snapshots, lo and hi, of one
+// collection's ranges.  read() picks the window (PL/pgSQL: positions, rights,
+// ticks) and calls these for its rows in mode 'all' without filters, the
+// mode processors drain with:
+//   changefeed.read_window()    the page: index scans of the log by
+//                               (collection, range, txid), rows after `after`
+//                               visible in hi, in seq order, each with the
+//                               position after it, straight into the result;
+//   changefeed.window_backlog() how many index entries the window up to a
+//                               snapshot holds (stops at a limit), to choose
+//                               between one window up to now and tick windows.
+// The executor did the same with two index scans, two sorts, a materialized
+// page, a count that fetched every heap row and per-row function calls.
+//
+// "Not visible in lo" is "txid >= xmax(lo) or txid in xip(lo)": a range scan
+// from xmax(lo) and one lookup per xid of xip(lo), so an old open
+// transaction costs a lookup, not a rescan of everything since it began.
+//
+// Only plain C data lives in these frames (ereport may longjmp through them).
+#include "pg.hpp"
+#include "position_codec.hpp"
+
+extern "C" {
+#include "access/detoast.h"
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xlog.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_inherits.h"
+#include "executor/tuptable.h"
+#include "storage/bufmgr.h"
+#include "utils/array.h"
+#include "utils/fmgroids.h"
+#include "utils/snapmgr.h"
+#include "utils/xid8.h"
+
+PG_FUNCTION_INFO_V1(changefeed_read_window);
+PG_FUNCTION_INFO_V1(changefeed_window_backlog);
+}
+
+namespace {
+
+// pg_snapshot's layout (src/backend/utils/adt/xid8funcs.c keeps it private).
+struct PgSnapshot {
+    int32 vl_len_;
+    uint32 nxip;
+    FullTransactionId xmin;
+    FullTransactionId xmax;
+    FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
+};
+
+PgSnapshot *snapshot_arg(FunctionCallInfo fcinfo, int n) {
+    return (PgSnapshot *)PG_DETOAST_DATUM(PG_GETARG_DATUM(n));
+}
+
+// pg_visible_in_snapshot(): xip is sorted.
+bool visible_in(const PgSnapshot *s, FullTransactionId x) {
+    if (FullTransactionIdPrecedes(x, s->xmin)) return true;
+    if (!FullTransactionIdPrecedes(x, s->xmax)) return false;
+    uint32 lo = 0, hi = s->nxip;
+    while (lo < hi) {
+        uint32 mid = lo + (hi - lo) / 2;
+        if (FullTransactionIdEquals(s->xip[mid], x)) return false;
+        if (FullTransactionIdPrecedes(s->xip[mid], x))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return true;
+}
+
+// changefeed.log's columns, by name: a partition attached from elsewhere may
+// number them differently.
+enum Column { kSeq, kTxid, kCollection, kRange, kDocId, kPartitionKey, kOp, kCurrent, kPrevious, kTtl, kWrittenAt,
+              kTenant, kColumns };
+const char *const kColumnNames[kColumns] = {"seq", "txid", "collection_id", "range_id", "doc_id", "partition_key",
+                                            "op", "current", "previous", "ttl_expired", "written_at", "tenant"};
+
+struct Partition {
+    Relation heap;
+    Relation index;  // btree on (collection_id, range_id, txid)
+    AttrNumber att[kColumns];
+};
+
+// The partitions of changefeed.log with their read index, locked like a query would.
+Partition *open_partitions(int *count) {
+    Oid ns = get_namespace_oid("changefeed", false);
+    Oid log = get_relname_relid("log", ns);
+    if (!OidIsValid(log)) ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("changefeed.log is missing")));
+    List *all = find_all_inheritors(log, AccessShareLock, NULL);
+    Partition *parts = (Partition *)palloc0(sizeof(Partition) * list_length(all));
+    int n = 0;
+    ListCell *lc;
+    foreach (lc, all) {
+        Oid relid = lfirst_oid(lc);
+        Relation heap = table_open(relid, NoLock);  // locked by find_all_inheritors
+        if (heap->rd_rel->relkind == RELKIND_PARTITIONED_TABLE) {
+            table_close(heap, NoLock);
+            continue;
+        }
+        Partition *p = &parts[n];
+        p->heap = heap;
+        for (int c = 0; c < kColumns; c++) {
+            p->att[c] = get_attnum(relid, kColumnNames[c]);
+            if (p->att[c] == InvalidAttrNumber)
+                ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                                errmsg("changefeed.log partition \"%s\" has no column \"%s\"",
+                                       RelationGetRelationName(heap), kColumnNames[c])));
+        }
+        List *indexes = RelationGetIndexList(heap);
+        ListCell *ic;
+        foreach (ic, indexes) {
+            Relation index = index_open(lfirst_oid(ic), AccessShareLock);
+            Form_pg_index ix = index->rd_index;
+            if (p->index == NULL && index->rd_rel->relam == BTREE_AM_OID && ix->indisvalid && ix->indnkeyatts >= 3 &&
+                ix->indkey.values[0] == p->att[kCollection] && ix->indkey.values[1] == p->att[kRange] &&
+                ix->indkey.values[2] == p->att[kTxid] && heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+                heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL))
+                p->index = index;
+            else
+                index_close(index, AccessShareLock);
+        }
+        if (p->index == NULL)
+            ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                            errmsg("changefeed.log partition \"%s\" has no index on (collection_id, range_id, txid)",
+                                   RelationGetRelationName(heap)),
+                            errhint("Reinstall the extension, or recreate the partition with CREATE TABLE ... "
+                                    "PARTITION OF changefeed.log.")));
+        n++;
+    }
+    *count = n;
+    return parts;
+}
+
+void close_partitions(Partition *parts, int n) {
+    for (int i = 0; i < n; i++) {
+        index_close(parts[i].index, AccessShareLock);
+        table_close(parts[i].heap, NoLock);
+    }
+}
+
+int by_int32(const void *a, const void *b) {
+    int32 x = *(const int32 *)a, y = *(const int32 *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+// The wanted range ids, sorted and without duplicates (the SQL read() takes
+// `range_id = ANY (wanted)`, which would not return a row twice either).
+int32 *range_ids(ArrayType *arr, int *count) {
+    Datum *elems;
+    bool *nulls;
+    int n;
+    deconstruct_array(arr, INT4OID, 4, true, TYPALIGN_INT, &elems, &nulls, &n);
+    int32 *ids = (int32 *)palloc(sizeof(int32) * Max(n, 1));
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!nulls[i]) ids[k++] = DatumGetInt32(elems[i]);
+    qsort(ids, k, sizeof(int32), by_int32);
+    int u = 0;
+    for (int i = 0; i < k; i++)
+        if (u == 0 || ids[u - 1] != ids[i]) ids[u++] = ids[i];
+    *count = u;
+    return ids;
+}
+
+// Scan keys of one index lookup: collection and range equal, txid in [from, to)
+// or, with `to` invalid, equal to `from`.
+int scan_keys(ScanKeyData *keys, int32 collection, int32 range, FullTransactionId from, FullTransactionId to) {
+    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(collection));
+    ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(range));
+    if (!FullTransactionIdIsValid(to)) {
+        ScanKeyInit(&keys[2], 3, BTEqualStrategyNumber, F_XID8EQ, FullTransactionIdGetDatum(from));
+        return 3;
+    }
+    ScanKeyInit(&keys[2], 3, BTGreaterEqualStrategyNumber, F_XID8GE, FullTransactionIdGetDatum(from));
+    ScanKeyInit(&keys[3], 3, BTLessStrategyNumber, F_XID8LT, FullTransactionIdGetDatum(to));
+    return 4;
+}
+
+// ---- the page ------------------------------------------------------------------
+
+struct Row {
+    int64 seq;
+    HeapTuple tuple;
+    int part;
+};
+
+int by_seq(const void *a, const void *b) {
+    int64 x = ((const Row *)a)->seq, y = ((const Row *)b)->seq;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+// The rows a page keeps: the `keep` smallest seqs seen so far.  Pruned when
+// the array fills up, so a window far larger than the page costs memory for
+// about two pages.
+struct Kept {  // a page in the making
+    Row *rows;
+    int n;
+    int cap;
+    int keep;
+};
+
+void page_prune(Kept *pg) {
+    qsort(pg->rows, pg->n, sizeof(Row), by_seq);
+    for (int i = pg->keep; i < pg->n; i++) heap_freetuple(pg->rows[i].tuple);
+    if (pg->n > pg->keep) pg->n = pg->keep;
+}
+
+void page_add(Kept *pg, int64 seq, HeapTuple tuple, int part) {
+    if (pg->n == pg->cap) page_prune(pg);
+    if (pg->n == pg->cap) {  // keep >= cap: grow
+        pg->cap *= 2;
+        pg->rows = (Row *)repalloc_huge(pg->rows, sizeof(Row) * pg->cap);
+    }
+    pg->rows[pg->n++] = Row{seq, tuple, part};
+}
+
+// A set of texts (doc_ids, tenants): null when the read does not filter.
+struct TextSet {
+    text **items;
+    int n;
+};
+
+TextSet text_set(FunctionCallInfo fcinfo, int arg) {
+    TextSet set = {NULL, -1};
+    if (PG_ARGISNULL(arg)) return set;
+    Datum *elems;
+    bool *nulls;
+    deconstruct_array(PG_GETARG_ARRAYTYPE_P(arg), TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &set.n);
+    set.items = (text **)palloc(sizeof(text *) * Max(set.n, 1));
+    int k = 0;
+    for (int i = 0; i < set.n; i++)
+        if (!nulls[i]) set.items[k++] = DatumGetTextPP(elems[i]);
+    set.n = k;
+    return set;
+}
+
+// `value = ANY (set)`: false for a null value, as in SQL.
+bool in_set(const TextSet *set, Datum value, bool isnull) {
+    if (isnull) return false;
+    text *t = DatumGetTextPP(value);
+    size_t len = VARSIZE_ANY_EXHDR(t);
+    for (int i = 0; i < set->n; i++)
+        if (VARSIZE_ANY_EXHDR(set->items[i]) == len && memcmp(VARDATA_ANY(set->items[i]), VARDATA_ANY(t), len) == 0)
+            return true;
+    return false;
+}
+
+struct Window {
+    int32 collection;
+    int32 *ranges;
+    int nranges;
+    const PgSnapshot *lo;
+    const PgSnapshot *hi;
+    int64 after;
+    TextSet doc_ids;  // n < 0: no filter; clears always pass
+    TextSet tenants;
+};
+
+void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nkeys, TupleTableSlot *slot,
+              Kept *pg) {
+    IndexScanDesc scan = index_beginscan(p->heap, p->index, GetActiveSnapshot(), nkeys, 0);
+    index_rescan(scan, keys, nkeys, NULL, 0);
+    while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+        bool isnull;
+        FullTransactionId txid = DatumGetFullTransactionId(slot_getattr(slot, p->att[kTxid], &isnull));
+        if (isnull || !visible_in(w->hi, txid)) continue;
+        int64 seq = DatumGetInt64(slot_getattr(slot, p->att[kSeq], &isnull));
+        if (isnull || seq <= w->after) continue;
+        if (w->doc_ids.n >= 0 || w->tenants.n >= 0) {
+            bool clear = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull)) == 't';
+            bool nul;
+            if (!clear && w->doc_ids.n >= 0) {
+                Datum d = slot_getattr(slot, p->att[kDocId], &nul);
+                if (!in_set(&w->doc_ids, d, nul)) continue;
+            }
+            if (!clear && w->tenants.n >= 0) {
+                Datum d = slot_getattr(slot, p->att[kTenant], &nul);
+                if (!in_set(&w->tenants, d, nul)) continue;
+            }
+        }
+        page_add(pg, seq, ExecCopySlotHeapTuple(slot), part);
+        CHECK_FOR_INTERRUPTS();
+    }
+    index_endscan(scan);
+}
+
+// Every row of the window after `after`, in `pg` (the smallest seqs).
+void scan_window(const Window *w, Partition *parts, int nparts, Kept *pg) {
+    FullTransactionId lo_xmax = w->lo->xmax, hi_xmax = w->hi->xmax;
+    ScanKeyData keys[4];
+    for (int i = 0; i < nparts; i++) {
+        Partition *p = &parts[i];
+        TupleTableSlot *slot = table_slot_create(p->heap, NULL);
+        for (int r = 0; r < w->nranges; r++) {
+            if (FullTransactionIdPrecedes(lo_xmax, hi_xmax))
+                scan_one(w, p, i, keys, scan_keys(keys, w->collection, w->ranges[r], lo_xmax, hi_xmax), slot, pg);
+            for (uint32 x = 0; x < w->lo->nxip; x++)
+                scan_one(w, p, i, keys,
+                         scan_keys(keys, w->collection, w->ranges[r], w->lo->xip[x], InvalidFullTransactionId),
+                         slot, pg);
+        }
+        ExecDropSingleTupleTableSlot(slot);
+    }
+}
+
+char *snapshot_text(const PgSnapshot *s) {
+    return DatumGetCString(DirectFunctionCall1(pg_snapshot_out, PointerGetDatum(s)));
+}
+
+text *encode_position(const char *lo, const char *hi, int64 seq, char *buf, size_t buflen) {
+    char err[256];
+    ChangefeedCodecStatus rc = changefeed_codec_encode(lo, hi, seq, GetSystemIdentifier(), MyDatabaseId,
+                                                       changefeed_position_key(), buf, buflen, err, sizeof err);
+    if (rc != CHANGEFEED_CODEC_OK)
+        ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot encode position: %s", err)));
+    return cstring_to_text(buf);
+}
+
+text *operation_name(char op) {
+    switch (op) {
+        case 'c': return cstring_to_text("create");
+        case 'r': return cstring_to_text("replace");
+        case 'd': return cstring_to_text("delete");
+        case 't': return cstring_to_text("clear");
+    }
+    return NULL;
+}
+
+}  // namespace
+
+extern "C" {
+
+// read_window(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
+//             after bigint, max_changes int, doc_ids text[], tenants text[])
+//   -> read()'s rows
+// The rows of the window (lo, hi] after seq `after`, at most max_changes, in
+// seq order; with doc_ids or tenants (null: all), only changes of those
+// documents or tenants, and clears.  Each row carries the position after it; the last one carries
+// `hi` alone when the window is exhausted, else (lo, hi, its seq), and sets
+// changefeed.read_position (LOCAL) to it, as read() does.
+Datum changefeed_read_window(PG_FUNCTION_ARGS) {
+    for (int i = 0; i < 6; i++)
+        if (PG_ARGISNULL(i)) ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("argument %d is null", i + 1)));
+    Window w;
+    w.collection = PG_GETARG_INT32(0);
+    w.ranges = range_ids(PG_GETARG_ARRAYTYPE_P(1), &w.nranges);
+    w.lo = snapshot_arg(fcinfo, 2);
+    w.hi = snapshot_arg(fcinfo, 3);
+    w.after = PG_GETARG_INT64(4);
+    int32 limit = PG_GETARG_INT32(5);
+    if (limit < 1) ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("max_changes must be positive")));
+    w.doc_ids = text_set(fcinfo, 6);
+    w.tenants = text_set(fcinfo, 7);
+
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+
+    int nparts;
+    Partition *parts = open_partitions(&nparts);
+    Kept pg;
+    pg.keep = limit + 1;  // one past the page tells whether the window goes on
+    pg.cap = Max(2 * pg.keep, 1024);
+    pg.n = 0;
+    pg.rows = (Row *)palloc_extended(sizeof(Row) * pg.cap, MCXT_ALLOC_HUGE);
+    scan_window(&w, parts, nparts, &pg);
+    page_prune(&pg);
+
+    bool exhausted = pg.n <= limit;
+    int emit = exhausted ? pg.n : limit;
+    char *lo_text = snapshot_text(w.lo);
+    char *hi_text = snapshot_text(w.hi);
+    size_t buflen = 128 + 8 * (strlen(lo_text) + strlen(hi_text));
+    char *buf = (char *)palloc(buflen);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%d.", w.collection);
+
+    Datum values[13];
+    bool nulls[13];
+    for (int i = 0; i < emit; i++) {
+        Row *row = &pg.rows[i];
+        Partition *p = &parts[row->part];
+        TupleDesc desc = RelationGetDescr(p->heap);
+        Datum v[kColumns];
+        bool isnull[kColumns];
+        for (int c = 0; c < kColumns; c++) {
+            v[c] = heap_getattr(row->tuple, p->att[c], desc, &isnull[c]);
+            // A value stored out of line goes into the result as a value,
+            // not as a pointer into the log's TOAST table.
+            if (!isnull[c] && TupleDescAttr(desc, p->att[c] - 1)->attlen == -1 &&
+                VARATT_IS_EXTERNAL(DatumGetPointer(v[c])))
+                v[c] = PointerGetDatum(detoast_external_attr((struct varlena *)DatumGetPointer(v[c])));
+        }
+        memset(nulls, 0, sizeof nulls);
+        values[0] = v[kSeq];
+        values[1] = v[kTxid];
+        values[2] = v[kRange];
+        text *op = operation_name(DatumGetChar(v[kOp]));
+        values[3] = PointerGetDatum(op);
+        nulls[3] = op == NULL;
+        values[4] = v[kDocId], nulls[4] = isnull[kDocId];
+        values[5] = v[kPartitionKey], nulls[5] = isnull[kPartitionKey];
+        values[6] = v[kCurrent], nulls[6] = isnull[kCurrent];
+        values[7] = v[kPrevious], nulls[7] = isnull[kPrevious];
+        values[8] = v[kTtl], nulls[8] = isnull[kTtl];
+        values[9] = v[kWrittenAt], nulls[9] = isnull[kWrittenAt];
+        values[10] = v[kTenant], nulls[10] = isnull[kTenant];
+        bool last = i == emit - 1;
+        text *pos = last && exhausted ? encode_position(hi_text, NULL, 0, buf, buflen)
+                                      : encode_position(lo_text, hi_text, row->seq, buf, buflen);
+        values[11] = PointerGetDatum(pos);
+        if (last)
+            (void)set_config_option("changefeed.read_position", text_to_cstring(pos), PGC_USERSET, PGC_S_SESSION,
+                                    GUC_ACTION_LOCAL, true, 0, false);
+        char event_id[96];
+        snprintf(event_id, sizeof event_id, "%s" UINT64_FORMAT "." INT64_FORMAT, prefix,
+                 U64FromFullTransactionId(DatumGetFullTransactionId(v[kTxid])), row->seq);
+        values[12] = CStringGetTextDatum(event_id);
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+    close_partitions(parts, nparts);
+    return (Datum)0;
+}
+
+// window_backlog(collection_id int, ranges int[], lo pg_snapshot, upto pg_snapshot,
+//                stop_at int) -> int
+// Index entries of the window (lo, upto], counted up to stop_at.  From the
+// index alone: rows of aborted transactions count too, so this is an upper
+// bound, good only to choose the window's shape (read() reads whatever it
+// picks without loss).
+Datum changefeed_window_backlog(PG_FUNCTION_ARGS) {
+    for (int i = 0; i < 5; i++)
+        if (PG_ARGISNULL(i)) ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("argument %d is null", i + 1)));
+    int32 collection = PG_GETARG_INT32(0);
+    int nranges;
+    int32 *ranges = range_ids(PG_GETARG_ARRAYTYPE_P(1), &nranges);
+    const PgSnapshot *lo = snapshot_arg(fcinfo, 2);
+    const PgSnapshot *upto = snapshot_arg(fcinfo, 3);
+    int32 stop_at = PG_GETARG_INT32(4);
+
+    int nparts;
+    Partition *parts = open_partitions(&nparts);
+    int32 count = 0;
+    ScanKeyData keys[4];
+    for (int i = 0; i < nparts && count < stop_at; i++) {
+        Partition *p = &parts[i];
+        for (int r = 0; r < nranges && count < stop_at; r++) {
+            for (int64 x = -1; x < (int64)lo->nxip && count < stop_at; x++) {
+                int nkeys;
+                if (x < 0) {
+                    if (!FullTransactionIdPrecedes(lo->xmax, upto->xmax)) continue;
+                    nkeys = scan_keys(keys, collection, ranges[r], lo->xmax, upto->xmax);
+                } else {
+                    nkeys = scan_keys(keys, collection, ranges[r], lo->xip[x], InvalidFullTransactionId);
+                }
+                // An index-only walk: the heap is not visited.
+                IndexScanDesc scan = index_beginscan(p->heap, p->index, SnapshotAny, nkeys, 0);
+                scan->xs_want_itup = true;
+                index_rescan(scan, keys, nkeys, NULL, 0);
+                while (count < stop_at && index_getnext_tid(scan, ForwardScanDirection) != NULL) {
+                    bool isnull;
+                    Datum d = index_getattr(scan->xs_itup, 3, scan->xs_itupdesc, &isnull);
+                    if (!isnull && visible_in(upto, DatumGetFullTransactionId(d))) count++;
+                }
+                index_endscan(scan);
+                CHECK_FOR_INTERRUPTS();
+            }
+        }
+    }
+    close_partitions(parts, nparts);
+    PG_RETURN_INT32(count);
+}
+
+}  // extern "C"
