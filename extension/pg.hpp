@@ -41,6 +41,7 @@ constexpr int kNotEnabled = MAKE_SQLSTATE('C', 'F', '0', '0', '2');
 constexpr int kInvalidOption = MAKE_SQLSTATE('C', 'F', '0', '0', '3');
 constexpr int kInvalidPosition = MAKE_SQLSTATE('C', 'F', '0', '0', '4');
 constexpr int kForeignPosition = MAKE_SQLSTATE('C', 'F', '0', '0', '5');
+constexpr int kOwnChanges = MAKE_SQLSTATE('C', 'F', '0', '0', '9');
 constexpr int kDdlRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '3');
 constexpr int kWriteRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '4');
 

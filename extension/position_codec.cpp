@@ -501,6 +501,38 @@ extern "C" ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const c
     }
 }
 
+// Positions (lo, hi, seq) of many rows of one window: the snapshots are
+// parsed and laid out once, only the seq and the tag differ.
+extern "C" ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, const char *hi, const int64_t *seqs,
+                                                              size_t n, uint64_t system_id, uint32_t database,
+                                                              const uint8_t *key, char *out, size_t stride,
+                                                              char *err, size_t errlen) {
+    try {
+        Writer w;
+        w.u8(kVersion);
+        w.u64(system_id);
+        w.u32(database);
+        w.snapshot(parse_snapshot(lo));
+        w.u8(1);
+        w.snapshot(parse_snapshot(hi));
+        const std::string head = w.bytes();
+        std::string body;
+        for (size_t i = 0; i < n; i++) {
+            body.assign(head);
+            for (int b = 0; b < 8; b++) body += char((uint64_t(seqs[i]) >> (8 * b)) & 0xff);
+            body += tag_of(body, key);
+            if (!copy_out(std::string(kPrefix) + base64url(body), out + i * stride, stride))
+                throw std::length_error("position buffer too small");
+        }
+        return CHANGEFEED_CODEC_OK;
+    } catch (const std::exception &e) {
+        return report(e, CHANGEFEED_CODEC_INTERNAL, err, errlen);
+    } catch (...) {
+        std::snprintf(err, errlen, "unexpected failure");
+        return CHANGEFEED_CODEC_INTERNAL;
+    }
+}
+
 extern "C" ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
                                        uint32_t database, const uint8_t *key, uint64_t next_xid,
                                        size_t max_text, char *lo, char *hi, size_t snaplen,

@@ -1,18 +1,17 @@
-// The hot part of read() (30_read.sql) in C: one window of the change log.
+// read() in C (30_read.sql) for mode 'all' without a jsonpath filter, the
+// mode processors drain with: the window loop and the pages.
 //
 // A window is what committed between two snapshots, lo and hi, of one
-// collection's ranges.  read() picks the window (PL/pgSQL: positions, rights,
-// ticks) and calls these for its rows in mode 'all' without filters, the
-// mode processors drain with:
-//   changefeed.read_window()    the page: index scans of the log by
-//                               (collection, range, txid), rows after `after`
-//                               visible in hi, in seq order, each with the
-//                               position after it, straight into the result;
-//   changefeed.window_backlog() how many index entries the window up to a
-//                               snapshot holds (stops at a limit), to choose
-//                               between one window up to now and tick windows.
-// The executor did the same with two index scans, two sorts, a materialized
-// page, a count that fetched every heap row and per-row function calls.
+// collection's ranges.  read() checks the call (rights, position, history)
+// in PL/pgSQL and hands the rest to changefeed.read_windows(): choose the
+// window (up to now, or up to a tick when the backlog is larger than the
+// page), read its page by index scans of the log by (collection, range,
+// txid), rows after `after` visible in hi, in seq order, each with the
+// position after it, straight into the result; roll over into the next
+// window until the page is full or a window up to now was read.  The
+// executor did the same with two index scans, two sorts, a materialized page,
+// a backlog count that fetched every heap row and per-row function calls, and
+// PL/pgSQL copied the rows once more per window.
 //
 // "Not visible in lo" is "txid >= xmax(lo) or txid in xip(lo)": a range scan
 // from xmax(lo) and one lookup per xid of xip(lo), so an old open
@@ -21,6 +20,7 @@
 // Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
 #include "position_codec.hpp"
+#include "settings.hpp"
 
 extern "C" {
 #include "access/detoast.h"
@@ -40,7 +40,7 @@ extern "C" {
 #include "utils/snapmgr.h"
 #include "utils/xid8.h"
 
-PG_FUNCTION_INFO_V1(changefeed_read_window);
+PG_FUNCTION_INFO_V1(changefeed_read_windows);
 PG_FUNCTION_INFO_V1(changefeed_window_backlog);
 }
 
@@ -333,119 +333,12 @@ text *operation_name(char op) {
     return NULL;
 }
 
-}  // namespace
 
-extern "C" {
-
-// read_window(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
-//             after bigint, max_changes int, doc_ids text[], tenants text[])
-//   -> read()'s rows
-// The rows of the window (lo, hi] after seq `after`, at most max_changes, in
-// seq order; with doc_ids or tenants (null: all), only changes of those
-// documents or tenants, and clears.  Each row carries the position after it; the last one carries
-// `hi` alone when the window is exhausted, else (lo, hi, its seq), and sets
-// changefeed.read_position (LOCAL) to it, as read() does.
-Datum changefeed_read_window(PG_FUNCTION_ARGS) {
-    for (int i = 0; i < 6; i++)
-        if (PG_ARGISNULL(i)) ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("argument %d is null", i + 1)));
-    Window w;
-    w.collection = PG_GETARG_INT32(0);
-    w.ranges = range_ids(PG_GETARG_ARRAYTYPE_P(1), &w.nranges);
-    w.lo = snapshot_arg(fcinfo, 2);
-    w.hi = snapshot_arg(fcinfo, 3);
-    w.after = PG_GETARG_INT64(4);
-    int32 limit = PG_GETARG_INT32(5);
-    if (limit < 1) ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("max_changes must be positive")));
-    w.doc_ids = text_set(fcinfo, 6);
-    w.tenants = text_set(fcinfo, 7);
-
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
-
-    int nparts;
-    Partition *parts = open_partitions(&nparts);
-    Kept pg;
-    pg.keep = limit + 1;  // one past the page tells whether the window goes on
-    pg.cap = Max(2 * pg.keep, 1024);
-    pg.n = 0;
-    pg.rows = (Row *)palloc_extended(sizeof(Row) * pg.cap, MCXT_ALLOC_HUGE);
-    scan_window(&w, parts, nparts, &pg);
-    page_prune(&pg);
-
-    bool exhausted = pg.n <= limit;
-    int emit = exhausted ? pg.n : limit;
-    char *lo_text = snapshot_text(w.lo);
-    char *hi_text = snapshot_text(w.hi);
-    size_t buflen = 128 + 8 * (strlen(lo_text) + strlen(hi_text));
-    char *buf = (char *)palloc(buflen);
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "%d.", w.collection);
-
-    Datum values[13];
-    bool nulls[13];
-    for (int i = 0; i < emit; i++) {
-        Row *row = &pg.rows[i];
-        Partition *p = &parts[row->part];
-        TupleDesc desc = RelationGetDescr(p->heap);
-        Datum v[kColumns];
-        bool isnull[kColumns];
-        for (int c = 0; c < kColumns; c++) {
-            v[c] = heap_getattr(row->tuple, p->att[c], desc, &isnull[c]);
-            // A value stored out of line goes into the result as a value,
-            // not as a pointer into the log's TOAST table.
-            if (!isnull[c] && TupleDescAttr(desc, p->att[c] - 1)->attlen == -1 &&
-                VARATT_IS_EXTERNAL(DatumGetPointer(v[c])))
-                v[c] = PointerGetDatum(detoast_external_attr((struct varlena *)DatumGetPointer(v[c])));
-        }
-        memset(nulls, 0, sizeof nulls);
-        values[0] = v[kSeq];
-        values[1] = v[kTxid];
-        values[2] = v[kRange];
-        text *op = operation_name(DatumGetChar(v[kOp]));
-        values[3] = PointerGetDatum(op);
-        nulls[3] = op == NULL;
-        values[4] = v[kDocId], nulls[4] = isnull[kDocId];
-        values[5] = v[kPartitionKey], nulls[5] = isnull[kPartitionKey];
-        values[6] = v[kCurrent], nulls[6] = isnull[kCurrent];
-        values[7] = v[kPrevious], nulls[7] = isnull[kPrevious];
-        values[8] = v[kTtl], nulls[8] = isnull[kTtl];
-        values[9] = v[kWrittenAt], nulls[9] = isnull[kWrittenAt];
-        values[10] = v[kTenant], nulls[10] = isnull[kTenant];
-        bool last = i == emit - 1;
-        text *pos = last && exhausted ? encode_position(hi_text, NULL, 0, buf, buflen)
-                                      : encode_position(lo_text, hi_text, row->seq, buf, buflen);
-        values[11] = PointerGetDatum(pos);
-        if (last)
-            (void)set_config_option("changefeed.read_position", text_to_cstring(pos), PGC_USERSET, PGC_S_SESSION,
-                                    GUC_ACTION_LOCAL, true, 0, false);
-        char event_id[96];
-        snprintf(event_id, sizeof event_id, "%s" UINT64_FORMAT "." INT64_FORMAT, prefix,
-                 U64FromFullTransactionId(DatumGetFullTransactionId(v[kTxid])), row->seq);
-        values[12] = CStringGetTextDatum(event_id);
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-    }
-    close_partitions(parts, nparts);
-    return (Datum)0;
-}
-
-// window_backlog(collection_id int, ranges int[], lo pg_snapshot, upto pg_snapshot,
-//                stop_at int) -> int
-// Index entries of the window (lo, upto], counted up to stop_at.  From the
+// Index entries of the window (lo, upto], counted up to stop_at, from the
 // index alone: rows of aborted transactions count too, so this is an upper
-// bound, good only to choose the window's shape (read() reads whatever it
-// picks without loss).
-Datum changefeed_window_backlog(PG_FUNCTION_ARGS) {
-    for (int i = 0; i < 5; i++)
-        if (PG_ARGISNULL(i)) ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("argument %d is null", i + 1)));
-    int32 collection = PG_GETARG_INT32(0);
-    int nranges;
-    int32 *ranges = range_ids(PG_GETARG_ARRAYTYPE_P(1), &nranges);
-    const PgSnapshot *lo = snapshot_arg(fcinfo, 2);
-    const PgSnapshot *upto = snapshot_arg(fcinfo, 3);
-    int32 stop_at = PG_GETARG_INT32(4);
-
-    int nparts;
-    Partition *parts = open_partitions(&nparts);
+// bound, good only to choose a window's shape.
+int32 count_window(int32 collection, const int32 *ranges, int nranges, const PgSnapshot *lo, const PgSnapshot *upto,
+                   Partition *parts, int nparts, int32 stop_at) {
     int32 count = 0;
     ScanKeyData keys[4];
     for (int i = 0; i < nparts && count < stop_at; i++) {
@@ -459,7 +352,6 @@ Datum changefeed_window_backlog(PG_FUNCTION_ARGS) {
                 } else {
                     nkeys = scan_keys(keys, collection, ranges[r], lo->xip[x], InvalidFullTransactionId);
                 }
-                // An index-only walk: the heap is not visited.
                 IndexScanDesc scan = index_beginscan(p->heap, p->index, SnapshotAny, nkeys, 0);
                 scan->xs_want_itup = true;
                 index_rescan(scan, keys, nkeys, NULL, 0);
@@ -473,6 +365,238 @@ Datum changefeed_window_backlog(PG_FUNCTION_ARGS) {
             }
         }
     }
+    return count;
+}
+
+// The tick `offset` ticks after lo (a larger xmax: it sees all lo sees) and
+// at or before `upto`; the last one there when there are fewer; NULL when
+// there is none.
+SPIPlanPtr tick_plan(const char *order_and_offset) {
+    Oid types[3] = {TEXTOID, TEXTOID, INT4OID};
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT t.snap FROM changefeed.tick t"
+             " WHERE t.snap_xmax > $1::pg_catalog.xid8 AND t.snap_xmax <= $2::pg_catalog.xid8 %s",
+             order_and_offset);
+    SPIPlanPtr plan = SPI_prepare(sql, 3, types);
+    if (plan == NULL || SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot prepare the tick lookup");
+    return plan;
+}
+
+const PgSnapshot *tick_after(const PgSnapshot *lo, const PgSnapshot *upto, int32 offset) {
+    static SPIPlanPtr nth = NULL, last = NULL;
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (nth == NULL) nth = tick_plan("ORDER BY t.snap_xmax OFFSET $3 LIMIT 1");
+    if (last == NULL) last = tick_plan("AND $3 IS NOT NULL ORDER BY t.snap_xmax DESC LIMIT 1");
+    char from[32], to[32];
+    snprintf(from, sizeof from, UINT64_FORMAT, U64FromFullTransactionId(lo->xmax));
+    snprintf(to, sizeof to, UINT64_FORMAT, U64FromFullTransactionId(upto->xmax));
+    Datum args[3] = {CStringGetTextDatum(from), CStringGetTextDatum(to), Int32GetDatum(offset)};
+    const PgSnapshot *found = NULL;
+    SPIPlanPtr plans[2] = {nth, last};
+    for (int i = 0; i < 2 && found == NULL; i++) {
+        if (SPI_execute_plan(plans[i], args, NULL, true, 1) != SPI_OK_SELECT)
+            elog(ERROR, "changefeed: tick lookup failed");
+        if (SPI_processed == 0) continue;
+        bool isnull;
+        Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+        // Unpacked (a short varlena header in the tuple) and copied out of
+        // SPI's memory into the caller's.
+        if (!isnull)
+            found = (const PgSnapshot *)DatumGetPointer(
+                SPI_datumTransfer(PointerGetDatum(PG_DETOAST_DATUM(d)), false, -1));
+    }
+    SPI_finish();
+    return found;
+}
+
+// ---- the result ------------------------------------------------------------
+
+// Forms read()'s rows into the result set.
+struct Emitter {
+    ReturnSetInfo *rsinfo;
+    char prefix[32];  // "<collection id>."
+    int prefix_len;
+    Datum *all;       // a deformed log row, sized for the widest partition
+    bool *all_null;
+};
+
+void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, ReturnSetInfo *rsinfo) {
+    out->rsinfo = rsinfo;
+    out->prefix_len = snprintf(out->prefix, sizeof out->prefix, "%d.", collection);
+    int natts = 1;
+    for (int i = 0; i < nparts; i++) natts = Max(natts, RelationGetDescr(parts[i].heap)->natts);
+    out->all = (Datum *)palloc(sizeof(Datum) * natts);
+    out->all_null = (bool *)palloc(sizeof(bool) * natts);
+}
+
+void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
+    TupleDesc desc = RelationGetDescr(p->heap);
+    heap_deform_tuple(tuple, desc, out->all, out->all_null);  // once: heap_getattr per column walks the row again
+    Datum v[kColumns];
+    bool isnull[kColumns];
+    for (int c = 0; c < kColumns; c++) {
+        v[c] = out->all[p->att[c] - 1];
+        isnull[c] = out->all_null[p->att[c] - 1];
+        // A value stored out of line goes into the result as a value, not as a
+        // pointer into the log's TOAST table.
+        if (!isnull[c] && TupleDescAttr(desc, p->att[c] - 1)->attlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(v[c])))
+            v[c] = PointerGetDatum(detoast_external_attr((struct varlena *)DatumGetPointer(v[c])));
+    }
+    Datum values[13];
+    bool nulls[13] = {};
+    values[0] = v[kSeq];
+    values[1] = v[kTxid];
+    values[2] = v[kRange];
+    text *op = operation_name(DatumGetChar(v[kOp]));
+    values[3] = PointerGetDatum(op);
+    nulls[3] = op == NULL;
+    values[4] = v[kDocId], nulls[4] = isnull[kDocId];
+    values[5] = v[kPartitionKey], nulls[5] = isnull[kPartitionKey];
+    values[6] = v[kCurrent], nulls[6] = isnull[kCurrent];
+    values[7] = v[kPrevious], nulls[7] = isnull[kPrevious];
+    values[8] = v[kTtl], nulls[8] = isnull[kTtl];
+    values[9] = v[kWrittenAt], nulls[9] = isnull[kWrittenAt];
+    values[10] = v[kTenant], nulls[10] = isnull[kTenant];
+    values[11] = PointerGetDatum(pos);
+    char event_id[96];  // "<collection id>.<txid>.<seq>"
+    int len = out->prefix_len;
+    memcpy(event_id, out->prefix, len);
+    len += pg_ulltoa_n(U64FromFullTransactionId(DatumGetFullTransactionId(v[kTxid])), event_id + len);
+    event_id[len++] = '.';
+    len += pg_ulltoa_n((uint64)seq, event_id + len);
+    values[12] = PointerGetDatum(cstring_to_text_with_len(event_id, len));
+    tuplestore_putvalues(out->rsinfo->setResult, out->rsinfo->setDesc, values, nulls);
+}
+
+// One page of the window (w->lo, w->hi] after w->after: at most `limit` rows
+// into the result.  Returns how many.
+int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitter *out) {
+    Kept pg;
+    pg.keep = limit + 1;  // one past the page tells whether the window goes on
+    pg.cap = Max(2 * pg.keep, 1024);
+    pg.n = 0;
+    pg.rows = (Row *)palloc_extended(sizeof(Row) * pg.cap, MCXT_ALLOC_HUGE);
+    scan_window(w, parts, nparts, &pg);
+    page_prune(&pg);
+
+    bool exhausted = pg.n <= limit;
+    int n = exhausted ? pg.n : limit;
+    char *lo_text = snapshot_text(w->lo);
+    char *hi_text = snapshot_text(w->hi);
+    // Every row's position, (lo, hi, seq), in one call; the last row of an
+    // exhausted window carries hi alone.
+    size_t stride = 128 + 8 * (strlen(lo_text) + strlen(hi_text));
+    int paged = exhausted ? Max(n - 1, 0) : n;
+    char *positions = (char *)palloc_extended(stride * Max(paged, 1), MCXT_ALLOC_HUGE);
+    int64 *seqs = (int64 *)palloc(sizeof(int64) * Max(paged, 1));
+    for (int i = 0; i < paged; i++) seqs[i] = pg.rows[i].seq;
+    char err[256];
+    ChangefeedCodecStatus rc = changefeed_codec_encode_page(lo_text, hi_text, seqs, paged, GetSystemIdentifier(),
+                                                            MyDatabaseId, changefeed_position_key(), positions,
+                                                            stride, err, sizeof err);
+    if (rc != CHANGEFEED_CODEC_OK)
+        ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot encode position: %s", err)));
+    for (int i = 0; i < n; i++) {
+        Row *row = &pg.rows[i];
+        bool last = i == n - 1;
+        text *pos = i < paged ? cstring_to_text(positions + i * stride)
+                              : encode_position(hi_text, NULL, 0, positions, stride);
+        if (last)
+            (void)set_config_option("changefeed.read_position", text_to_cstring(pos), PGC_USERSET, PGC_S_SESSION,
+                                    GUC_ACTION_LOCAL, true, 0, false);
+        emit(out, &parts[row->part], row->tuple, row->seq, pos);
+    }
+    for (int i = 0; i < pg.n; i++) heap_freetuple(pg.rows[i].tuple);
+    pfree(pg.rows);
+    pfree(positions);
+    pfree(seqs);
+    return n;
+}
+
+}  // namespace
+
+extern "C" {
+
+// read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
+//              after bigint, max_changes int, doc_ids text[], tenants text[])
+//   -> read()'s rows
+// read() in mode 'all' from the position (lo, hi, after) (hi null: between
+// windows): at most max_changes rows, window after window, in seq order; with
+// doc_ids or tenants (null: all), only changes of those documents or tenants,
+// and clears.  Each row carries the position after it: the last row of an
+// exhausted window carries its `hi` alone, others (lo, hi, seq).  The
+// position after the last row goes to changefeed.read_position (LOCAL), for
+// read_ranges().
+Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
+    for (int i = 0; i < 6; i++)
+        if (i != 3 && PG_ARGISNULL(i))
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("argument %d is null", i + 1)));
+    Window w;
+    w.collection = PG_GETARG_INT32(0);
+    w.ranges = range_ids(PG_GETARG_ARRAYTYPE_P(1), &w.nranges);
+    w.lo = snapshot_arg(fcinfo, 2);
+    w.hi = PG_ARGISNULL(3) ? NULL : snapshot_arg(fcinfo, 3);
+    w.after = PG_GETARG_INT64(4);
+    int32 remaining = PG_GETARG_INT32(5);
+    if (remaining < 1)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("max_changes must be positive")));
+    w.doc_ids = text_set(fcinfo, 6);
+    w.tenants = text_set(fcinfo, 7);
+    // As read() (30_read.sql): our own rows are visible to our scans.
+    if (changefeed_xact_captured())
+        ereport(ERROR, (errcode(changefeed::kOwnChanges),
+                        errmsg("cannot read the change feed in a transaction that captured changes itself"),
+                        errdetail("Its own uncommitted changes would be delivered before they commit.")));
+
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    int nparts;
+    Partition *parts = open_partitions(&nparts);
+    Emitter out;
+    emitter_init(&out, w.collection, parts, nparts, rsinfo);
+    for (;;) {
+        bool at_current = false;
+        if (w.hi == NULL) {
+            // The next window, up to this statement's snapshot (the one the
+            // scans use, so every row visible in it is found).
+            const PgSnapshot *now = (const PgSnapshot *)DatumGetPointer(DirectFunctionCall1(pg_current_snapshot, (Datum)0));
+            if (FullTransactionIdPrecedes(now->xmax, w.lo->xmax)) break;  // the position is newer: nothing yet
+            // More than the page's backlog is read in windows bounded by
+            // ticks (about remaining / tick_rows ticks ahead: one window per
+            // page), less in one window up to now.
+            if (count_window(w.collection, w.ranges, w.nranges, w.lo, now, parts, nparts, remaining + 1) > remaining)
+                w.hi = tick_after(w.lo, now, Max(remaining / changefeed_tick_rows - 1, 0));
+            if (w.hi == NULL) {
+                w.hi = now;
+                at_current = true;
+            }
+            w.after = 0;
+        }
+        int n = read_page(&w, parts, nparts, remaining, &out);
+        remaining -= n;
+        // Stop when the page is full or a window up to now was read.
+        if (remaining == 0 || at_current) break;
+        w.lo = w.hi;
+        w.hi = NULL;
+    }
+    close_partitions(parts, nparts);
+    return (Datum)0;
+}
+
+// window_backlog(collection_id int, ranges int[], lo pg_snapshot, upto pg_snapshot,
+//                stop_at int) -> int
+// count_window() for read()'s SQL statement (mode 'latest', jsonpath filters).
+Datum changefeed_window_backlog(PG_FUNCTION_ARGS) {
+    for (int i = 0; i < 5; i++)
+        if (PG_ARGISNULL(i))
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("argument %d is null", i + 1)));
+    int nranges;
+    int32 *ranges = range_ids(PG_GETARG_ARRAYTYPE_P(1), &nranges);
+    int nparts;
+    Partition *parts = open_partitions(&nparts);
+    int32 count = count_window(PG_GETARG_INT32(0), ranges, nranges, snapshot_arg(fcinfo, 2), snapshot_arg(fcinfo, 3),
+                               parts, nparts, PG_GETARG_INT32(4));
     close_partitions(parts, nparts);
     PG_RETURN_INT32(count);
 }

@@ -758,20 +758,22 @@ SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before,
 -- (90_privileges.sql renames them _read, _read_ranges and makes them SECURITY
 -- DEFINER; CREATE OR REPLACE keeps owner and privileges but not that
 -- attribute, so it is spelled out here).
--- One window of the log, read in C (extension/read_window.cpp): the page of
--- read() in mode 'all' without a jsonpath filter, the mode processors drain
--- with, and the backlog estimate that chooses a window's shape.
-CREATE FUNCTION changefeed.read_window(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
-                                       after bigint, max_changes int, doc_ids text[], tenants text[])
+-- read() in C (extension/read_window.cpp) for mode 'all' without a jsonpath
+-- filter, the mode processors drain with: from the position (lo, hi,
+-- last_seq), the windows and their pages, the same rows read() returns; and
+-- the backlog estimate that chooses a window's shape, for read()'s SQL
+-- statement.
+CREATE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
+                                        after bigint, max_changes int, doc_ids text[], tenants text[])
 RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text, partition_key text,
                current jsonb, previous jsonb, ttl_expired bool, written_at timestamptz, tenant text,
                "position" text, event_id text)
-AS 'MODULE_PATHNAME', 'changefeed_read_window' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'changefeed_read_windows' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION changefeed.window_backlog(collection_id int, ranges int[], lo pg_snapshot, upto pg_snapshot,
                                           stop_at int) RETURNS int
 AS 'MODULE_PATHNAME', 'changefeed_window_backlog' LANGUAGE C STABLE;
-REVOKE ALL ON FUNCTION changefeed.read_window(int, int[], pg_snapshot, pg_snapshot, bigint, int, text[], text[]),
+REVOKE ALL ON FUNCTION changefeed.read_windows(int, int[], pg_snapshot, pg_snapshot, bigint, int, text[], text[]),
                        changefeed.window_backlog(int, int[], pg_snapshot, pg_snapshot, int) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION changefeed._read(
@@ -798,7 +800,7 @@ RETURNS TABLE (
     tenant text,
     "position" text,
     event_id text)   -- the change's identity, the same on every redelivery
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET plan_cache_mode = force_generic_plan SET work_mem = '64MB' AS $$
 #variable_conflict use_column
 DECLARE
     c changefeed.collection;
@@ -851,6 +853,12 @@ BEGIN
         wanted := ranges;
     END IF;
 
+    IF mode = 'all' AND filter IS NULL THEN
+        -- What processors read: in C, the same rows (read_window.cpp).
+        RETURN QUERY SELECT * FROM changefeed.read_windows(c.id, wanted, p.lo, p.hi, p.last_seq, max_changes,
+                                                           doc_ids, tenants);
+        RETURN;
+    END IF;
     lo := p.lo;
     hi := p.hi;
     after := p.last_seq;
@@ -907,97 +915,90 @@ BEGIN
         -- that extra row only tells whether the window goes on.  Each row
         -- carries the position after it; the last row of an exhausted
         -- window carries `hi` alone.
-        -- Mode 'all' without a jsonpath filter (what processors read) is
-        -- read in C, the same rows; the statement below serves the others.
-        IF mode = 'all' AND filter IS NULL THEN
-            RETURN QUERY SELECT * FROM changefeed.read_window(c.id, wanted, lo, hi, after, remaining,
-                                                              doc_ids, tenants);
-        ELSE
-            -- One statement for both modes: the arm of the other mode is gated
-            -- off by `mode` and never runs (nor does window_rows in mode 'all').
-            RETURN QUERY
-            WITH window_rows AS (
-                SELECT l.* FROM changefeed.log l
-                 WHERE l.collection_id = c.id
-                   AND l.range_id = ANY (wanted)
-                   AND l.txid >= lo_xmax
-                   AND l.txid < hi_xmax
-                   AND pg_visible_in_snapshot(l.txid, hi)
-                UNION ALL
-                SELECT l.* FROM changefeed.log l
-                 WHERE l.collection_id = c.id
-                   AND l.range_id = ANY (wanted)
-                   AND l.txid = ANY (lo_xip)
-                   AND pg_visible_in_snapshot(l.txid, hi)
-            ),
-            page AS MATERIALIZED (
-                -- 'all': every row after `after`, scanned directly.
-                SELECT a.* FROM (
-                    SELECT w.* FROM (
-                        SELECT l.* FROM changefeed.log l
-                         WHERE l.collection_id = c.id
-                           AND l.range_id = ANY (wanted)
-                           AND l.txid >= lo_xmax
-                           AND l.txid < hi_xmax
-                           AND pg_visible_in_snapshot(l.txid, hi)
-                           AND l.seq > after
-                        UNION ALL
-                        SELECT l.* FROM changefeed.log l
-                         WHERE l.collection_id = c.id
-                           AND l.range_id = ANY (wanted)
-                           AND l.txid = ANY (lo_xip)
-                           AND pg_visible_in_snapshot(l.txid, hi)
-                           AND l.seq > after) w
-                     WHERE mode = 'all'
-                       AND (doc_ids IS NULL OR w.op = 't' OR w.doc_id = ANY (doc_ids))
-                       AND (tenants IS NULL OR w.op = 't' OR w.tenant = ANY (tenants))
-                       AND (filter IS NULL OR changefeed.filter_matches(w.op, w.current, w.previous, filter, filter_vars))
-                     ORDER BY w.seq
-                     LIMIT remaining + 1) a
-                UNION ALL
-                -- 'latest': per document the window's last version, unless a
-                -- delete or a later clear of its range ends it.
-                SELECT b.* FROM (
-                    SELECT v.* FROM (
-                        SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
-                          FROM window_rows w
-                         WHERE mode = 'latest' AND w.op <> 't'
-                         ORDER BY w.range_id, w.doc_id, w.seq DESC
-                    ) v
-                    -- The last clear of each range: one row per range that has one,
-                    -- so the join stays small whatever plan is chosen.
-                    LEFT JOIN (SELECT t.range_id, max(t.seq) AS seq
-                                 FROM window_rows t WHERE t.op = 't' GROUP BY t.range_id) cl
-                           ON cl.range_id = v.range_id
-                     WHERE v.op <> 'd' AND v.seq > after
-                       AND (cl.seq IS NULL OR v.seq > cl.seq)
-                       AND (doc_ids IS NULL OR v.doc_id = ANY (doc_ids))
-                       AND (tenants IS NULL OR v.tenant = ANY (tenants))
-                       AND (filter IS NULL OR changefeed.filter_matches(v.op, v.current, v.previous, filter, filter_vars))
-                     ORDER BY v.seq
-                     LIMIT remaining + 1) b
-            ),
-            bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
-            ends AS MATERIALIZED (SELECT b.total, b.top,
-                            CASE WHEN b.total <= remaining THEN b.top
-                                 ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
-                       FROM bounds b)
-            SELECT k.seq, k.txid, k.range_id,
-                   CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
-                             WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
-                   k.doc_id, k.partition_key,
-                   k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
-                   CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
-                        -- The page's last row: read_ranges() learns where it stopped.
-                        ELSE pg_catalog.set_config('changefeed.read_position',
-                                 CASE WHEN e.total <= remaining
-                                      THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
-                                      ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
-                   c.id::text || '.' || k.txid::text || '.' || k.seq::text
-              FROM page k CROSS JOIN ends e
-             WHERE k.seq <= e.last
-             ORDER BY k.seq;
-        END IF;
+        -- One statement for both modes: the arm of the other mode is gated
+        -- off by `mode` and never runs (nor does window_rows in mode 'all').
+        RETURN QUERY
+        WITH window_rows AS (
+            SELECT l.* FROM changefeed.log l
+             WHERE l.collection_id = c.id
+               AND l.range_id = ANY (wanted)
+               AND l.txid >= lo_xmax
+               AND l.txid < hi_xmax
+               AND pg_visible_in_snapshot(l.txid, hi)
+            UNION ALL
+            SELECT l.* FROM changefeed.log l
+             WHERE l.collection_id = c.id
+               AND l.range_id = ANY (wanted)
+               AND l.txid = ANY (lo_xip)
+               AND pg_visible_in_snapshot(l.txid, hi)
+        ),
+        page AS MATERIALIZED (
+            -- 'all': every row after `after`, scanned directly.
+            SELECT a.* FROM (
+                SELECT w.* FROM (
+                    SELECT l.* FROM changefeed.log l
+                     WHERE l.collection_id = c.id
+                       AND l.range_id = ANY (wanted)
+                       AND l.txid >= lo_xmax
+                       AND l.txid < hi_xmax
+                       AND pg_visible_in_snapshot(l.txid, hi)
+                       AND l.seq > after
+                    UNION ALL
+                    SELECT l.* FROM changefeed.log l
+                     WHERE l.collection_id = c.id
+                       AND l.range_id = ANY (wanted)
+                       AND l.txid = ANY (lo_xip)
+                       AND pg_visible_in_snapshot(l.txid, hi)
+                       AND l.seq > after) w
+                 WHERE mode = 'all'
+                   AND (doc_ids IS NULL OR w.op = 't' OR w.doc_id = ANY (doc_ids))
+                   AND (tenants IS NULL OR w.op = 't' OR w.tenant = ANY (tenants))
+                   AND (filter IS NULL OR changefeed.filter_matches(w.op, w.current, w.previous, filter, filter_vars))
+                 ORDER BY w.seq
+                 LIMIT remaining + 1) a
+            UNION ALL
+            -- 'latest': per document the window's last version, unless a
+            -- delete or a later clear of its range ends it.
+            SELECT b.* FROM (
+                SELECT v.* FROM (
+                    SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
+                      FROM window_rows w
+                     WHERE mode = 'latest' AND w.op <> 't'
+                     ORDER BY w.range_id, w.doc_id, w.seq DESC
+                ) v
+                -- The last clear of each range: one row per range that has one,
+                -- so the join stays small whatever plan is chosen.
+                LEFT JOIN (SELECT t.range_id, max(t.seq) AS seq
+                             FROM window_rows t WHERE t.op = 't' GROUP BY t.range_id) cl
+                       ON cl.range_id = v.range_id
+                 WHERE v.op <> 'd' AND v.seq > after
+                   AND (cl.seq IS NULL OR v.seq > cl.seq)
+                   AND (doc_ids IS NULL OR v.doc_id = ANY (doc_ids))
+                   AND (tenants IS NULL OR v.tenant = ANY (tenants))
+                   AND (filter IS NULL OR changefeed.filter_matches(v.op, v.current, v.previous, filter, filter_vars))
+                 ORDER BY v.seq
+                 LIMIT remaining + 1) b
+        ),
+        bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
+        ends AS MATERIALIZED (SELECT b.total, b.top,
+                        CASE WHEN b.total <= remaining THEN b.top
+                             ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
+                   FROM bounds b)
+        SELECT k.seq, k.txid, k.range_id,
+               CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
+                         WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
+               k.doc_id, k.partition_key,
+               k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
+               CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
+                    -- The page's last row: read_ranges() learns where it stopped.
+                    ELSE pg_catalog.set_config('changefeed.read_position',
+                             CASE WHEN e.total <= remaining
+                                  THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                                  ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
+               c.id::text || '.' || k.txid::text || '.' || k.seq::text
+          FROM page k CROSS JOIN ends e
+         WHERE k.seq <= e.last
+         ORDER BY k.seq;
         GET DIAGNOSTICS n = ROW_COUNT;
 
         remaining := remaining - n;
@@ -1035,7 +1036,7 @@ RETURNS TABLE (
     "position" text,
     event_id text,
     resume_ranges int[])   -- marker rows only
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET work_mem = '64MB' AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection;
@@ -1046,6 +1047,7 @@ DECLARE
     now_pos text;
     now_xmax xid8;
     idle int[] := '{}';
+    tenants text[];
 BEGIN
     IF current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable') THEN
         RAISE EXCEPTION 'read_ranges() must run in a REPEATABLE READ transaction'
@@ -1062,7 +1064,7 @@ BEGIN
     END IF;
     c := changefeed.collection_of(tbl);
     -- The rights are checked here too: an empty call reads nothing but still needs them.
-    PERFORM changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
     IF ranges IS NULL OR positions IS NULL
        OR coalesce(array_length(ranges, 1), 0) <> coalesce(array_length(positions, 1), 0) THEN
         RAISE EXCEPTION 'ranges and positions must be arrays of the same length'
@@ -1083,7 +1085,7 @@ BEGIN
     now_xmax := pg_snapshot_xmax(pg_current_snapshot());
 
     FOR g IN
-        SELECT q.pos, q.rs, pg_snapshot_xmax(coalesce(d.hi, d.lo)) AS upto
+        SELECT q.pos, q.rs, d.lo, d.hi, d.last_seq, pg_snapshot_xmax(coalesce(d.hi, d.lo)) AS upto
           FROM (SELECT p.pos, array_agg(p.r ORDER BY p.r) AS rs
                   FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) q
           CROSS JOIN LATERAL changefeed.position_decode(q.pos) d
@@ -1093,12 +1095,22 @@ BEGIN
         -- read() leaves the position after its last row in
         -- changefeed.read_position: the rows go through untouched.
         PERFORM pg_catalog.set_config('changefeed.read_position', '', true);
-        RETURN QUERY
-            SELECT r.seq, r.txid, r.range_id, r.operation, r.doc_id, r.partition_key, r.current,
-                   r.previous, r.ttl_expired, r.written_at, r.tenant, r."position", r.event_id, NULL::int[]
-              FROM changefeed._read(tbl, g.pos, remaining,
-                                    CASE WHEN cardinality(g.rs) = c.ranges THEN NULL ELSE g.rs END,
-                                    mode, NULL, NULL, NULL, only_tenant) r;
+        IF mode = 'all' THEN
+            -- read() of the group, its checks and its C part: the rows go
+            -- through one PL/pgSQL result set, not two.
+            PERFORM changefeed.check_history(c, g.lo);
+            RETURN QUERY
+                SELECT r.seq, r.txid, r.range_id, r.operation, r.doc_id, r.partition_key, r.current,
+                       r.previous, r.ttl_expired, r.written_at, r.tenant, r."position", r.event_id, NULL::int[]
+                  FROM changefeed.read_windows(c.id, g.rs, g.lo, g.hi, g.last_seq, remaining, NULL, tenants) r;
+        ELSE
+            RETURN QUERY
+                SELECT r.seq, r.txid, r.range_id, r.operation, r.doc_id, r.partition_key, r.current,
+                       r.previous, r.ttl_expired, r.written_at, r.tenant, r."position", r.event_id, NULL::int[]
+                  FROM changefeed._read(tbl, g.pos, remaining,
+                                        CASE WHEN cardinality(g.rs) = c.ranges THEN NULL ELSE g.rs END,
+                                        mode, NULL, NULL, NULL, only_tenant) r;
+        END IF;
         GET DIAGNOSTICS n = ROW_COUNT;
         last_pos := pg_catalog.current_setting('changefeed.read_position');
         IF n < remaining AND now_xmax >= g.upto THEN
