@@ -196,9 +196,8 @@ static std::string json_strings(const std::map<int, std::string>& since, bool ke
     return boost::json::serialize(a);
 }
 
-MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
-                               const std::map<int, std::string>& since, int max, FeedMode mode,
-                               const TenantScope& scope) {
+pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
+                             int max, FeedMode mode, const TenantScope& scope) {
     return translated([&] {
         ReadTx tx(c);
         auto r = tx.exec_params(
@@ -213,12 +212,15 @@ MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
             table, json_strings(since, true), json_strings(since, false), max,
             mode == FeedMode::latest_version ? "latest" : "all", scope.scoped() ? scope.tenant.c_str() : nullptr);
         tx.commit();
+        return r;
+    });
+}
+
+MultiReadResult resume_of(const pqxx::result& r) {
+    return translated([&] {
         MultiReadResult out;
         for (const auto& row : r) {
             if (!row[0].is_null()) {
-                Change ch = change_of(row, scope);
-                out.positions[ch.range_id].push_back(row[10].as<std::string>());
-                out.changes[ch.range_id].push_back(std::move(ch));
                 ++out.total;
                 continue;
             }
@@ -240,6 +242,26 @@ MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
         }
         return out;
     });
+}
+
+void parse_positions(const pqxx::result& r, const TenantScope& scope, MultiReadResult& out) {
+    translated([&] {
+        for (const auto& row : r) {
+            if (row[0].is_null()) continue;
+            Change ch = change_of(row, scope);
+            out.positions[ch.range_id].push_back(row[10].as<std::string>());
+            out.changes[ch.range_id].push_back(std::move(ch));
+        }
+    });
+}
+
+MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
+                               const std::map<int, std::string>& since, int max, FeedMode mode,
+                               const TenantScope& scope) {
+    const pqxx::result r = fetch_positions(c, table, since, max, mode, scope);
+    MultiReadResult out = resume_of(r);
+    parse_positions(r, scope, out);
+    return out;
 }
 
 }  // namespace changefeed::detail

@@ -56,6 +56,14 @@ struct MultiReadResult {
 MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
                                const std::map<int, std::string>& since, int max, FeedMode mode,
                                const TenantScope& scope = {});
+// read_positions() in three steps, so that a pipelined reader can start its
+// next read once it knows where the ranges resume, before it parses the
+// changes: the rows as they came; `resume` and `total` from them (cheap);
+// then the changes and their positions into `out`.
+pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
+                             int max, FeedMode mode, const TenantScope& scope = {});
+MultiReadResult resume_of(const pqxx::result& rows);
+void parse_positions(const pqxx::result& rows, const TenantScope& scope, MultiReadResult& out);
 
 // What a subscription reads: every version of all ranges, filtered in the
 // database by a jsonpath (with its variables as jsonb text) and/or one document id.

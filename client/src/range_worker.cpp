@@ -370,26 +370,30 @@ bool RangeWorker::log_round(pqxx::connection& conn, const std::vector<int>& grou
     // over in batches of max_batch_size (deliver_in_batches).
     const long per_ranges = static_cast<long>(opt_.max_batch_size) * std::min<long>(16, static_cast<long>(group.size()));
     const int budget = static_cast<int>(std::min<long>(100000, std::max<long>(per_ranges, opt_.max_read_size)));
-    MultiReadResult rr;
+    pqxx::result rows;
     try {
         auto ahead = read_ahead_.take(since, budget);
-        rr = ahead ? std::move(*ahead)
-                   : read_positions(conn, s_.collection.table(), since, budget, s_.feed->mode, s_.scope);
+        rows = ahead ? std::move(*ahead)
+                     : fetch_positions(conn, s_.collection.table(), since, budget, s_.feed->mode, s_.scope);
     } catch (const Error& e) {
         if (!unusable_checkpoint(e)) throw;
         bool any = false;  // history loss is handled range by range
         for (int range : group) any |= step(conn, range, ranges_.at(range));
         return any;
     }
+    MultiReadResult rr = resume_of(rows);
     // Ranges left unread (the budget ran out) are read on at once.
     bool busy = rr.resume.size() < group.size();
-    // A full read: more is waiting, so read it while the handler runs, from
-    // where every range resumes if all goes well (take() drops it otherwise).
+    // A full read: more is waiting, so read it while these changes are parsed
+    // and handled, from where every range resumes if all goes well (take()
+    // drops it otherwise).
     if (opt_.read_ahead && !busy && rr.total >= static_cast<std::size_t>(budget)) {
         std::map<int, std::string> next;
         for (int range : group) next[range] = rr.resume.at(range);
         read_ahead_.start(s_.collection.table(), std::move(next), budget, s_.feed->mode, s_.scope);
     }
+    parse_positions(rows, s_.scope, rr);
+    rows.clear();
     std::vector<PendingCheckpoint> pending;
     for (int range : group) {
         auto resume = rr.resume.find(range);
