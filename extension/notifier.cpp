@@ -496,6 +496,13 @@ void changefeed_notifier_main(Datum arg) {
             all = false;
             notify_backoff = 0;
             notify_retry_at = 0;
+            // Under a steady write load every commit would wake this worker
+            // for a transaction of its own, and each wake-up costs the writer
+            // a signal: on a busy machine that took CPU from the writers.
+            // Sleeping outside WaitLatch lets commits set the latch without
+            // signalling; the commits of the interval share the next wake-up.
+            // A commit after a quiet spell is still sent at once.
+            if (changefeed_notify_interval > 0) pg_usleep(changefeed_notify_interval * 1000L);
         } else {
             notify_backoff = backoff;
             notify_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), backoff);

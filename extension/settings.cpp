@@ -4,6 +4,7 @@
 
 int changefeed_tick_rows = 1000;
 int changefeed_tick_interval = 1000;
+int changefeed_notify_interval = 1;
 int changefeed_maintain_interval = 300;
 int changefeed_maintenance_lock_timeout = 1000;
 // Superuser only: a writer must not be able to pass its own deletes off as
@@ -23,6 +24,10 @@ void changefeed_define_settings(void) {
     DefineCustomIntVariable("changefeed.tick_interval",
                             "Longest time between a captured commit and the next tick.", NULL,
                             &changefeed_tick_interval, 1000, 10, 3600000, PGC_SIGHUP, GUC_UNIT_MS,
+                            NULL, NULL, NULL);
+    DefineCustomIntVariable("changefeed.notify_interval",
+                            "Shortest time between two wake-ups the notifier sends (0: none).", NULL,
+                            &changefeed_notify_interval, 1, 0, 1000, PGC_SIGHUP, GUC_UNIT_MS,
                             NULL, NULL, NULL);
     DefineCustomIntVariable("changefeed.maintain_interval",
                             "Seconds between the maintenance worker's rounds (0 disables).", NULL,
