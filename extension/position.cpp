@@ -2,6 +2,7 @@
 // The codec itself is pure C++ (position_codec.cpp); these frames hold only
 // plain C data, so ereport may jump out of them safely.
 #include "pg.hpp"
+#include "pg_snapshot.hpp"
 #include "position_codec.hpp"
 
 extern "C" {
@@ -36,6 +37,7 @@ extern "C" {
 
 PG_FUNCTION_INFO_V1(changefeed_position_encode);
 PG_FUNCTION_INFO_V1(changefeed_position_decode);
+PG_FUNCTION_INFO_V1(changefeed_snapshot_now);
 
 // position_encode(lo pg_snapshot, hi pg_snapshot, last_seq bigint) -> text
 Datum changefeed_position_encode(PG_FUNCTION_ARGS) {
@@ -124,6 +126,37 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
         nulls[1] = true;
     values[2] = Int64GetDatum(last_seq);
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+// snapshot_now() -> pg_snapshot: pg_current_snapshot() with our own
+// transaction id among the in-progress ones.  PostgreSQL leaves the current
+// transaction out of its snapshot, so a position cut from it inside a
+// transaction that has written would count that transaction's changes as
+// delivered before they commit; for every other session it is in progress.
+Datum changefeed_snapshot_now(PG_FUNCTION_ARGS) {
+    Datum current = DirectFunctionCall1(pg_current_snapshot, (Datum)0);
+    const PgSnapshot *s = (const PgSnapshot *)DatumGetPointer(current);
+    FullTransactionId own = GetTopFullTransactionIdIfAny();
+    if (!FullTransactionIdIsValid(own) || !FullTransactionIdPrecedes(own, s->xmax)) PG_RETURN_DATUM(current);
+    for (uint32 i = 0; i < s->nxip; i++)
+        if (FullTransactionIdEquals(s->xip[i], own)) PG_RETURN_DATUM(current);
+    Size size = offsetof(PgSnapshot, xip) + sizeof(FullTransactionId) * (s->nxip + 1);
+    PgSnapshot *t = (PgSnapshot *)palloc(size);
+    SET_VARSIZE(t, size);
+    t->nxip = s->nxip + 1;
+    t->xmin = FullTransactionIdPrecedes(own, s->xmin) ? own : s->xmin;
+    t->xmax = s->xmax;
+    uint32 k = 0;
+    bool placed = false;
+    for (uint32 i = 0; i < s->nxip; i++) {  // xip stays sorted
+        if (!placed && FullTransactionIdPrecedes(own, s->xip[i])) {
+            t->xip[k++] = own;
+            placed = true;
+        }
+        t->xip[k++] = s->xip[i];
+    }
+    if (!placed) t->xip[k++] = own;
+    PG_RETURN_POINTER(t);
 }
 
 }  // extern "C"

@@ -19,6 +19,7 @@
 //
 // Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
+#include "pg_snapshot.hpp"
 #include "position_codec.hpp"
 #include "settings.hpp"
 
@@ -46,33 +47,8 @@ PG_FUNCTION_INFO_V1(changefeed_window_backlog);
 
 namespace {
 
-// pg_snapshot's layout (src/backend/utils/adt/xid8funcs.c keeps it private).
-struct PgSnapshot {
-    int32 vl_len_;
-    uint32 nxip;
-    FullTransactionId xmin;
-    FullTransactionId xmax;
-    FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
-};
-
 PgSnapshot *snapshot_arg(FunctionCallInfo fcinfo, int n) {
     return (PgSnapshot *)PG_DETOAST_DATUM(PG_GETARG_DATUM(n));
-}
-
-// pg_visible_in_snapshot(): xip is sorted.
-bool visible_in(const PgSnapshot *s, FullTransactionId x) {
-    if (FullTransactionIdPrecedes(x, s->xmin)) return true;
-    if (!FullTransactionIdPrecedes(x, s->xmax)) return false;
-    uint32 lo = 0, hi = s->nxip;
-    while (lo < hi) {
-        uint32 mid = lo + (hi - lo) / 2;
-        if (FullTransactionIdEquals(s->xip[mid], x)) return false;
-        if (FullTransactionIdPrecedes(s->xip[mid], x))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return true;
 }
 
 // changefeed.log's columns, by name: a partition attached from elsewhere may
@@ -100,7 +76,10 @@ Partition *open_partitions(int *count) {
     foreach (lc, all) {
         Oid relid = lfirst_oid(lc);
         Relation heap = table_open(relid, NoLock);  // locked by find_all_inheritors
-        if (heap->rd_rel->relkind == RELKIND_PARTITIONED_TABLE) {
+        // An empty partition (the days ahead) holds no row our snapshot can
+        // see: such a row was inserted, extending the file, before the
+        // snapshot was taken, and this check comes after.
+        if (heap->rd_rel->relkind == RELKIND_PARTITIONED_TABLE || RelationGetNumberOfBlocks(heap) == 0) {
             table_close(heap, NoLock);
             continue;
         }
@@ -270,7 +249,7 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
     while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
         bool isnull;
         FullTransactionId txid = DatumGetFullTransactionId(slot_getattr(slot, p->att[kTxid], &isnull));
-        if (isnull || !visible_in(w->hi, txid)) continue;
+        if (isnull || !pg_snapshot_visible(w->hi, txid)) continue;
         int64 seq = DatumGetInt64(slot_getattr(slot, p->att[kSeq], &isnull));
         if (isnull || seq <= w->after) continue;
         if (w->doc_ids.n >= 0 || w->tenants.n >= 0) {
@@ -358,7 +337,7 @@ int32 count_window(int32 collection, const int32 *ranges, int nranges, const PgS
                 while (count < stop_at && index_getnext_tid(scan, ForwardScanDirection) != NULL) {
                     bool isnull;
                     Datum d = index_getattr(scan->xs_itup, 3, scan->xs_itupdesc, &isnull);
-                    if (!isnull && visible_in(upto, DatumGetFullTransactionId(d))) count++;
+                    if (!isnull && pg_snapshot_visible(upto, DatumGetFullTransactionId(d))) count++;
                 }
                 index_endscan(scan);
                 CHECK_FOR_INTERRUPTS();

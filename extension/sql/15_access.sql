@@ -72,13 +72,17 @@ $$;
 
 -- The tenants `who` is bound to (empty: unbound).  A role inherits the
 -- bindings of the roles whose privileges it has; superusers are never bound.
+-- PL/pgSQL, not SQL: every read asks, and a session plans this once instead
+-- of once per statement.
 CREATE FUNCTION changefeed.tenants_of(who oid) RETURNS text[]
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT coalesce(array_agg(DISTINCT b.tenant ORDER BY b.tenant), '{}')
-      FROM changefeed.tenant_binding b
-     WHERE NOT (SELECT rolsuper FROM pg_roles WHERE oid = who)
-       AND EXISTS (SELECT 1 FROM pg_roles WHERE oid = b.role_id)
-       AND pg_has_role(who, b.role_id, 'USAGE')
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (SELECT coalesce(array_agg(DISTINCT b.tenant ORDER BY b.tenant), '{}')
+              FROM changefeed.tenant_binding b
+             WHERE NOT (SELECT rolsuper FROM pg_roles WHERE oid = who)
+               AND EXISTS (SELECT 1 FROM pg_roles WHERE oid = b.role_id)
+               AND pg_has_role(who, b.role_id, 'USAGE'));
+END
 $$;
 
 -- The tenants the calling role is bound to (empty: unbound).

@@ -25,14 +25,7 @@ RETURNS record AS 'MODULE_PATHNAME', 'changefeed_position_decode' LANGUAGE C STA
 -- changes as delivered before they commit: they would never be read.  Our id
 -- is in progress for every other session, and so it is here.
 CREATE FUNCTION changefeed.snapshot_now() RETURNS pg_snapshot
-LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE WHEN q.own IS NULL OR q.own >= pg_snapshot_xmax(q.s) THEN q.s
-                ELSE format('%s:%s:%s', least(pg_snapshot_xmin(q.s), q.own), pg_snapshot_xmax(q.s),
-                            array_to_string(ARRAY(SELECT x FROM pg_snapshot_xip(q.s) x
-                                                  UNION SELECT q.own ORDER BY 1), ','))::pg_snapshot
-           END
-      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned() AS own) q
-$$;
+AS 'MODULE_PATHNAME', 'changefeed_snapshot_now' LANGUAGE C STABLE PARALLEL RESTRICTED;
 
 -- The position of "now": a read from it returns what commits after this
 -- statement's snapshot, our own transaction's changes included.  Inside a

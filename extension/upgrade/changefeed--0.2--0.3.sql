@@ -10,19 +10,26 @@
 -- changes (lease_init() with them, say) delivers those changes once they
 -- commit (30_read.sql).
 CREATE FUNCTION changefeed.snapshot_now() RETURNS pg_snapshot
-LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE WHEN q.own IS NULL OR q.own >= pg_snapshot_xmax(q.s) THEN q.s
-                ELSE format('%s:%s:%s', least(pg_snapshot_xmin(q.s), q.own), pg_snapshot_xmax(q.s),
-                            array_to_string(ARRAY(SELECT x FROM pg_snapshot_xip(q.s) x
-                                                  UNION SELECT q.own ORDER BY 1), ','))::pg_snapshot
-           END
-      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned() AS own) q
-$$;
+AS 'MODULE_PATHNAME', 'changefeed_snapshot_now' LANGUAGE C STABLE PARALLEL RESTRICTED;
 REVOKE ALL ON FUNCTION changefeed.snapshot_now() FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION changefeed.current_position() RETURNS text
 LANGUAGE sql STABLE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT changefeed.position_encode(changefeed.snapshot_now(), NULL, 0)
+$$;
+
+-- ---- the wake-up path ----
+-- PL/pgSQL, not SQL: every read asks, and a session plans this once instead
+-- of once per statement.
+CREATE OR REPLACE FUNCTION changefeed.tenants_of(who oid) RETURNS text[]
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (SELECT coalesce(array_agg(DISTINCT b.tenant ORDER BY b.tenant), '{}')
+              FROM changefeed.tenant_binding b
+             WHERE NOT (SELECT rolsuper FROM pg_roles WHERE oid = who)
+               AND EXISTS (SELECT 1 FROM pg_roles WHERE oid = b.role_id)
+               AND pg_has_role(who, b.role_id, 'USAGE'));
+END
 $$;
 
 -- ---- disable() keeps, ranges change ----
