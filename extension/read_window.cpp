@@ -1,5 +1,5 @@
-// read() in C (30_read.sql) for mode 'all' without a jsonpath filter, the
-// mode processors drain with: the window loop and the pages.
+// read() in C (30_read.sql) without a jsonpath filter, what processors read:
+// the window loop and the pages, every version or the latest ones.
 //
 // A window is what committed between two snapshots, lo and hi, of one
 // collection's ranges.  read() checks the call (rights, position, history)
@@ -192,7 +192,7 @@ void page_prune(Kept *pg) {
 }
 
 void page_add(Kept *pg, int64 seq, HeapTuple tuple, int part) {
-    if (pg->n == pg->cap) page_prune(pg);
+    if (pg->n == pg->cap && pg->keep < pg->n) page_prune(pg);
     if (pg->n == pg->cap) {  // keep >= cap: grow
         pg->cap *= 2;
         pg->rows = (Row *)repalloc_huge(pg->rows, sizeof(Row) * pg->cap);
@@ -240,6 +240,7 @@ struct Window {
     int64 after;
     TextSet doc_ids;  // n < 0: no filter; clears always pass
     TextSet tenants;
+    bool latest;      // mode 'latest': per document the window's last version
 };
 
 void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nkeys, TupleTableSlot *slot,
@@ -251,7 +252,13 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
         FullTransactionId txid = DatumGetFullTransactionId(slot_getattr(slot, p->att[kTxid], &isnull));
         if (isnull || !pg_snapshot_visible(w->hi, txid)) continue;
         int64 seq = DatumGetInt64(slot_getattr(slot, p->att[kSeq], &isnull));
-        if (isnull || seq <= w->after) continue;
+        if (isnull) continue;
+        CHECK_FOR_INTERRUPTS();
+        if (w->latest) {  // coalesced once the whole window is in (latest_versions)
+            page_add(pg, seq, ExecCopySlotHeapTuple(slot), part);
+            continue;
+        }
+        if (seq <= w->after) continue;
         if (w->doc_ids.n >= 0 || w->tenants.n >= 0) {
             bool clear = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull)) == 't';
             bool nul;
@@ -265,7 +272,6 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
             }
         }
         page_add(pg, seq, ExecCopySlotHeapTuple(slot), part);
-        CHECK_FOR_INTERRUPTS();
     }
     index_endscan(scan);
 }
@@ -448,15 +454,98 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
     tuplestore_putvalues(out->rsinfo->setResult, out->rsinfo->setDesc, values, nulls);
 }
 
+// Mode 'latest': of every row of the window in `pg`, per document the last
+// version, unless it is a delete or a later clear of its range ends it; then
+// only those after w->after and passing doc_ids and tenants, in seq order.
+struct Version {
+    int row;
+    int32 range;
+    char op;
+    text *doc;
+    int64 seq;
+};
+
+int by_document_then_newest(const void *a, const void *b) {
+    const Version *x = (const Version *)a, *y = (const Version *)b;
+    if (x->range != y->range) return x->range < y->range ? -1 : 1;
+    size_t lx = VARSIZE_ANY_EXHDR(x->doc), ly = VARSIZE_ANY_EXHDR(y->doc);
+    int c = memcmp(VARDATA_ANY(x->doc), VARDATA_ANY(y->doc), Min(lx, ly));
+    if (c != 0) return c;
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return x->seq > y->seq ? -1 : x->seq < y->seq ? 1 : 0;
+}
+
+bool same_document(const Version *a, const Version *b) {
+    size_t len = VARSIZE_ANY_EXHDR(a->doc);
+    return a->range == b->range && len == VARSIZE_ANY_EXHDR(b->doc) &&
+           memcmp(VARDATA_ANY(a->doc), VARDATA_ANY(b->doc), len) == 0;
+}
+
+void latest_versions(const Window *w, Partition *parts, Kept *pg) {
+    Version *v = (Version *)palloc_extended(sizeof(Version) * Max(pg->n, 1), MCXT_ALLOC_HUGE);
+    int64 *last_clear = (int64 *)palloc0(sizeof(int64) * Max(w->nranges, 1));  // per wanted range, 0: none
+    int nv = 0;
+    for (int i = 0; i < pg->n; i++) {
+        Partition *p = &parts[pg->rows[i].part];
+        TupleDesc desc = RelationGetDescr(p->heap);
+        HeapTuple t = pg->rows[i].tuple;
+        bool isnull;
+        char op = DatumGetChar(heap_getattr(t, p->att[kOp], desc, &isnull));
+        int32 range = DatumGetInt32(heap_getattr(t, p->att[kRange], desc, &isnull));
+        if (op == 't') {
+            int32 *at = (int32 *)bsearch(&range, w->ranges, w->nranges, sizeof(int32), by_int32);
+            int64 *clear = &last_clear[at - w->ranges];
+            *clear = Max(*clear, pg->rows[i].seq);
+            continue;
+        }
+        Datum doc = heap_getattr(t, p->att[kDocId], desc, &isnull);
+        if (isnull) continue;
+        v[nv++] = Version{i, range, op, DatumGetTextPP(doc), pg->rows[i].seq};
+    }
+    qsort(v, nv, sizeof(Version), by_document_then_newest);
+    bool *chosen = (bool *)palloc0(sizeof(bool) * Max(pg->n, 1));
+    for (int i = 0; i < nv; i++) {
+        if (i > 0 && same_document(&v[i], &v[i - 1])) continue;  // an older version
+        if (v[i].op == 'd' || v[i].seq <= w->after) continue;
+        int32 *at = (int32 *)bsearch(&v[i].range, w->ranges, w->nranges, sizeof(int32), by_int32);
+        if (v[i].seq <= last_clear[at - w->ranges]) continue;  // a later clear ends it
+        const Row *row = &pg->rows[v[i].row];
+        Partition *p = &parts[row->part];
+        bool nul;
+        if (w->doc_ids.n >= 0 && !in_set(&w->doc_ids, PointerGetDatum(v[i].doc), false)) continue;
+        if (w->tenants.n >= 0 &&
+            !in_set(&w->tenants, heap_getattr(row->tuple, p->att[kTenant], RelationGetDescr(p->heap), &nul), nul))
+            continue;
+        chosen[v[i].row] = true;
+    }
+    int kept = 0;
+    for (int i = 0; i < pg->n; i++) {
+        if (chosen[i])
+            pg->rows[kept++] = pg->rows[i];
+        else
+            heap_freetuple(pg->rows[i].tuple);
+    }
+    pg->n = kept;
+    pfree(v);
+    pfree(last_clear);
+    pfree(chosen);
+}
+
 // One page of the window (w->lo, w->hi] after w->after: at most `limit` rows
 // into the result.  Returns how many.
 int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitter *out) {
     Kept pg;
-    pg.keep = limit + 1;  // one past the page tells whether the window goes on
-    pg.cap = Max(2 * pg.keep, 1024);
+    // One past the page tells whether the window goes on; mode 'latest'
+    // needs the whole window first.
+    pg.keep = w->latest ? INT_MAX : limit + 1;
+    pg.cap = w->latest ? 1024 : Max(2 * pg.keep, 1024);
     pg.n = 0;
     pg.rows = (Row *)palloc_extended(sizeof(Row) * pg.cap, MCXT_ALLOC_HUGE);
     scan_window(w, parts, nparts, &pg);
+    if (w->latest) {
+        latest_versions(w, parts, &pg);
+        pg.keep = limit + 1;
+    }
     page_prune(&pg);
 
     bool exhausted = pg.n <= limit;
@@ -498,12 +587,13 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
 extern "C" {
 
 // read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
-//              after bigint, max_changes int, doc_ids text[], tenants text[])
-//   -> read()'s rows
-// read() in mode 'all' from the position (lo, hi, after) (hi null: between
-// windows): at most max_changes rows, window after window, in seq order; with
-// doc_ids or tenants (null: all), only changes of those documents or tenants,
-// and clears.  Each row carries the position after it: the last row of an
+//              after bigint, max_changes int, doc_ids text[], tenants text[],
+//              latest bool) -> read()'s rows
+// read() without a jsonpath filter from the position (lo, hi, after) (hi
+// null: between windows): at most max_changes rows, window after window, in
+// seq order; with doc_ids or tenants (null: all), only changes of those
+// documents or tenants, and clears (mode 'all'); `latest`: per window the
+// last version of each document, as read() in mode 'latest'.  Each row carries the position after it: the last row of an
 // exhausted window carries its `hi` alone, others (lo, hi, seq).  The
 // position after the last row goes to changefeed.read_position (LOCAL), for
 // read_ranges().
@@ -522,6 +612,7 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("max_changes must be positive")));
     w.doc_ids = text_set(fcinfo, 6);
     w.tenants = text_set(fcinfo, 7);
+    w.latest = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
     // As read() (30_read.sql): our own rows are visible to our scans.
     if (changefeed_xact_captured())
         ereport(ERROR, (errcode(changefeed::kOwnChanges),

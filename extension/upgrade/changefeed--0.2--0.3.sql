@@ -765,13 +765,14 @@ SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before,
 -- (90_privileges.sql renames them _read, _read_ranges and makes them SECURITY
 -- DEFINER; CREATE OR REPLACE keeps owner and privileges but not that
 -- attribute, so it is spelled out here).
--- read() in C (extension/read_window.cpp) for mode 'all' without a jsonpath
--- filter, the mode processors drain with: from the position (lo, hi,
--- last_seq), the windows and their pages, the same rows read() returns; and
--- the backlog estimate that chooses a window's shape, for read()'s SQL
--- statement.
+-- read() in C (extension/read_window.cpp) without a jsonpath filter, what
+-- processors read: from the position (lo, hi, last_seq), the windows and
+-- their pages, the same rows read() returns in mode 'all' or, with `latest`,
+-- mode 'latest'; and the backlog estimate that chooses a window's shape, for
+-- read()'s SQL statement (jsonpath filters).
 CREATE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
-                                        after bigint, max_changes int, doc_ids text[], tenants text[])
+                                        after bigint, max_changes int, doc_ids text[], tenants text[],
+                                        latest bool)
 RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text, partition_key text,
                current jsonb, previous jsonb, ttl_expired bool, written_at timestamptz, tenant text,
                "position" text, event_id text)
@@ -780,7 +781,7 @@ AS 'MODULE_PATHNAME', 'changefeed_read_windows' LANGUAGE C VOLATILE;
 CREATE FUNCTION changefeed.window_backlog(collection_id int, ranges int[], lo pg_snapshot, upto pg_snapshot,
                                           stop_at int) RETURNS int
 AS 'MODULE_PATHNAME', 'changefeed_window_backlog' LANGUAGE C STABLE;
-REVOKE ALL ON FUNCTION changefeed.read_windows(int, int[], pg_snapshot, pg_snapshot, bigint, int, text[], text[]),
+REVOKE ALL ON FUNCTION changefeed.read_windows(int, int[], pg_snapshot, pg_snapshot, bigint, int, text[], text[], bool),
                        changefeed.window_backlog(int, int[], pg_snapshot, pg_snapshot, int) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION changefeed._read(
@@ -860,10 +861,10 @@ BEGIN
         wanted := ranges;
     END IF;
 
-    IF mode = 'all' AND filter IS NULL THEN
+    IF filter IS NULL THEN
         -- What processors read: in C, the same rows (read_window.cpp).
         RETURN QUERY SELECT * FROM changefeed.read_windows(c.id, wanted, p.lo, p.hi, p.last_seq, max_changes,
-                                                           doc_ids, tenants);
+                                                           doc_ids, tenants, mode = 'latest');
         RETURN;
     END IF;
     lo := p.lo;
@@ -1088,7 +1089,7 @@ BEGIN
         RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004',
               HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
     END IF;
-    now_pos := changefeed.current_position();
+    now_pos := changefeed.position_encode(changefeed.snapshot_now(), NULL, 0);   -- current_position(), without planning it
     now_xmax := pg_snapshot_xmax(pg_current_snapshot());
 
     FOR g IN
@@ -1102,22 +1103,14 @@ BEGIN
         -- read() leaves the position after its last row in
         -- changefeed.read_position: the rows go through untouched.
         PERFORM pg_catalog.set_config('changefeed.read_position', '', true);
-        IF mode = 'all' THEN
-            -- read() of the group, its checks and its C part: the rows go
-            -- through one PL/pgSQL result set, not two.
-            PERFORM changefeed.check_history(c, g.lo);
-            RETURN QUERY
-                SELECT r.seq, r.txid, r.range_id, r.operation, r.doc_id, r.partition_key, r.current,
-                       r.previous, r.ttl_expired, r.written_at, r.tenant, r."position", r.event_id, NULL::int[]
-                  FROM changefeed.read_windows(c.id, g.rs, g.lo, g.hi, g.last_seq, remaining, NULL, tenants) r;
-        ELSE
-            RETURN QUERY
-                SELECT r.seq, r.txid, r.range_id, r.operation, r.doc_id, r.partition_key, r.current,
-                       r.previous, r.ttl_expired, r.written_at, r.tenant, r."position", r.event_id, NULL::int[]
-                  FROM changefeed._read(tbl, g.pos, remaining,
-                                        CASE WHEN cardinality(g.rs) = c.ranges THEN NULL ELSE g.rs END,
-                                        mode, NULL, NULL, NULL, only_tenant) r;
-        END IF;
+        -- read() of the group, its checks and its C part: the rows go
+        -- through one PL/pgSQL result set, not two.
+        PERFORM changefeed.check_history(c, g.lo);
+        RETURN QUERY
+            SELECT r.seq, r.txid, r.range_id, r.operation, r.doc_id, r.partition_key, r.current,
+                   r.previous, r.ttl_expired, r.written_at, r.tenant, r."position", r.event_id, NULL::int[]
+              FROM changefeed.read_windows(c.id, g.rs, g.lo, g.hi, g.last_seq, remaining, NULL, tenants,
+                                           mode = 'latest') r;
         GET DIAGNOSTICS n = ROW_COUNT;
         last_pos := pg_catalog.current_setting('changefeed.read_position');
         IF n < remaining AND now_xmax >= g.upto THEN
