@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Part 1, write overhead: pgbench on a jsonb table (single-row update and
 # insert, 8 clients, synchronous_commit on and off), every capture variant
-# interleaved in rounds (A B C ... A B C ...) on the same clusters.
+# interleaved in rounds (A B C ... A B C ...) on the same clusters.  Documents
+# of about 100 bytes; then, for no capture, changefeed and PgQ, documents of
+# about 2 KB (cases named "... 2KB"; DOC_2KB=no skips them).
 #   bash bench/write_overhead.sh ROWS SECONDS ROUNDS CLIENTS
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rows=${1:-100000} secs=${2:-15} rounds=${3:-3} clients=${4:-8}
 sync_modes=${SYNC_MODES:-on off}
+doc_2kb=${DOC_2KB:-yes}
+# About 1.8 KB of text that does not compress: the tuple stays under the TOAST
+# threshold, so the 2 KB cases measure the bytes written, not compression.
+body=$(for i in $(seq 1 56); do printf '%s' "$i" | md5sum | cut -c1-32; done | tr -d '\n')
 pre=pre plain=plain
 start_bench_cluster "$pre" 0 yes
 start_bench_cluster "$plain" 1 no
@@ -36,6 +42,16 @@ BEGIN
         EXECUTE format('INSERT INTO %I SELECT * FROM seed', t);
         EXECUTE format('CREATE SEQUENCE %I START 100000000', t || '_ins');
     END LOOP;
+    IF '$doc_2kb' = 'yes' THEN
+        FOREACH t IN ARRAY ARRAY['t_none_2k', 't_changefeed_2k', 't_pgq_2k'] LOOP
+            EXECUTE format('CREATE TABLE %I (id bigint PRIMARY KEY, doc jsonb NOT NULL)', t);
+            EXECUTE format('INSERT INTO %I SELECT id, doc || jsonb_build_object(''body'', %L) FROM seed', t, '$body');
+            EXECUTE format('CREATE SEQUENCE %I START 100000000', t || '_ins');
+        END LOOP;
+        PERFORM changefeed.enable('t_changefeed_2k');
+        CREATE TRIGGER capture AFTER INSERT OR UPDATE OR DELETE ON t_pgq_2k
+            FOR EACH ROW EXECUTE PROCEDURE pgq.jsontriga('bench_q');
+    END IF;
 END \$\$;
 SELECT changefeed.enable('t_changefeed');
 CREATE TRIGGER capture AFTER INSERT OR UPDATE OR DELETE ON t_pgq
@@ -58,6 +74,15 @@ UPDATE $t SET doc = jsonb_set(doc, '{n}', to_jsonb(:id + 1)) WHERE id = :id;
 SQL
     cat >"$work/insert_$t.sql" <<SQL
 INSERT INTO $t VALUES (nextval('${t}_ins'), jsonb_build_object('name', 'new', 'n', 1, 'tags', jsonb_build_array('a')));
+SQL
+done
+for t in t_none_2k t_changefeed_2k t_pgq_2k; do
+    cat >"$work/update_$t.sql" <<SQL
+\set id random(1, $rows)
+UPDATE $t SET doc = jsonb_set(doc, '{n}', to_jsonb(:id + 1)) WHERE id = :id;
+SQL
+    cat >"$work/insert_$t.sql" <<SQL
+INSERT INTO $t VALUES (nextval('${t}_ins'), jsonb_build_object('name', 'new', 'n', 1, 'body', '$body'));
 SQL
 done
 
@@ -94,6 +119,12 @@ for round in $(seq 1 "$rounds"); do
                 esac
                 record write "$variant" "$case_name" "$round" "$tps" tps
                 echo "round $round  $case_name  $variant  $tps tps"
+            done
+            [ "$doc_2kb" = yes ] || continue
+            for variant in none changefeed pgq; do
+                tps=$(bench "$pre" "$workload" "t_${variant}_2k" "$sync")
+                record write "$variant" "$case_name 2KB" "$round" "$tps" tps
+                echo "round $round  $case_name 2KB  $variant  $tps tps"
             done
         done
     done
