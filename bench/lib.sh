@@ -53,7 +53,8 @@ record() {  # part variant case round value unit
 bench_dir() { echo "$BENCH_SCRATCH-$1"; }  # name -> the cluster's directory
 
 # Starts benchmark cluster NAME on port BENCH_PORT_BASE + OFFSET, stopped at
-# exit: fsync on, logical decoding allowed for wal2json.
+# exit: fsync on, logical decoding allowed for wal2json; BENCH_CONF, when set,
+# is one more postgresql.conf line (e.g. "changefeed.notify_interval = 0").
 start_bench_cluster() {  # name offset preload(yes|no)
     local dir port preload_opt=()
     dir=$(bench_dir "$1")
@@ -63,7 +64,8 @@ start_bench_cluster() {  # name offset preload(yes|no)
     bash "$BENCH_ROOT/test/cluster.sh" start "$dir" --port "$port" "${preload_opt[@]}" \
         --conf "shared_buffers = 1GB" --conf "max_wal_size = 8GB" --conf "checkpoint_timeout = 30min" \
         --conf "wal_level = logical" --conf "max_replication_slots = 8" --conf "max_wal_senders = 8" \
-        --conf "output_plugin_libraries = 'wal2json'" --conf "changefeed.maintain_interval = 0"
+        --conf "output_plugin_libraries = 'wal2json'" --conf "changefeed.maintain_interval = 0" \
+        ${BENCH_CONF:+--conf "$BENCH_CONF"}
 }
 
 stop_bench_cluster() {

@@ -502,7 +502,7 @@ void changefeed_notifier_main(Datum arg) {
             // Sleeping outside WaitLatch lets commits set the latch without
             // signalling; the commits of the interval share the next wake-up.
             // A commit after a quiet spell is still sent at once.
-            if (changefeed_notify_interval > 0) pg_usleep(changefeed_notify_interval * 1000L);
+            if (changefeed_notify_interval > 0) pg_usleep((long)(changefeed_notify_interval * 1000.0));
         } else {
             notify_backoff = backoff;
             notify_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), backoff);

@@ -4,7 +4,7 @@
 
 int changefeed_tick_rows = 1000;
 int changefeed_tick_interval = 1000;
-int changefeed_notify_interval = 1;
+double changefeed_notify_interval = 1.0;
 int changefeed_maintain_interval = 300;
 int changefeed_maintenance_lock_timeout = 1000;
 // Superuser only: a writer must not be able to pass its own deletes off as
@@ -25,10 +25,10 @@ void changefeed_define_settings(void) {
                             "Longest time between a captured commit and the next tick.", NULL,
                             &changefeed_tick_interval, 1000, 10, 3600000, PGC_SIGHUP, GUC_UNIT_MS,
                             NULL, NULL, NULL);
-    DefineCustomIntVariable("changefeed.notify_interval",
-                            "Shortest time between two wake-ups the notifier sends (0: none).", NULL,
-                            &changefeed_notify_interval, 1, 0, 1000, PGC_SIGHUP, GUC_UNIT_MS,
-                            NULL, NULL, NULL);
+    DefineCustomRealVariable("changefeed.notify_interval",
+                             "Shortest time between two wake-ups the notifier sends (0: none).", NULL,
+                             &changefeed_notify_interval, 1.0, 0.0, 1000.0, PGC_SIGHUP, GUC_UNIT_MS,
+                             NULL, NULL, NULL);
     DefineCustomIntVariable("changefeed.maintain_interval",
                             "Seconds between the maintenance worker's rounds (0 disables).", NULL,
                             &changefeed_maintain_interval, 300, 0, 7 * 24 * 3600, PGC_SIGHUP, GUC_UNIT_S,

@@ -11,8 +11,8 @@ void changefeed_define_settings(void);
 extern int changefeed_tick_rows;
 extern int changefeed_tick_interval;
 // changefeed.notify_interval: the notifier sends wake-ups at most once per
-// this many milliseconds (0: after every commit it sees).
-extern int changefeed_notify_interval;
+// this many milliseconds, fractions allowed (0: after every commit it sees).
+extern double changefeed_notify_interval;
 // changefeed.maintain_interval: seconds between maintenance rounds (0: never).
 extern int changefeed_maintain_interval;
 // changefeed.maintenance_lock_timeout: how long a maintenance step waits for a
