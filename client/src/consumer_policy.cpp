@@ -37,11 +37,17 @@ Error handler_failure(std::exception_ptr p, const std::string& what) {
 void ConsumerEvents::set_state(State s) {
     // A processor halted (by either thread) stays so until the next start():
     // the other thread, still finishing a pass, must not report it running.
+    const bool live = s == State::running || s == State::resuming;
     if (s == State::starting)
         halted_ = false;
-    else if (halted_ && (s == State::running || s == State::resuming))
+    else if (halted_ && live)
         return;
-    if (state_.exchange(s) == s || !on_state_change_) return;
+    const State before = state_.exchange(s);
+    if (live && halted_) {  // a halt came between the test and the exchange: it wins
+        state_.store(halted_state_);
+        return;
+    }
+    if (before == s || !on_state_change_) return;
     try {
         on_state_change_(s);
     } catch (...) {
@@ -100,8 +106,16 @@ void ConsumerEvents::report_decided(std::optional<int> range, const Error& e, st
                  std::string(range ? "range " + std::to_string(*range) : std::string("the processor")) +
                      " halted by the recovery policy after: " + e.what() + " -- see " + runbook);
     tell(ErrorInfo{range, halted.code(), halted.what(), std::make_exception_ptr(halted), runbook});
-    if (!range) halted_ = true;
-    set_state(d.state());
+    if (range)
+        set_state(d.state());
+    else
+        halt(d.state());
+}
+
+void ConsumerEvents::halt(State s) {
+    halted_state_ = s;
+    halted_ = true;
+    set_state(s);
 }
 
 std::chrono::milliseconds Backoff::next() {

@@ -47,6 +47,9 @@ public:
 
     State state() const { return state_; }
     void set_state(State s);
+    // The processor halted (by either thread) in state `s`: it stays there,
+    // whatever the other thread still reports, until the next start().
+    void halt(State s);
     // `p` defaults to the Error itself.
     void report(std::optional<int> range, const Error& e, std::exception_ptr p = nullptr) const;
     // Reports a handler's exception as handler_failed.
@@ -68,6 +71,7 @@ private:
     Telemetry telemetry_;
     std::atomic<State> state_{State::stopped};
     std::atomic<bool> halted_{false};  // the processor (not a range) halted since start
+    std::atomic<State> halted_state_{State::stopped};
 };
 
 // Reconnect delays: doubling from min up to max, each drawn at random from

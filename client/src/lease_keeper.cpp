@@ -130,7 +130,7 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
                 // off: its leases are its own now, so halt without touching them.
                 if (name_taken) {
                     events_.report(std::nullopt, e, std::current_exception());
-                    events_.set_state(State::stopped);
+                    events_.halt(State::stopped);
                 }
                 {
                     std::lock_guard lock(mu_);
