@@ -396,7 +396,10 @@ size_t max_text_length(uint64_t max_xip) {
     return kPrefix.size() + base64url_length(size_t(bytes));
 }
 
-std::string encode(const Position &p, const uint8_t *key) {
+namespace {
+
+// A position's bytes before its last_seq: version, cluster, database, snapshots.
+std::string head_of(const Position &p) {
     Writer w;
     w.u8(kVersion);
     w.u64(p.system_id);
@@ -404,9 +407,26 @@ std::string encode(const Position &p, const uint8_t *key) {
     w.snapshot(p.lo);
     w.u8(p.hi ? 1 : 0);
     if (p.hi) w.snapshot(*p.hi);
-    w.u64(uint64_t(p.last_seq));
-    w.bytes() += tag_of(w.bytes(), key);
-    return std::string(kPrefix) + base64url(w.bytes());
+    return std::move(w.bytes());
+}
+
+// The text of the position `head` + last_seq, tagged.
+std::string finish(std::string body, int64_t last_seq, const uint8_t *key) {
+    for (int i = 0; i < 8; i++) body += char((uint64_t(last_seq) >> (8 * i)) & 0xff);
+    body += tag_of(body, key);
+    return std::string(kPrefix) + base64url(body);
+}
+
+}  // namespace
+
+std::string encode(const Position &p, const uint8_t *key) { return finish(head_of(p), p.last_seq, key); }
+
+std::vector<std::string> encode_page(const Position &p, const std::vector<int64_t> &seqs, const uint8_t *key) {
+    const std::string head = head_of(p);
+    std::vector<std::string> out;
+    out.reserve(seqs.size());
+    for (int64_t seq : seqs) out.push_back(finish(head, seq, key));
+    return out;
 }
 
 Position decode(std::string_view text, const Checks &checks) {
@@ -508,22 +528,14 @@ extern "C" ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, co
                                                               const uint8_t *key, char *out, size_t stride,
                                                               char *err, size_t errlen) {
     try {
-        Writer w;
-        w.u8(kVersion);
-        w.u64(system_id);
-        w.u32(database);
-        w.snapshot(parse_snapshot(lo));
-        w.u8(1);
-        w.snapshot(parse_snapshot(hi));
-        const std::string head = w.bytes();
-        std::string body;
-        for (size_t i = 0; i < n; i++) {
-            body.assign(head);
-            for (int b = 0; b < 8; b++) body += char((uint64_t(seqs[i]) >> (8 * b)) & 0xff);
-            body += tag_of(body, key);
-            if (!copy_out(std::string(kPrefix) + base64url(body), out + i * stride, stride))
-                throw std::length_error("position buffer too small");
-        }
+        Position p;
+        p.system_id = system_id;
+        p.database = database;
+        p.lo = parse_snapshot(lo);
+        p.hi = parse_snapshot(hi);
+        const std::vector<std::string> texts = encode_page(p, std::vector<int64_t>(seqs, seqs + n), key);
+        for (size_t i = 0; i < n; i++)
+            if (!copy_out(texts[i], out + i * stride, stride)) throw std::length_error("position buffer too small");
         return CHANGEFEED_CODEC_OK;
     } catch (const std::exception &e) {
         return report(e, CHANGEFEED_CODEC_INTERNAL, err, errlen);

@@ -85,6 +85,9 @@ std::string format_snapshot(const Snapshot &s);
 size_t max_text_length(uint64_t max_xip);
 
 std::string encode(const Position &p, const uint8_t *key);
+// encode() of `p` with each of `seqs` as its last_seq; the snapshots are laid
+// out once.
+std::vector<std::string> encode_page(const Position &p, const std::vector<int64_t> &seqs, const uint8_t *key);
 // Checks, in order: length, structure, cluster and database (ForeignPosition),
 // the tag (ForgedPosition), then the snapshots (InvalidPosition, FuturePosition).
 Position decode(std::string_view text, const Checks &checks);

@@ -93,6 +93,18 @@ TEST(PositionCodec, RoundTrips) {
     EXPECT_EQ(p.last_seq, 42);
 }
 
+TEST(PositionCodec, APageEncodesAsEachPositionAlone) {
+    codec::Position p = sample();
+    const std::vector<int64_t> seqs = {1, 42, 9000000000000000000LL};
+    const auto page = codec::encode_page(p, seqs, kKey);
+    ASSERT_EQ(page.size(), seqs.size());
+    for (size_t i = 0; i < seqs.size(); i++) {
+        p.last_seq = seqs[i];
+        EXPECT_EQ(page[i], codec::encode(p, kKey));
+        EXPECT_EQ(codec::decode(page[i], checks()).last_seq, seqs[i]);
+    }
+}
+
 TEST(PositionCodec, AnotherKeyMakesAnotherTag) {
     EXPECT_NE(codec::encode(sample(), kKey), codec::encode(sample(), kOtherKey));
     EXPECT_THROW(codec::decode(codec::encode(sample(), kOtherKey), checks()), codec::ForgedPosition);
