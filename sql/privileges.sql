@@ -96,6 +96,13 @@ SELECT try($$SELECT count(*) FROM changefeed.horizon$$);
 SELECT try($$UPDATE changefeed.lease SET checkpoint = ''$$);
 SELECT try($$SELECT changefeed.position_encode('1:1:', NULL, 0)$$);
 SELECT try($$SELECT * FROM changefeed._read('public.priv_orders', (SELECT p FROM pos), 10, NULL, 'all', NULL, NULL, NULL, NULL)$$);
+-- The C reader checks no rights itself: called directly it would read any
+-- collection, so only the implementations may run it.
+SELECT try($$SELECT count(*) FROM changefeed.read_windows(
+    (SELECT id FROM changefeed.collections WHERE table_name = 'public.priv_orders'::regclass), '{0}',
+    pg_current_snapshot(), pg_current_snapshot(), 0, 10, NULL, NULL, false)$$);
+SELECT try($$SELECT changefeed.window_backlog(1, '{0}', pg_current_snapshot(), pg_current_snapshot(), 10)$$);
+SELECT try($$SELECT changefeed.snapshot_now()$$);
 SELECT try($$SELECT changefeed.lease_init('public.priv_orders', 'reader-proc')$$);   -- not a processor role
 -- The collections view lists only tables the reader may SELECT, even to a
 -- leaky function (security barrier).
