@@ -42,6 +42,7 @@ extern "C" {
 #include "utils/xid8.h"
 
 PG_FUNCTION_INFO_V1(changefeed_read_windows);
+PG_FUNCTION_INFO_V1(changefeed_read_ranges);
 PG_FUNCTION_INFO_V1(changefeed_window_backlog);
 }
 
@@ -206,18 +207,22 @@ struct TextSet {
     int n;
 };
 
-TextSet text_set(FunctionCallInfo fcinfo, int arg) {
+TextSet text_set_of(ArrayType *arr) {
     TextSet set = {NULL, -1};
-    if (PG_ARGISNULL(arg)) return set;
+    if (arr == NULL) return set;
     Datum *elems;
     bool *nulls;
-    deconstruct_array(PG_GETARG_ARRAYTYPE_P(arg), TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &set.n);
+    deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &set.n);
     set.items = (text **)palloc(sizeof(text *) * Max(set.n, 1));
     int k = 0;
     for (int i = 0; i < set.n; i++)
         if (!nulls[i]) set.items[k++] = DatumGetTextPP(elems[i]);
     set.n = k;
     return set;
+}
+
+TextSet text_set(FunctionCallInfo fcinfo, int arg) {
+    return text_set_of(PG_ARGISNULL(arg) ? NULL : PG_GETARG_ARRAYTYPE_P(arg));
 }
 
 // `value = ANY (set)`: false for a null value, as in SQL.
@@ -400,6 +405,7 @@ const PgSnapshot *tick_after(const PgSnapshot *lo, const PgSnapshot *upto, int32
 // Forms read()'s rows into the result set.
 struct Emitter {
     ReturnSetInfo *rsinfo;
+    text *last_pos;   // the position after the last row emitted
     char prefix[32];  // "<collection id>."
     int prefix_len;
     Datum *all;       // a deformed log row, sized for the widest partition
@@ -408,6 +414,7 @@ struct Emitter {
 
 void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, ReturnSetInfo *rsinfo) {
     out->rsinfo = rsinfo;
+    out->last_pos = NULL;
     out->prefix_len = snprintf(out->prefix, sizeof out->prefix, "%d.", collection);
     int natts = 1;
     for (int i = 0; i < nparts; i++) natts = Max(natts, RelationGetDescr(parts[i].heap)->natts);
@@ -428,8 +435,9 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
         if (!isnull[c] && TupleDescAttr(desc, p->att[c] - 1)->attlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(v[c])))
             v[c] = PointerGetDatum(detoast_external_attr((struct varlena *)DatumGetPointer(v[c])));
     }
-    Datum values[13];
-    bool nulls[13] = {};
+    // read()'s 13 columns; read_ranges() has a 14th, resume_ranges, null here.
+    Datum values[14];
+    bool nulls[14] = {false, false, false, false, false, false, false, false, false, false, false, false, false, true};
     values[0] = v[kSeq];
     values[1] = v[kTxid];
     values[2] = v[kRange];
@@ -451,6 +459,21 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
     event_id[len++] = '.';
     len += pg_ulltoa_n((uint64)seq, event_id + len);
     values[12] = PointerGetDatum(cstring_to_text_with_len(event_id, len));
+    values[13] = (Datum)0;
+    tuplestore_putvalues(out->rsinfo->setResult, out->rsinfo->setDesc, values, nulls);
+    out->last_pos = pos;
+}
+
+// A marker row of read_ranges(): `ranges` resume at `pos`.
+void emit_marker(Emitter *out, text *pos, const int32 *ranges, int nranges) {
+    Datum *elems = (Datum *)palloc(sizeof(Datum) * Max(nranges, 1));
+    for (int i = 0; i < nranges; i++) elems[i] = Int32GetDatum(ranges[i]);
+    Datum values[14] = {};
+    bool nulls[14];
+    for (int c = 0; c < 14; c++) nulls[c] = true;
+    values[11] = PointerGetDatum(pos), nulls[11] = false;
+    values[13] = PointerGetDatum(construct_array(elems, nranges, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+    nulls[13] = false;
     tuplestore_putvalues(out->rsinfo->setResult, out->rsinfo->setDesc, values, nulls);
 }
 
@@ -582,6 +605,123 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
     return n;
 }
 
+// read()'s pages from w (hi null: between windows), window after window:
+// at most `remaining` rows into `out`, until the page is full or a window up
+// to now was read.  Returns how many.
+int32 read_windows_into(Window *w, int32 remaining, Partition *parts, int nparts, Emitter *out) {
+    int32 total = 0;
+    for (;;) {
+        bool at_current = false;
+        if (w->hi == NULL) {
+            // The next window, up to this statement's snapshot (the one the
+            // scans use, so every row visible in it is found).
+            const PgSnapshot *now = (const PgSnapshot *)DatumGetPointer(DirectFunctionCall1(pg_current_snapshot, (Datum)0));
+            if (FullTransactionIdPrecedes(now->xmax, w->lo->xmax)) break;  // the position is newer: nothing yet
+            // More than the page's backlog is read in windows bounded by
+            // ticks (about remaining / tick_rows ticks ahead: one window per
+            // page), less in one window up to now.
+            if (count_window(w->collection, w->ranges, w->nranges, w->lo, now, parts, nparts, remaining + 1) > remaining)
+                w->hi = tick_after(w->lo, now, Max(remaining / changefeed_tick_rows - 1, 0));
+            if (w->hi == NULL) {
+                w->hi = now;
+                at_current = true;
+            }
+            w->after = 0;
+        }
+        int n = read_page(w, parts, nparts, remaining, out);
+        remaining -= n;
+        total += n;
+        // Stop when the page is full or a window up to now was read.
+        if (remaining == 0 || at_current) break;
+        w->lo = w->hi;
+        w->hi = NULL;
+    }
+    return total;
+}
+
+// As read() (30_read.sql): our own rows would be visible to our scans.
+void refuse_own_changes() {
+    if (changefeed_xact_captured())
+        ereport(ERROR, (errcode(changefeed::kOwnChanges),
+                        errmsg("cannot read the change feed in a transaction that captured changes itself"),
+                        errdetail("Its own uncommitted changes would be delivered before they commit.")));
+}
+
+// One group of read_ranges(): ranges at one position.
+struct RangeGroup {
+    text *pos;
+    int32 *ranges;
+    int nranges;
+    const PgSnapshot *lo;
+    const PgSnapshot *hi;  // null: between windows
+    int64 last_seq;
+    FullTransactionId upto;
+};
+
+// What read_ranges_plan() (30_read.sql) returns, copied out of SPI.
+struct RangesPlan {
+    int32 collection;
+    ArrayType *tenants;  // null: every tenant
+    text *now_pos;
+    FullTransactionId now_xmax;
+    RangeGroup *groups;
+    int ngroups;
+};
+
+Datum plan_value(HeapTuple tuple, TupleDesc desc, int col, bool *isnull) {
+    Datum d = SPI_getbinval(tuple, desc, col, isnull);
+    if (*isnull) return (Datum)0;
+    Form_pg_attribute att = TupleDescAttr(desc, col - 1);
+    if (att->attlen == -1) d = PointerGetDatum(PG_DETOAST_DATUM(d));  // unpacked, then copied out of SPI's memory
+    return SPI_datumTransfer(d, att->attbyval, att->attlen);
+}
+
+RangesPlan plan_ranges(FunctionCallInfo fcinfo) {
+    static SPIPlanPtr plan = NULL;
+    RangesPlan out = {};
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (plan == NULL) {
+        Oid types[6] = {REGCLASSOID, INT4ARRAYOID, TEXTARRAYOID, INT4OID, TEXTOID, TEXTOID};
+        plan = SPI_prepare("SELECT collection_id, tenants, now_pos, now_xmax, pos, rs, lo, hi, last_seq, upto"
+                           "  FROM changefeed.read_ranges_plan($1, $2, $3, $4, $5, $6)",
+                           6, types);
+        if (plan == NULL || SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot prepare read_ranges_plan()");
+    }
+    Datum args[6];
+    char nulls[7] = "      ";
+    for (int i = 0; i < 6; i++) {
+        args[i] = PG_ARGISNULL(i) ? (Datum)0 : PG_GETARG_DATUM(i);
+        if (PG_ARGISNULL(i)) nulls[i] = 'n';
+    }
+    if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_SELECT) elog(ERROR, "changefeed: read_ranges_plan() failed");
+    out.ngroups = (int)SPI_processed;
+    out.groups = (RangeGroup *)SPI_palloc(sizeof(RangeGroup) * Max(out.ngroups, 1));
+    TupleDesc desc = SPI_tuptable->tupdesc;
+    for (int i = 0; i < out.ngroups; i++) {
+        HeapTuple t = SPI_tuptable->vals[i];
+        bool isnull;
+        if (i == 0) {
+            out.collection = DatumGetInt32(plan_value(t, desc, 1, &isnull));
+            Datum tenants = plan_value(t, desc, 2, &isnull);
+            out.tenants = isnull ? NULL : DatumGetArrayTypeP(tenants);
+            out.now_pos = DatumGetTextPP(plan_value(t, desc, 3, &isnull));
+            out.now_xmax = DatumGetFullTransactionId(plan_value(t, desc, 4, &isnull));
+        }
+        RangeGroup *g = &out.groups[i];
+        g->pos = DatumGetTextPP(plan_value(t, desc, 5, &isnull));
+        ArrayType *rs = DatumGetArrayTypeP(plan_value(t, desc, 6, &isnull));
+        g->nranges = ArrayGetNItems(ARR_NDIM(rs), ARR_DIMS(rs));
+        g->ranges = (int32 *)ARR_DATA_PTR(rs);  // int4, no nulls (checked by the plan)
+        g->lo = (const PgSnapshot *)DatumGetPointer(plan_value(t, desc, 7, &isnull));
+        Datum hi = plan_value(t, desc, 8, &isnull);
+        g->hi = isnull ? NULL : (const PgSnapshot *)DatumGetPointer(hi);
+        g->last_seq = DatumGetInt64(plan_value(t, desc, 9, &isnull));
+        g->upto = DatumGetFullTransactionId(plan_value(t, desc, 10, &isnull));
+    }
+    SPI_finish();
+    return out;
+}
+
 }  // namespace
 
 extern "C" {
@@ -613,11 +753,7 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     w.doc_ids = text_set(fcinfo, 6);
     w.tenants = text_set(fcinfo, 7);
     w.latest = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
-    // As read() (30_read.sql): our own rows are visible to our scans.
-    if (changefeed_xact_captured())
-        ereport(ERROR, (errcode(changefeed::kOwnChanges),
-                        errmsg("cannot read the change feed in a transaction that captured changes itself"),
-                        errdetail("Its own uncommitted changes would be delivered before they commit.")));
+    refuse_own_changes();
 
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
@@ -625,30 +761,64 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     Partition *parts = open_partitions(&nparts);
     Emitter out;
     emitter_init(&out, w.collection, parts, nparts, rsinfo);
-    for (;;) {
-        bool at_current = false;
-        if (w.hi == NULL) {
-            // The next window, up to this statement's snapshot (the one the
-            // scans use, so every row visible in it is found).
-            const PgSnapshot *now = (const PgSnapshot *)DatumGetPointer(DirectFunctionCall1(pg_current_snapshot, (Datum)0));
-            if (FullTransactionIdPrecedes(now->xmax, w.lo->xmax)) break;  // the position is newer: nothing yet
-            // More than the page's backlog is read in windows bounded by
-            // ticks (about remaining / tick_rows ticks ahead: one window per
-            // page), less in one window up to now.
-            if (count_window(w.collection, w.ranges, w.nranges, w.lo, now, parts, nparts, remaining + 1) > remaining)
-                w.hi = tick_after(w.lo, now, Max(remaining / changefeed_tick_rows - 1, 0));
-            if (w.hi == NULL) {
-                w.hi = now;
-                at_current = true;
-            }
-            w.after = 0;
+    (void)read_windows_into(&w, remaining, parts, nparts, &out);
+    close_partitions(parts, nparts);
+    return (Datum)0;
+}
+
+// read_ranges(tbl, ranges, positions, max_changes, mode, only_tenant): the
+// implementation of changefeed.read_ranges() (30_read.sql says what it
+// returns).  read_ranges_plan() checks the call and groups the ranges by
+// position, oldest first; each group is read as read() would, with what is
+// left of max_changes, its rows straight into the result, then its marker.
+Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    RangesPlan plan = plan_ranges(fcinfo);  // checked: max_changes and mode are valid
+    if (plan.ngroups == 0) return (Datum)0;
+    refuse_own_changes();
+    int32 remaining = PG_GETARG_INT32(3);
+    const bool latest = strcmp(text_to_cstring(PG_GETARG_TEXT_PP(4)), "latest") == 0;
+    TextSet tenants = text_set_of(plan.tenants);
+    int nparts;
+    Partition *parts = open_partitions(&nparts);
+    Emitter out;
+    emitter_init(&out, plan.collection, parts, nparts, rsinfo);
+    int total_ranges = 0;
+    for (int i = 0; i < plan.ngroups; i++) total_ranges += plan.groups[i].nranges;
+    int32 *idle = (int32 *)palloc(sizeof(int32) * total_ranges);
+    int nidle = 0;
+    for (int i = 0; i < plan.ngroups && remaining > 0; i++) {
+        const RangeGroup *g = &plan.groups[i];
+        Window w;
+        w.collection = plan.collection;
+        w.ranges = g->ranges;
+        w.nranges = g->nranges;
+        w.lo = g->lo;
+        w.hi = g->hi;
+        w.after = g->last_seq;
+        w.doc_ids = TextSet{NULL, -1};
+        w.tenants = tenants;
+        w.latest = latest;
+        out.last_pos = NULL;
+        int32 n = read_windows_into(&w, remaining, parts, nparts, &out);
+        if (n < remaining && !FullTransactionIdPrecedes(plan.now_xmax, g->upto)) {
+            // A read stops short of its budget only at the snapshot: the group
+            // resumes there, with the idle ones (so groups come together).
+            memcpy(idle + nidle, g->ranges, sizeof(int32) * g->nranges);
+            nidle += g->nranges;
+            remaining -= n;
+            continue;
         }
-        int n = read_page(&w, parts, nparts, remaining, &out);
         remaining -= n;
-        // Stop when the page is full or a window up to now was read.
-        if (remaining == 0 || at_current) break;
-        w.lo = w.hi;
-        w.hi = NULL;
+        // With rows: valid for every range of the group, as rows come in seq
+        // order across them (one without rows up to the last row had none
+        // before it).  Without: the position is newer than our snapshot.
+        emit_marker(&out, n > 0 ? out.last_pos : g->pos, g->ranges, g->nranges);
+    }
+    if (nidle > 0) {
+        qsort(idle, nidle, sizeof(int32), by_int32);
+        emit_marker(&out, plan.now_pos, idle, nidle);
     }
     close_partitions(parts, nparts);
     return (Datum)0;

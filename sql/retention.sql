@@ -28,6 +28,15 @@ SELECT try($$SELECT * FROM next_changes('stale', 'sessions')$$);
 SELECT count(*) FROM next_changes('current', 'sessions');
 -- Positions taken now are fine too.
 SELECT count(*) FROM changefeed.read('sessions', changefeed.current_position());
+-- read_ranges() refuses a lost position, alone or beside another (CF006), and
+-- reads the ones that lost nothing.
+SELECT (SELECT ranges FROM changefeed.collections WHERE table_name = 'sessions'::regclass) AS ranges;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT try($$SELECT * FROM changefeed.read_ranges('sessions', '{0,1}',
+                  ARRAY[(SELECT pos FROM cursor_state WHERE name = 'current'), (SELECT pos FROM cursor_state WHERE name = 'stale')], 1)$$);
+SELECT try($$SELECT * FROM changefeed.read_ranges('sessions', '{0}', ARRAY[(SELECT pos FROM cursor_state WHERE name = 'stale')])$$);
+SELECT count(*) AS markers FROM changefeed.read_ranges('sessions', '{0,1}', ARRAY[changefeed.current_position(), (SELECT pos FROM cursor_state WHERE name = 'current')]) WHERE seq IS NULL;
+COMMIT;
 
 -- Retention can be changed; ranges cannot.
 SELECT changefeed.alter('sessions', retention => '30 days');

@@ -153,14 +153,16 @@ std::vector<int> checkpoint_many(pqxx::connection& c, const LeaseKey& k, const s
         positions.emplace_back(m.position);
     }
     return translated_names(k.processor, k.instance, [&] {
-        // Prepared once per connection: it runs after every round.
+        // Prepared once per connection: it runs after every round.  One
+        // round trip: the statement is its own transaction, and set_config(...,
+        // true) lasts until its commit (as SET LOCAL in checkpoint()).
         c.prepare("changefeed_checkpoint_many",
                   "SELECT changefeed.lease_checkpoint_many($1::regclass, $2, $3,"
                   "       ARRAY(SELECT e::int FROM pg_catalog.jsonb_array_elements_text($4::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
                   "       ARRAY(SELECT e::bigint FROM pg_catalog.jsonb_array_elements_text($5::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
-                  "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($6::jsonb) WITH ORDINALITY t(e, i) ORDER BY i))");
-        pqxx::work tx(c);
-        tx.exec("SET LOCAL synchronous_commit = off");  // as checkpoint()
+                  "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($6::jsonb) WITH ORDINALITY t(e, i) ORDER BY i))"
+                  "  FROM (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS no_flush_wait");
+        pqxx::nontransaction tx(c);
         auto r = tx.exec_prepared(
             "changefeed_checkpoint_many", k.table, k.processor, k.instance, boost::json::serialize(ranges), boost::json::serialize(epochs),
             boost::json::serialize(positions));

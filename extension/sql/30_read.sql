@@ -437,6 +437,9 @@ $$;
 -- marker row and ranges at diverged positions come together once caught up.
 -- Must run in a REPEATABLE READ (or SERIALIZABLE) transaction: that snapshot
 -- is then the one every read in the call saw (25001 otherwise).
+-- The rows come from extension/read_window.cpp (changefeed_read_ranges):
+-- read_ranges_plan() checks the call and plans the groups, C reads them
+-- straight into the result.
 CREATE FUNCTION changefeed.read_ranges(
     tbl regclass,
     ranges int[],
@@ -459,18 +462,30 @@ RETURNS TABLE (
     "position" text,
     event_id text,
     resume_ranges int[])   -- marker rows only
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off SET work_mem = '64MB' AS $$
+LANGUAGE c VOLATILE SET search_path = pg_catalog, pg_temp SET work_mem = '64MB'
+AS 'MODULE_PATHNAME', 'changefeed_read_ranges';
+
+-- read_ranges()'s checks, and its groups in the order they are read: one row
+-- per position, with its ranges, its decoded position and the xmax its
+-- window starts from; every group's history is checked.  Each row also
+-- carries the collection, the caller's tenants (null: all) and where idle
+-- ranges resume (the call's snapshot).
+CREATE FUNCTION changefeed.read_ranges_plan(
+    tbl regclass,
+    ranges int[],
+    positions text[],
+    max_changes int,
+    mode text,
+    only_tenant text)
+RETURNS TABLE (collection_id int, tenants text[], now_pos text, now_xmax xid8,
+               pos text, rs int[], lo pg_snapshot, hi pg_snapshot, last_seq bigint, upto xid8)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection;
     g record;
-    remaining int := max_changes;
-    n int;
-    last_pos text;
-    now_pos text;
-    now_xmax xid8;
-    idle int[] := '{}';
-    tenants text[];
+    outside int;
+    distinct_ranges int;
 BEGIN
     IF current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable') THEN
         RAISE EXCEPTION 'read_ranges() must run in a REPEATABLE READ transaction'
@@ -493,71 +508,38 @@ BEGIN
         RAISE EXCEPTION 'ranges and positions must be arrays of the same length'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF EXISTS (SELECT 1 FROM unnest(ranges) x WHERE x IS NULL OR x < 0 OR x >= c.ranges) THEN
+    -- One statement for both checks: this runs on every wake-up.
+    SELECT count(*) FILTER (WHERE x IS NULL OR x < 0 OR x >= c.ranges), count(DISTINCT x)
+      INTO outside, distinct_ranges FROM unnest(ranges) x;
+    IF outside > 0 THEN
         RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (SELECT count(DISTINCT x) FROM unnest(ranges) x) <> coalesce(array_length(ranges, 1), 0) THEN
+    IF distinct_ranges <> coalesce(array_length(ranges, 1), 0) THEN
         RAISE EXCEPTION 'a range id must not be given twice' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF array_position(positions, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004',
               HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
     END IF;
+    collection_id := c.id;
     now_pos := changefeed.position_encode(changefeed.snapshot_now(), NULL, 0);   -- current_position(), without planning it
     now_xmax := pg_snapshot_xmax(pg_current_snapshot());
-
     FOR g IN
-        SELECT q.pos, q.rs, d.lo, d.hi, d.last_seq, pg_snapshot_xmax(coalesce(d.hi, d.lo)) AS upto
+        SELECT q.pos, q.rs, d.lo, d.hi, d.last_seq, pg_snapshot_xmax(coalesce(d.hi, d.lo)) AS upto,
+               CASE WHEN h.dropped_txid IS NULL THEN true
+                    ELSE changefeed.snapshot_covers(d.lo, h.dropped_txid) END AS covered
           FROM (SELECT p.pos, array_agg(p.r ORDER BY p.r) AS rs
                   FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) q
           CROSS JOIN LATERAL changefeed.position_decode(q.pos) d
+          LEFT JOIN changefeed.horizon h ON h.collection_id = c.id
          ORDER BY pg_snapshot_xmax(d.lo), d.hi IS NOT NULL, pg_snapshot_xmax(d.hi), d.last_seq, q.pos
     LOOP
-        EXIT WHEN remaining = 0;
-        -- read() leaves the position after its last row in
-        -- changefeed.read_position: the rows go through untouched.
-        PERFORM pg_catalog.set_config('changefeed.read_position', '', true);
-        -- read() of the group, its checks and its C part: the rows go
-        -- through one PL/pgSQL result set, not two.
-        PERFORM changefeed.check_history(c, g.lo);
-        RETURN QUERY
-            SELECT r.seq, r.txid, r.range_id, r.operation, r.doc_id, r.partition_key, r.current,
-                   r.previous, r.ttl_expired, r.written_at, r.tenant, r."position", r.event_id, NULL::int[]
-              FROM changefeed.read_windows(c.id, g.rs, g.lo, g.hi, g.last_seq, remaining, NULL, tenants,
-                                           mode = 'latest') r;
-        GET DIAGNOSTICS n = ROW_COUNT;
-        last_pos := pg_catalog.current_setting('changefeed.read_position');
-        IF n < remaining AND now_xmax >= g.upto THEN
-            -- A read stops short of its budget only at the snapshot: the group
-            -- resumes there, with the idle ones (so groups come together).
-            idle := idle || g.rs;
-            remaining := remaining - n;
-            CONTINUE;
+        IF NOT g.covered THEN
+            PERFORM changefeed.check_history(c, g.lo);   -- raises CF006, saying why
         END IF;
-        remaining := remaining - n;
-        IF n > 0 THEN
-            -- Valid for every range of the group: rows come in seq order across
-            -- them, so one without rows up to the last row had none before it.
-            seq := NULL; txid := NULL; range_id := NULL; operation := NULL; doc_id := NULL;
-            partition_key := NULL; current := NULL; previous := NULL; ttl_expired := NULL;
-            written_at := NULL; tenant := NULL; event_id := NULL;
-            "position" := last_pos; resume_ranges := g.rs;
-            RETURN NEXT;
-        ELSE
-            seq := NULL; txid := NULL; range_id := NULL; operation := NULL; doc_id := NULL;
-            partition_key := NULL; current := NULL; previous := NULL; ttl_expired := NULL;
-            written_at := NULL; tenant := NULL; event_id := NULL;
-            "position" := g.pos; resume_ranges := g.rs;   -- newer than our snapshot: stays
-            RETURN NEXT;
-        END IF;
-    END LOOP;
-    IF cardinality(idle) > 0 THEN
-        seq := NULL; txid := NULL; range_id := NULL; operation := NULL; doc_id := NULL;
-        partition_key := NULL; current := NULL; previous := NULL; ttl_expired := NULL;
-        written_at := NULL; tenant := NULL; event_id := NULL;
-        "position" := now_pos; resume_ranges := (SELECT array_agg(x ORDER BY x) FROM unnest(idle) x);
+        pos := g.pos; rs := g.rs; lo := g.lo; hi := g.hi; last_seq := g.last_seq; upto := g.upto;
         RETURN NEXT;
-    END IF;
+    END LOOP;
 END
 $$;
