@@ -44,6 +44,8 @@ extern "C" {
 PG_FUNCTION_INFO_V1(changefeed_read_windows);
 PG_FUNCTION_INFO_V1(changefeed_read_ranges);
 PG_FUNCTION_INFO_V1(changefeed_window_backlog);
+
+Datum changefeed_snapshot_now(PG_FUNCTION_ARGS);  // position.cpp
 }
 
 namespace {
@@ -662,8 +664,6 @@ struct RangeGroup {
 struct RangesPlan {
     int32 collection;
     ArrayType *tenants;  // null: every tenant
-    text *now_pos;
-    FullTransactionId now_xmax;
     RangeGroup *groups;
     int ngroups;
 };
@@ -682,7 +682,7 @@ RangesPlan plan_ranges(FunctionCallInfo fcinfo) {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
     if (plan == NULL) {
         Oid types[6] = {REGCLASSOID, INT4ARRAYOID, TEXTARRAYOID, INT4OID, TEXTOID, TEXTOID};
-        plan = SPI_prepare("SELECT collection_id, tenants, now_pos, now_xmax, pos, rs, lo, hi, last_seq, upto"
+        plan = SPI_prepare("SELECT collection_id, tenants, pos, rs, lo, hi, last_seq, upto"
                            "  FROM changefeed.read_ranges_plan($1, $2, $3, $4, $5, $6)",
                            6, types);
         if (plan == NULL || SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot prepare read_ranges_plan()");
@@ -704,19 +704,17 @@ RangesPlan plan_ranges(FunctionCallInfo fcinfo) {
             out.collection = DatumGetInt32(plan_value(t, desc, 1, &isnull));
             Datum tenants = plan_value(t, desc, 2, &isnull);
             out.tenants = isnull ? NULL : DatumGetArrayTypeP(tenants);
-            out.now_pos = DatumGetTextPP(plan_value(t, desc, 3, &isnull));
-            out.now_xmax = DatumGetFullTransactionId(plan_value(t, desc, 4, &isnull));
         }
         RangeGroup *g = &out.groups[i];
-        g->pos = DatumGetTextPP(plan_value(t, desc, 5, &isnull));
-        ArrayType *rs = DatumGetArrayTypeP(plan_value(t, desc, 6, &isnull));
+        g->pos = DatumGetTextPP(plan_value(t, desc, 3, &isnull));
+        ArrayType *rs = DatumGetArrayTypeP(plan_value(t, desc, 4, &isnull));
         g->nranges = ArrayGetNItems(ARR_NDIM(rs), ARR_DIMS(rs));
         g->ranges = (int32 *)ARR_DATA_PTR(rs);  // int4, no nulls (checked by the plan)
-        g->lo = (const PgSnapshot *)DatumGetPointer(plan_value(t, desc, 7, &isnull));
-        Datum hi = plan_value(t, desc, 8, &isnull);
+        g->lo = (const PgSnapshot *)DatumGetPointer(plan_value(t, desc, 5, &isnull));
+        Datum hi = plan_value(t, desc, 6, &isnull);
         g->hi = isnull ? NULL : (const PgSnapshot *)DatumGetPointer(hi);
-        g->last_seq = DatumGetInt64(plan_value(t, desc, 9, &isnull));
-        g->upto = DatumGetFullTransactionId(plan_value(t, desc, 10, &isnull));
+        g->last_seq = DatumGetInt64(plan_value(t, desc, 7, &isnull));
+        g->upto = DatumGetFullTransactionId(plan_value(t, desc, 8, &isnull));
     }
     SPI_finish();
     return out;
@@ -771,12 +769,20 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
 // returns).  read_ranges_plan() checks the call and groups the ranges by
 // position, oldest first; each group is read as read() would, with what is
 // left of max_changes, its rows straight into the result, then its marker.
+// Every read and "now", where idle ranges resume, use one snapshot, the
+// statement's (GetActiveSnapshot()), so the call needs no REPEATABLE READ
+// transaction: a reader's wake-up is one statement, one round trip.
 Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     RangesPlan plan = plan_ranges(fcinfo);  // checked: max_changes and mode are valid
     if (plan.ngroups == 0) return (Datum)0;
     refuse_own_changes();
+    // current_position() in this statement's snapshot, our own xid in progress.
+    const PgSnapshot *now = (const PgSnapshot *)DatumGetPointer(DirectFunctionCall1(changefeed_snapshot_now, (Datum)0));
+    char *now_text = snapshot_text(now);
+    size_t now_len = 128 + 8 * strlen(now_text);
+    text *now_pos = encode_position(now_text, NULL, 0, (char *)palloc(now_len), now_len);
     int32 remaining = PG_GETARG_INT32(3);
     const bool latest = strcmp(text_to_cstring(PG_GETARG_TEXT_PP(4)), "latest") == 0;
     TextSet tenants = text_set_of(plan.tenants);
@@ -802,7 +808,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         w.latest = latest;
         out.last_pos = NULL;
         int32 n = read_windows_into(&w, remaining, parts, nparts, &out);
-        if (n < remaining && !FullTransactionIdPrecedes(plan.now_xmax, g->upto)) {
+        if (n < remaining && !FullTransactionIdPrecedes(now->xmax, g->upto)) {
             // A read stops short of its budget only at the snapshot: the group
             // resumes there, with the idle ones (so groups come together).
             memcpy(idle + nidle, g->ranges, sizeof(int32) * g->nranges);
@@ -818,7 +824,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
     }
     if (nidle > 0) {
         qsort(idle, nidle, sizeof(int32), by_int32);
-        emit_marker(&out, plan.now_pos, idle, nidle);
+        emit_marker(&out, now_pos, idle, nidle);
     }
     close_partitions(parts, nparts);
     return (Datum)0;

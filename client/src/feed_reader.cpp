@@ -1,6 +1,7 @@
-// Reads go through changefeed.read() in a REPEATABLE READ transaction, so that
+// read() goes through a REPEATABLE READ transaction, so that
 // current_position() after an empty read is the read's own snapshot: a
-// separate statement would skip what committed in between.
+// separate statement would skip what committed in between.  read_ranges()
+// returns that position itself (its marker rows), so it is one statement.
 #include "feed_reader.hpp"
 
 #include "db.hpp"
@@ -210,7 +211,9 @@ pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, cons
                                    "       $4, $5, tenant => $6)";
     return translated([&] {
         c.prepare("changefeed_read_positions", sql);
-        ReadTx tx(c);
+        // One statement, no transaction block: read_ranges() reads in the
+        // statement's snapshot, where idle ranges resume too.
+        pqxx::nontransaction tx(c);
         auto r = tx.exec_prepared(
             "changefeed_read_positions", table, json_strings(since, true), json_strings(since, false), max,
             mode == FeedMode::latest_version ? "latest" : "all", scope.scoped() ? scope.tenant.c_str() : nullptr);

@@ -435,8 +435,9 @@ $$;
 -- call's snapshot (all those that had nothing, and those whose group's rows
 -- fit in the budget) resume at that snapshot, so an idle wake-up returns one
 -- marker row and ranges at diverged positions come together once caught up.
--- Must run in a REPEATABLE READ (or SERIALIZABLE) transaction: that snapshot
--- is then the one every read in the call saw (25001 otherwise).
+-- Every read of the call and that snapshot are one, the statement's (in
+-- REPEATABLE READ, the transaction's), so any isolation level will do and a
+-- wake-up is one statement.
 -- The rows come from extension/read_window.cpp (changefeed_read_ranges):
 -- read_ranges_plan() checks the call and plans the groups, C reads them
 -- straight into the result.
@@ -468,8 +469,8 @@ AS 'MODULE_PATHNAME', 'changefeed_read_ranges';
 -- read_ranges()'s checks, and its groups in the order they are read: one row
 -- per position, with its ranges, its decoded position and the xmax its
 -- window starts from; every group's history is checked.  Each row also
--- carries the collection, the caller's tenants (null: all) and where idle
--- ranges resume (the call's snapshot).
+-- carries the collection and the caller's tenants (null: all).  Nothing here
+-- depends on the snapshot the rows are read in.
 CREATE FUNCTION changefeed.read_ranges_plan(
     tbl regclass,
     ranges int[],
@@ -477,7 +478,7 @@ CREATE FUNCTION changefeed.read_ranges_plan(
     max_changes int,
     mode text,
     only_tenant text)
-RETURNS TABLE (collection_id int, tenants text[], now_pos text, now_xmax xid8,
+RETURNS TABLE (collection_id int, tenants text[],
                pos text, rs int[], lo pg_snapshot, hi pg_snapshot, last_seq bigint, upto xid8)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 #variable_conflict use_variable
@@ -487,11 +488,6 @@ DECLARE
     outside int;
     distinct_ranges int;
 BEGIN
-    IF current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable') THEN
-        RAISE EXCEPTION 'read_ranges() must run in a REPEATABLE READ transaction'
-            USING ERRCODE = 'active_sql_transaction',
-                  HINT = 'BEGIN ISOLATION LEVEL REPEATABLE READ first: idle ranges resume at the transaction''s snapshot.';
-    END IF;
     IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
         RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
             USING ERRCODE = 'invalid_parameter_value';
@@ -523,8 +519,6 @@ BEGIN
               HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
     END IF;
     collection_id := c.id;
-    now_pos := changefeed.position_encode(changefeed.snapshot_now(), NULL, 0);   -- current_position(), without planning it
-    now_xmax := pg_snapshot_xmax(pg_current_snapshot());
     FOR g IN
         SELECT q.pos, q.rs, d.lo, d.hi, d.last_seq, pg_snapshot_xmax(coalesce(d.hi, d.lo)) AS upto,
                CASE WHEN h.dropped_txid IS NULL THEN true

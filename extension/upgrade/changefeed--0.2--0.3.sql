@@ -1056,7 +1056,7 @@ CREATE FUNCTION changefeed.read_ranges_plan(
     max_changes int,
     mode text,
     only_tenant text)
-RETURNS TABLE (collection_id int, tenants text[], now_pos text, now_xmax xid8,
+RETURNS TABLE (collection_id int, tenants text[],
                pos text, rs int[], lo pg_snapshot, hi pg_snapshot, last_seq bigint, upto xid8)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 #variable_conflict use_variable
@@ -1066,11 +1066,6 @@ DECLARE
     outside int;
     distinct_ranges int;
 BEGIN
-    IF current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable') THEN
-        RAISE EXCEPTION 'read_ranges() must run in a REPEATABLE READ transaction'
-            USING ERRCODE = 'active_sql_transaction',
-                  HINT = 'BEGIN ISOLATION LEVEL REPEATABLE READ first: idle ranges resume at the transaction''s snapshot.';
-    END IF;
     IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
         RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
             USING ERRCODE = 'invalid_parameter_value';
@@ -1102,8 +1097,6 @@ BEGIN
               HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
     END IF;
     collection_id := c.id;
-    now_pos := changefeed.position_encode(changefeed.snapshot_now(), NULL, 0);   -- current_position(), without planning it
-    now_xmax := pg_snapshot_xmax(pg_current_snapshot());
     FOR g IN
         SELECT q.pos, q.rs, d.lo, d.hi, d.last_seq, pg_snapshot_xmax(coalesce(d.hi, d.lo)) AS upto,
                CASE WHEN h.dropped_txid IS NULL THEN true
