@@ -733,8 +733,8 @@ extern "C" {
 // documents or tenants, and clears (mode 'all'); `latest`: per window the
 // last version of each document, as read() in mode 'latest'.  Each row carries the position after it: the last row of an
 // exhausted window carries its `hi` alone, others (lo, hi, seq).  The
-// position after the last row goes to changefeed.read_position (LOCAL), for
-// read_ranges().
+// position after the last row goes to changefeed.read_position (LOCAL), as
+// read() has always done.
 Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     for (int i = 0; i < 6; i++)
         if (i != 3 && PG_ARGISNULL(i))

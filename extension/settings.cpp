@@ -38,8 +38,9 @@ void changefeed_define_settings(void) {
                             "the next round (0: no limit).",
                             NULL, &changefeed_maintenance_lock_timeout, 1000, 0, INT_MAX, PGC_SUSET,
                             GUC_UNIT_MS, NULL, NULL, NULL);
-    // Where a read stopped, for read_ranges() (30_read.sql), which otherwise
-    // would have to look at every row on its way through.
+    // Where a read stopped.  The 0.2 release's read_ranges() resumed there;
+    // read_ranges() now takes it from the rows (read_window.cpp), but the 0.2
+    // SQL sets it, and an undefined changefeed.* name would be an error.
     DefineCustomStringVariable("changefeed.read_position",
                                "The position after the last change the transaction's latest read() "
                                "returned (set by read(); internal).",
