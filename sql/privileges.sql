@@ -103,6 +103,10 @@ SELECT try($$SELECT count(*) FROM changefeed.read_windows(
     pg_current_snapshot(), pg_current_snapshot(), 0, 10, NULL, NULL, false)$$);
 SELECT try($$SELECT changefeed.window_backlog(1, '{0}', pg_current_snapshot(), pg_current_snapshot(), 10)$$);
 SELECT try($$SELECT changefeed.snapshot_now()$$);
+-- Neither read_ranges()'s implementation nor its plan (which reveals the
+-- collection and the decoded positions) is the reader's to call.
+SELECT try($$SELECT count(*) FROM changefeed._read_ranges('public.priv_orders', '{0}', ARRAY[(SELECT p FROM pos)], 10, 'all', NULL)$$);
+SELECT try($$SELECT count(*) FROM changefeed.read_ranges_plan('public.priv_orders', '{0}', ARRAY[(SELECT p FROM pos)], 10, 'all', NULL)$$);
 SELECT try($$SELECT changefeed.lease_init('public.priv_orders', 'reader-proc')$$);   -- not a processor role
 -- The collections view lists only tables the reader may SELECT, even to a
 -- leaky function (security barrier).
