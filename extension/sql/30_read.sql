@@ -519,15 +519,21 @@ BEGIN
               HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
     END IF;
     collection_id := c.id;
+    -- Grouped by what the positions hold, not by their text: texts of one
+    -- snapshot taken at different WAL positions read alike.
     FOR g IN
-        SELECT q.pos, q.rs, d.lo, d.hi, d.last_seq, pg_snapshot_xmax(coalesce(d.hi, d.lo)) AS upto,
+        SELECT q.pos, q.rs, q.lo, q.hi, q.last_seq, pg_snapshot_xmax(coalesce(q.hi, q.lo)) AS upto,
                CASE WHEN h.dropped_txid IS NULL THEN true
-                    ELSE changefeed.snapshot_covers(d.lo, h.dropped_txid) END AS covered
-          FROM (SELECT p.pos, array_agg(p.r ORDER BY p.r) AS rs
-                  FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) q
-          CROSS JOIN LATERAL changefeed.position_decode(q.pos) d
+                    ELSE changefeed.snapshot_covers(q.lo, h.dropped_txid) END AS covered
+          FROM (SELECT min(t.pos) AS pos, array_agg(x ORDER BY x) AS rs, (array_agg(d.lo))[1] AS lo,
+                       (array_agg(d.hi))[1] AS hi, d.last_seq
+                  FROM (SELECT p.pos, array_agg(p.r) AS rs
+                          FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) t
+                  CROSS JOIN LATERAL changefeed.position_decode(t.pos) d
+                  CROSS JOIN LATERAL unnest(t.rs) x
+                 GROUP BY d.lo::text, d.hi::text, d.last_seq) q
           LEFT JOIN changefeed.horizon h ON h.collection_id = c.id
-         ORDER BY pg_snapshot_xmax(d.lo), d.hi IS NOT NULL, pg_snapshot_xmax(d.hi), d.last_seq, q.pos
+         ORDER BY pg_snapshot_xmax(q.lo), q.hi IS NOT NULL, pg_snapshot_xmax(q.hi), q.last_seq, q.pos
     LOOP
         IF NOT g.covered THEN
             PERFORM changefeed.check_history(c, g.lo);   -- raises CF006, saying why
