@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 export PGBIN
-port=55530 keep=0
+port=55470 keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --port) port=$2; shift ;;
