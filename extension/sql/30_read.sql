@@ -4,13 +4,15 @@
 -- (everything visible in it was delivered) and, while a window is being paged,
 -- the window's upper snapshot `hi` and the last seq delivered inside it.
 -- Encoding and validation live in C++ (extension/position*.cpp); positions
--- carry a MAC under the cluster's key (changefeed_position.key in the data
--- directory), so only these functions can mint one.
--- STABLE: within a statement the same arguments give the same result (the
--- key never changes once created; decode's check against the next
--- transaction id can only turn an error into a result as time goes on, and an
--- error ends the statement).  PARALLEL SAFE: workers see the same cluster,
--- database, key file and shared transaction counter.
+-- carry a MAC under the database's key (changefeed.position_key), so only
+-- these functions can mint one, and the timeline and WAL position they were
+-- encoded at, which decode checks against the server's history.
+-- STABLE: within a statement the same arguments give positions that read
+-- alike (the key never changes once created; two encodes differ at most in
+-- the WAL position they carry, each valid; decode's checks against the next
+-- transaction id and the replayed WAL can only turn an error into a result as
+-- time goes on, and an error ends the statement).  PARALLEL SAFE: workers see
+-- the same cluster, database, key, WAL and shared transaction counter.
 CREATE FUNCTION changefeed.position_encode(lo pg_snapshot, hi pg_snapshot, last_seq bigint)
 RETURNS text AS 'MODULE_PATHNAME', 'changefeed_position_encode' LANGUAGE C STABLE PARALLEL SAFE;
 
