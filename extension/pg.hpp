@@ -78,8 +78,7 @@ struct ChangefeedWalPoint;
 // carries.
 ChangefeedWalPoint changefeed_wal_point(void);
 // Raises the error a position encoded at `at` gets on this server, if any
-// (CF017 another history, CF016 not replayed by this standby yet, CF004 newer
-// than this database).
+// (CF017 another history, CF016 not replayed by this standby yet).
 void changefeed_check_history(ChangefeedWalPoint at);
 
 // A database's background workers; notifier.cpp keeps their shared slot and

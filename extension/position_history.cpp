@@ -128,16 +128,14 @@ void changefeed_check_history(ChangefeedWalPoint at) {
     bool standby;
     ChangefeedWalPoint here = wal_point(&standby);
     if (at.timeline == here.timeline) {
-        if (at.lsn <= here.lsn) return;
-        if (standby) refuse_not_replayed(at, here);
-        ereport(ERROR,
-                (errcode(changefeed::kInvalidPosition),
-                 errmsg("invalid position: position is newer than this database: restored from an older backup?"),
-                 errdetail("The position was taken at %X/%X on timeline %u; this server's WAL ends at %X/%X.",
-                           (uint32)(at.lsn >> 32), (uint32)at.lsn, at.timeline,
-                           (uint32)(here.lsn >> 32), (uint32)here.lsn),
-                 errhint("A database restored from a backup needs new positions; resume the consumer from a "
-                         "checkpoint stored in this database or from changefeed.position_at().")));
+        // On a primary a position of its own timeline passes whatever its
+        // WAL position: the insert position it carries counts WAL not yet
+        // flushed, which a crash loses, so a position handed out just before
+        // a crash would be refused for good on an idle server.  The check
+        // against the next transaction id (position.cpp) refuses it while its
+        // transactions could be handed out again here.
+        if (at.lsn <= here.lsn || !standby) return;
+        refuse_not_replayed(at, here);
     }
     if (history_holds(here.timeline, here.lsn, at)) return;
     // A standby that has not followed its primary onto a newer timeline yet:

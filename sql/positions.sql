@@ -197,9 +197,15 @@ SELECT try(format('SELECT count(*) FROM changefeed.read(%L, %L)', 'pos_t',
   FROM pg_control_checkpoint();
 SELECT try(format('SELECT * FROM changefeed.position_decode(%L)',
        minted(position_body(3, '10:20:12,15', '20:30:25', 7, tli => 7))));
--- Ahead of this server's WAL on its own timeline: newer than the database.
+-- Ahead of this server's WAL on its own timeline: a primary reads it (the WAL
+-- position is where inserting had got to, and a crash loses what was not
+-- flushed); its transactions are checked against the next transaction id.
 SELECT try(format('SELECT count(*) FROM changefeed.read(%L, %L)', 'pos_t',
        minted(position_body(3, pg_current_snapshot(), NULL, 0, lsn => pg_current_wal_insert_lsn() + 1000000000))));
+SELECT try(format('SELECT count(*) FROM changefeed.read(%L, %L)', 'pos_t',
+       minted(position_body(3, format('%s:%s:', x::text::bigint + 1000, x::text::bigint + 1000)::pg_snapshot, NULL, 0,
+                            lsn => pg_current_wal_insert_lsn() + 1000000000))))
+  FROM pg_snapshot_xmax(pg_current_snapshot()) x;
 -- Timeline 0 exists only in version 2 positions.
 SELECT try(format('SELECT count(*) FROM changefeed.read(%L, %L)', 'pos_t',
        minted(position_body(3, pg_current_snapshot(), NULL, 0, tli => 0))));
