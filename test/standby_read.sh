@@ -12,7 +12,9 @@
 #      once replay goes on;
 #   4. the primary stops (immediate), the standby is promoted (a new
 #      timeline): the primary's positions and the standby's, taken before the
-#      promotion, read there with nothing lost and nothing twice.
+#      promotion, read there with nothing lost and nothing twice; a position
+#      the primary issued after the last WAL the standby received fails with
+#      CF017 (another history), never reads on with a gap.
 #
 # Usage (as root on Debian 12, extension built and installed):
 #   bash test/standby_read.sh [--port N] [--keep]     (uses ports N and N+1)
@@ -151,6 +153,17 @@ changes "$primary" "$p0" >"$scratch/before-failover"
 p3=$(q "$primary" "SELECT changefeed.current_position()")
 q "$primary" "CREATE TABLE marker (); DROP TABLE marker"   # one commit after p3, flushed
 wait_replayed
+# The standby stops receiving (as when the primary's last WAL never reached
+# it): what the primary writes now is lost in the failover.
+q "$standby" "ALTER SYSTEM SET primary_conninfo = ''" >/dev/null
+q "$standby" "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq 300); do
+    [ "$(q "$standby" "SELECT count(*) FROM pg_stat_wal_receiver")" = 0 ] && break
+    sleep 0.1
+done
+check "the standby no longer receives WAL" 0 "$(q "$standby" "SELECT count(*) FROM pg_stat_wal_receiver")"
+q "$primary" "INSERT INTO docs SELECT g, 'lost' FROM generate_series(501, 510) g"
+p_lost=$(q "$primary" "SELECT changefeed.current_position()")
 bash test/cluster.sh stop "$primary" --immediate
 as_postgres "$PGBIN/pg_ctl" -D "$standby/data" -w -t 60 promote >/dev/null
 check "promoted: out of recovery" f "$(q "$standby" "SELECT pg_is_in_recovery()")"
@@ -169,6 +182,10 @@ check "promoted: the standby's position from before the promotion reads on" \
     "$(changes "$standby" "$s0" | wc -l)"
 check "promoted: no change twice from the first position" "" \
     "$(changes "$standby" "$p0" | cut -d' ' -f1 | sort | uniq -d | head -3)"
+out=$(try "$standby" "SELECT count(*) FROM changefeed.read('docs', '$p_lost')")
+check "promoted: a position the old primary issued after the standby's last WAL fails with CF017" CF017 "${out%% *}"
+check "promoted: the changes written after it on the old primary are not there" 0 \
+    "$(q "$standby" "SELECT count(*) FROM docs WHERE v = 'lost'")"
 check "promoted: no key file" none "$(no_key_file "$standby")"
 
 echo "$passed passed, $failed failed"
