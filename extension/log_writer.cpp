@@ -25,7 +25,7 @@ extern "C" {
 
 namespace {
 
-constexpr int kColumns = 12;  // changefeed.log's columns, in order
+constexpr int kColumns = 13;  // changefeed.log's columns, in order
 
 struct Cache {
     bool valid;
@@ -170,6 +170,8 @@ void changefeed_log_write(const LogRow *row) {
     values[10] = TimestampTzGetDatum(written_at);
     values[11] = row->tenant;
     nulls[11] = row->tenant == (Datum)0;
+    values[12] = row->previous_tenant;
+    nulls[12] = row->previous_tenant == (Datum)0;
 
     HeapTuple tuple = heap_form_tuple(desc, values, nulls);
     heap_insert(rel, tuple, GetCurrentCommandId(true), 0, NULL);
