@@ -488,6 +488,13 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
     len += pg_ulltoa_n(U64FromFullTransactionId(DatumGetFullTransactionId(v[kTxid])), event_id + len);
     event_id[len++] = '.';
     len += pg_ulltoa_n((uint64)seq, event_id + len);
+    // The two sides of a move are two events (a tenant-scoped bridge of each
+    // may publish to one stream, deduplicated by id): ".create" / ".delete".
+    if (DatumGetChar(v[kOp]) == 'm' && (seen == 'c' || seen == 'd')) {
+        const char *side = seen == 'c' ? ".create" : ".delete";
+        memcpy(event_id + len, side, 7);
+        len += 7;
+    }
     values[12] = PointerGetDatum(cstring_to_text_with_len(event_id, len));
     values[13] = (Datum)0;
     tuplestore_putvalues(out->rsinfo->setResult, out->rsinfo->setDesc, values, nulls);

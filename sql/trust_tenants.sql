@@ -134,11 +134,13 @@ RESET ROLE;
 SELECT op, tenant, previous_tenant FROM changefeed.log
  WHERE collection_id = (changefeed.collection_of('public.tt_orders')).id
    AND seq > (SELECT max(seq) - 4 FROM changefeed.log) ORDER BY seq;
+-- The two sides of a move are two events: their ids end in .delete and
+-- .create (tenant-scoped bridges may publish both to one stream).
 SET SESSION AUTHORIZATION regress_tt_tenant_a;
-SELECT doc_id, operation, tenant, current, previous
+SELECT doc_id, operation, tenant, current, previous, substring(event_id from '[.][a-z]+$') AS side
   FROM changefeed.read('public.tt_orders', (SELECT p FROM tt_pos2)) ORDER BY seq;
 -- The same through the jsonpath reader, read_ranges() and mode 'latest'.
-SELECT doc_id, operation, tenant, current, previous
+SELECT doc_id, operation, tenant, current, previous, substring(event_id from '[.][a-z]+$') AS side
   FROM changefeed.read('public.tt_orders', (SELECT p FROM tt_pos2), filter => '$.amount > 0') ORDER BY seq;
 SELECT doc_id, operation, tenant, current, previous
   FROM changefeed.read_ranges('public.tt_orders', '{0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15}',
@@ -149,7 +151,7 @@ SELECT doc_id, operation, tenant FROM changefeed.read('public.tt_orders', (SELEC
                                                       filter => '$.amount > 0') ORDER BY seq;
 RESET SESSION AUTHORIZATION;
 SET SESSION AUTHORIZATION regress_tt_tenant_b;
-SELECT doc_id, operation, tenant, current, previous
+SELECT doc_id, operation, tenant, current, previous, substring(event_id from '[.][a-z]+$') AS side
   FROM changefeed.read('public.tt_orders', (SELECT p FROM tt_pos2)) ORDER BY seq;
 SELECT doc_id, operation, tenant, current, previous
   FROM changefeed.read('public.tt_orders', (SELECT p FROM tt_pos2), filter => '$.amount > 0') ORDER BY seq;
@@ -161,10 +163,17 @@ RESET SESSION AUTHORIZATION;
 SET ROLE regress_tt_svc;
 SELECT doc_id, operation, tenant, previous IS NOT NULL AS has_previous
   FROM changefeed.read('public.tt_orders', (SELECT p FROM tt_pos2), tenant => 'a') ORDER BY seq;
-SELECT doc_id, operation, tenant, current->>'tenant' AS now_in, previous->>'tenant' AS was_in
+SELECT doc_id, operation, tenant, current->>'tenant' AS now_in, previous->>'tenant' AS was_in,
+       event_id ~ '^[0-9]+[.][0-9]+[.][0-9]+$' AS plain_id
   FROM changefeed.read('public.tt_orders', (SELECT p FROM tt_pos2)) ORDER BY seq;
 SELECT doc_id, operation, tenant FROM changefeed.read('public.tt_orders', (SELECT p FROM tt_pos2),
                                                       filter => '$.amount > 0') ORDER BY seq;
+RESET ROLE;
+-- The processor of tenant a counts both (processor_status, its lag).
+SET ROLE regress_tt_svc_a;
+SELECT sum(pending_estimate) AS status_pending FROM changefeed.processor_status
+ WHERE table_name = 'public.tt_orders'::regclass AND processor = 'projector';
+SELECT sum(pending) AS lag_pending FROM changefeed.lag('public.tt_orders', 'projector');
 RESET ROLE;
 
 -- A dropped role leaves no binding behind: DROP ROLE refuses a bound role

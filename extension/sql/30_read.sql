@@ -158,7 +158,9 @@ $$;
 -- snapshot: call read() and current_position() in one REPEATABLE READ
 -- transaction.
 -- event_id is "<collection id>.<txid>.<seq>": the same on every read of the
--- change by anyone, what a consumer deduplicates on (47_dedup.sql).
+-- change by anyone, what a consumer deduplicates on (47_dedup.sql); the two
+-- sides of a tenant move, as tenant-scoped reads see it, add ".create" and
+-- ".delete".
 -- JIT is off: a page's queries run in milliseconds, and compiling them (which
 -- the estimates of a cached generic plan asked for) took longer than that.
 -- Plans are generic: a session plans read()'s statements once, not on every
@@ -431,6 +433,9 @@ BEGIN
                                   THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
                                   ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
                c.id::text || '.' || k.txid::text || '.' || k.seq::text
+                   -- The two sides of a move are two events.
+                   || CASE WHEN k.op = 'm' AND k.seen = 'c' THEN '.create'
+                           WHEN k.op = 'm' AND k.seen = 'd' THEN '.delete' ELSE '' END
           FROM page k CROSS JOIN ends e
          WHERE k.seq <= e.last
          ORDER BY k.seq;

@@ -1327,8 +1327,8 @@ GRANT SELECT ON changefeed.processor_status TO changefeed_reader;
 -- login; bound roles hold a grant that makes DROP ROLE refuse them, and DROP
 -- OWNED is refused while they are bound (15_access.sql).  A row that moves
 -- between tenants is logged as op 'm' with the tenant it left, a delete for
--- that tenant and a create for the new one (30_read.sql).  lag() counts with
--- its caller's rights (60_lag.sql).
+-- that tenant and a create for the new one (30_read.sql, 65_status.sql).
+-- lag() counts with its caller's rights (60_lag.sql).
 ALTER TABLE changefeed.log ADD COLUMN previous_tenant text;
 
 CREATE OR REPLACE FUNCTION changefeed.tenants_of(who oid) RETURNS text[]
@@ -1689,6 +1689,9 @@ BEGIN
                                   THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
                                   ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
                c.id::text || '.' || k.txid::text || '.' || k.seq::text
+                   -- The two sides of a move are two events.
+                   || CASE WHEN k.op = 'm' AND k.seen = 'c' THEN '.create'
+                           WHEN k.op = 'm' AND k.seen = 'd' THEN '.delete' ELSE '' END
           FROM page k CROSS JOIN ends e
          WHERE k.seq <= e.last
          ORDER BY k.seq;
@@ -1768,6 +1771,117 @@ BEGIN
                                ELSE round((extract(epoch FROM now() - oldest_pending)
                                            / extract(epoch FROM c.retention))::numeric, 4) END;
         RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._processor_status_rows()
+RETURNS TABLE (
+    table_name regclass,
+    collection_id int,
+    processor text,
+    range_id int,
+    owner_role regrole,
+    instance text,
+    live bool,
+    epoch bigint,
+    expires_at timestamptz,
+    checkpoint_age interval,
+    backfill_done bool,
+    pending_estimate bigint,
+    pending_exact bool,
+    lag_seconds float8,
+    history_lost bool)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    status_count_limit constant int := 1000;
+    who oid := changefeed.caller();
+    sees_all bool := changefeed.is_admin(who) OR pg_has_role(who, 'pg_monitor', 'USAGE');
+    bound text[] := changefeed.tenants_of(who);
+    c changefeed.collection;
+    h changefeed.horizon;
+    l record;
+    pos record;
+    counts bool;
+    lo_xmax xid8;
+    lo_xip xid8[];
+    n bigint;
+    oldest timestamptz;
+BEGIN
+    FOR c IN SELECT * FROM changefeed.collection x ORDER BY x.id LOOP
+        -- Counting changes is reading the feed's volume: as read() allows it
+        -- (changefeed.require_read), or for those who see every processor.
+        counts := sees_all
+               OR (has_table_privilege(who, c.relid, 'SELECT')
+                   AND (NOT (SELECT k.relrowsecurity FROM pg_class k WHERE k.oid = c.relid)
+                        OR (SELECT r.rolsuper OR r.rolbypassrls FROM pg_roles r WHERE r.oid = who)
+                        OR pg_has_role(who, (SELECT k.relowner FROM pg_class k WHERE k.oid = c.relid), 'USAGE'))
+                   AND (cardinality(bound) = 0 OR c.tenant_column IS NOT NULL));
+        SELECT * INTO h FROM changefeed.horizon x WHERE x.collection_id = c.id;
+        FOR l IN
+            SELECT x.processor, x.range_id, x.owner, x.epoch, x.expires_at, x.updated_at, x.checkpoint,
+                   x.backfill_done, p.owner_role
+              FROM changefeed.lease x
+              LEFT JOIN changefeed.processor p ON p.collection_id = x.collection_id AND p.name = x.processor
+             WHERE x.collection_id = c.id
+               AND (sees_all OR (p.owner_role IS NOT NULL
+                                 AND EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = p.owner_role)
+                                 AND pg_has_role(who, p.owner_role, 'USAGE')))
+             ORDER BY x.processor, x.range_id
+        LOOP
+            table_name := c.relid::regclass;
+            collection_id := c.id;
+            processor := l.processor;
+            range_id := l.range_id;
+            owner_role := l.owner_role;
+            instance := l.owner;
+            live := l.owner IS NOT NULL AND l.expires_at > now();
+            epoch := l.epoch;
+            expires_at := l.expires_at;
+            checkpoint_age := now() - l.updated_at;
+            backfill_done := l.backfill_done;
+            pending_estimate := NULL;
+            pending_exact := NULL;
+            lag_seconds := NULL;
+            history_lost := NULL;
+            IF counts THEN
+                BEGIN
+                    pos := changefeed.position_decode(l.checkpoint);
+                    history_lost := h.collection_id IS NOT NULL
+                                    AND NOT changefeed.snapshot_covers(pos.lo, h.dropped_txid);
+                EXCEPTION WHEN SQLSTATE 'CF004' OR SQLSTATE 'CF005' THEN
+                    -- Damaged, or of another database (a restore): the
+                    -- processor treats it as a lost history too.
+                    history_lost := true;
+                END;
+                IF NOT history_lost THEN
+                    lo_xmax := pg_snapshot_xmax(pos.lo);
+                    lo_xip := ARRAY(SELECT pg_snapshot_xip(pos.lo));
+                    -- Not visible in lo, minus what a window being paged
+                    -- delivered already (visible in hi, seq up to last_seq).
+                    SELECT count(*), min(u.written_at) INTO n, oldest FROM (
+                        (SELECT g.written_at FROM changefeed.log g
+                          WHERE g.collection_id = c.id AND g.range_id = l.range_id AND g.txid >= lo_xmax
+                            AND (cardinality(bound) = 0 OR g.tenant = ANY (bound) OR g.previous_tenant = ANY (bound))
+                            AND NOT (pos.hi IS NOT NULL AND pg_visible_in_snapshot(g.txid, pos.hi)
+                                     AND g.seq <= pos.last_seq)
+                          ORDER BY g.txid LIMIT status_count_limit + 1)
+                        UNION ALL
+                        (SELECT g.written_at FROM changefeed.log g
+                          WHERE g.collection_id = c.id AND g.range_id = l.range_id AND g.txid = ANY (lo_xip)
+                            AND (cardinality(bound) = 0 OR g.tenant = ANY (bound) OR g.previous_tenant = ANY (bound))
+                            AND NOT (pos.hi IS NOT NULL AND pg_visible_in_snapshot(g.txid, pos.hi)
+                                     AND g.seq <= pos.last_seq)
+                          LIMIT status_count_limit + 1)) u;
+                    pending_exact := n <= status_count_limit;
+                    pending_estimate := least(n, status_count_limit);
+                    lag_seconds := CASE WHEN oldest IS NULL THEN 0
+                                        ELSE greatest(extract(epoch FROM now() - oldest)::float8, 0) END;
+                END IF;
+            END IF;
+            RETURN NEXT;
+        END LOOP;
     END LOOP;
 END
 $$;
