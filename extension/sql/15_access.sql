@@ -83,18 +83,13 @@ $$;
 -- of once per statement.
 CREATE FUNCTION changefeed.tenants_of(who oid) RETURNS text[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    session_role oid := (SELECT r.oid FROM pg_roles r WHERE r.rolname = session_user);
-    members oid[];
 BEGIN
-    members := ARRAY(SELECT r.oid FROM pg_roles r WHERE r.oid IN (who, session_role) AND NOT r.rolsuper);
-    IF cardinality(members) = 0 OR NOT EXISTS (SELECT 1 FROM changefeed.tenant_binding) THEN
-        RETURN '{}';
-    END IF;
     RETURN (SELECT coalesce(array_agg(DISTINCT b.tenant ORDER BY b.tenant), '{}')
               FROM changefeed.tenant_binding b
              WHERE EXISTS (SELECT 1 FROM pg_roles WHERE oid = b.role_id)
-               AND EXISTS (SELECT 1 FROM unnest(members) m WHERE pg_has_role(m, b.role_id, 'MEMBER')));
+               AND EXISTS (SELECT 1 FROM pg_roles m
+                            WHERE (m.oid = who OR m.rolname = session_user) AND NOT m.rolsuper
+                              AND pg_has_role(m.oid, b.role_id, 'MEMBER')));
 END
 $$;
 
