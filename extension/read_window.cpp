@@ -91,7 +91,9 @@ Partition *open_partitions(int *count) {
         p->heap = heap;
         for (int c = 0; c < kColumns; c++) {
             p->att[c] = get_attnum(relid, kColumnNames[c]);
-            if (p->att[c] == InvalidAttrNumber)
+            // A log of release 0.2 (before ALTER EXTENSION UPDATE) has no
+            // previous_tenant, and no tenant move (op 'm') either.
+            if (p->att[c] == InvalidAttrNumber && c != kPreviousTenant)
                 ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                                 errmsg("changefeed.log partition \"%s\" has no column \"%s\"",
                                        RelationGetRelationName(heap), kColumnNames[c])));
@@ -291,7 +293,9 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
             if (op != 't' && w->tenants.n >= 0) {
                 bool prev_nul = true;
                 Datum d = slot_getattr(slot, p->att[kTenant], &nul);
-                Datum prev = op == 'm' ? slot_getattr(slot, p->att[kPreviousTenant], &prev_nul) : (Datum)0;
+                Datum prev = op == 'm' && p->att[kPreviousTenant] != InvalidAttrNumber
+                                 ? slot_getattr(slot, p->att[kPreviousTenant], &prev_nul)
+                                 : (Datum)0;
                 if (seen_op(&w->tenants, op, d, nul, prev, prev_nul) == 0) continue;
             }
         }
@@ -451,6 +455,11 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
     Datum v[kColumns];
     bool isnull[kColumns];
     for (int c = 0; c < kColumns; c++) {
+        if (p->att[c] == InvalidAttrNumber) {  // previous_tenant of a 0.2 log
+            v[c] = (Datum)0;
+            isnull[c] = true;
+            continue;
+        }
         v[c] = out->all[p->att[c] - 1];
         isnull[c] = out->all_null[p->att[c] - 1];
         // A value stored out of line goes into the result as a value, not as a
@@ -578,7 +587,9 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg) {
             TupleDesc desc = RelationGetDescr(p->heap);
             bool prev_nul = true;
             Datum tenant = heap_getattr(row->tuple, p->att[kTenant], desc, &nul);
-            Datum prev = v[i].op == 'm' ? heap_getattr(row->tuple, p->att[kPreviousTenant], desc, &prev_nul) : (Datum)0;
+            Datum prev = v[i].op == 'm' && p->att[kPreviousTenant] != InvalidAttrNumber
+                             ? heap_getattr(row->tuple, p->att[kPreviousTenant], desc, &prev_nul)
+                             : (Datum)0;
             char seen = seen_op(&w->tenants, v[i].op, tenant, nul, prev, prev_nul);
             if (seen == 0 || seen == 'd') continue;
         }
