@@ -158,6 +158,20 @@ SELECT doc_id, operation, tenant, current, previous
 SELECT doc_id, operation, tenant FROM changefeed.read('public.tt_orders', (SELECT p FROM tt_pos2), mode => 'latest')
  ORDER BY seq;
 RESET SESSION AUTHORIZATION;
+-- A role bound to both tenants (a member of both bound logins) sees the move
+-- between them as the replace it is, and each move to or from no tenant as
+-- one side.
+SET client_min_messages = warning;
+CREATE ROLE regress_tt_both LOGIN IN ROLE regress_tt_tenant_a, regress_tt_tenant_b;
+RESET client_min_messages;
+SET SESSION AUTHORIZATION regress_tt_both;
+SELECT changefeed.bound_tenants();
+SELECT doc_id, operation, tenant, previous IS NOT NULL AS has_previous
+  FROM changefeed.read('public.tt_orders', (SELECT p FROM tt_pos2)) ORDER BY seq;
+SELECT doc_id, operation, tenant
+  FROM changefeed.read('public.tt_orders', (SELECT p FROM tt_pos2), tenant => 'a') ORDER BY seq;
+RESET SESSION AUTHORIZATION;
+DROP ROLE regress_tt_both;
 -- A reader that narrows itself (tenant => ...) sees the same; one that reads
 -- every tenant sees replaces.
 SET ROLE regress_tt_svc;
