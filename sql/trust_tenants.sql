@@ -191,9 +191,9 @@ SELECT sum(pending) AS lag_pending FROM changefeed.lag('public.tt_orders', 'proj
 RESET ROLE;
 
 -- A dropped role leaves no binding behind: DROP ROLE refuses a bound role
--- (in any database), DROP OWNED BY it is refused while it is bound (else it
--- would revoke what keeps DROP ROLE from dropping it; the role itself may run
--- it), and once unbound the role drops.
+-- (in any database); DROP OWNED BY it, which revokes what keeps DROP ROLE
+-- from dropping it (and which the role itself may run), gives that back with
+-- a warning; once unbound the role drops.
 SET client_min_messages = warning;
 CREATE ROLE regress_tt_gone LOGIN IN ROLE regress_tt_analytics;
 RESET client_min_messages;
@@ -203,6 +203,7 @@ RESET ROLE;
 \set VERBOSITY default
 DROP ROLE regress_tt_gone;
 DROP OWNED BY regress_tt_gone;
+DROP ROLE regress_tt_gone;
 \set VERBOSITY terse
 SET ROLE regress_tt_tenant_a;
 SELECT try($$DROP OWNED BY regress_tt_tenant_a$$);
@@ -215,6 +216,15 @@ DROP OWNED BY regress_tt_gone;
 DROP ROLE regress_tt_gone;
 SELECT count(*) AS dead_bindings FROM changefeed.tenant_binding b
  WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = b.role_id);
+-- A bound role that lost its grant some other way (a restore without
+-- privileges) gets it back at the next DROP OWNED, whoever's it is.
+REVOKE EXECUTE ON FUNCTION changefeed.tenant_binding_held() FROM regress_tt_tenant_b;
+SET client_min_messages = warning;
+CREATE ROLE regress_tt_other;
+RESET client_min_messages;
+DROP OWNED BY regress_tt_other;
+DROP ROLE regress_tt_other;
+SELECT changefeed.holds_binding_grant('regress_tt_tenant_b'::regrole) AS holds_again;
 -- A role bound again keeps a single grant; unbinding twice is no error.
 SET ROLE regress_tt_admin;
 SELECT changefeed.bind_tenant('regress_tt_tenant_a', 'a2'), changefeed.bind_tenant('regress_tt_tenant_a', 'a');

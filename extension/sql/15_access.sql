@@ -250,22 +250,24 @@ $$;
 
 -- DROP OWNED BY a bound role revokes the grant that keeps DROP ROLE from
 -- leaving its binding behind, and any member of the role may run it (the
--- role itself too): refused while the role is bound.
+-- role itself too): the grant of every bound role is given back, with a
+-- warning.  So DROP ROLE still refuses it until unbind_tenant().  Never an
+-- error: a DROP OWNED of other roles is never stopped by a binding.
 CREATE FUNCTION changefeed.keep_bindings() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    lost text;
+    b changefeed.tenant_binding;
 BEGIN
-    SELECT string_agg(format('%s (tenant %s)', b.role_id, quote_literal(b.tenant)), ', ' ORDER BY b.role_id::text)
-      INTO lost
-      FROM changefeed.tenant_binding b
-     WHERE EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = b.role_id)
-       AND NOT changefeed.holds_binding_grant(b.role_id);
-    IF lost IS NOT NULL THEN
-        RAISE EXCEPTION 'DROP OWNED would leave the tenant binding of % behind', lost
-            USING ERRCODE = 'dependent_objects_still_exist',
-                  HINT = 'Unbind the role first: SELECT changefeed.unbind_tenant(role); then DROP OWNED and DROP ROLE.';
-    END IF;
+    FOR b IN SELECT * FROM changefeed.tenant_binding x
+              WHERE EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = x.role_id)
+                AND NOT changefeed.holds_binding_grant(x.role_id)
+              ORDER BY x.role_id::text LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION changefeed.tenant_binding_held() TO %s', b.role_id);
+        RAISE WARNING 'role % stays bound to tenant %, and cannot be dropped until it is unbound', b.role_id,
+                      quote_literal(b.tenant)
+            USING HINT = format('SELECT changefeed.unbind_tenant(%L); then DROP OWNED and DROP ROLE.',
+                                b.role_id::text);
+    END LOOP;
 END
 $$;
 CREATE EVENT TRIGGER changefeed_keep_bindings ON ddl_command_end
