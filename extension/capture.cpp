@@ -212,8 +212,31 @@ bool key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc d
     return false;
 }
 
-// Writes one row of changefeed.log in the writer's transaction.
-void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, HeapTuple older) {
+// The old tenant of an update that moves the row to another tenant (its text,
+// or NULL for a null tenant), in *moved; false when the tenant stays.
+bool tenant_moved(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc, char **moved) {
+    if (st->tenant <= 0) return false;
+    Form_pg_attribute att = TupleDescAttr(desc, st->tenant - 1);
+    bool null_old, null_new;
+    Datum a = heap_getattr(older, st->tenant, desc, &null_old);
+    Datum b = heap_getattr(newer, st->tenant, desc, &null_new);
+    if (null_old && null_new) return false;
+    if (null_old == null_new && datumIsEqual(a, b, att->attbyval, att->attlen)) return false;
+    // Different bytes may still be the same tenant (a compressed value): the
+    // tenant is its text, as read() and bindings compare it.
+    char *was = null_old ? NULL : OutputFunctionCall(&st->tenant_out, a);
+    char *now = null_new ? NULL : OutputFunctionCall(&st->tenant_out, b);
+    if (was != NULL && now != NULL && strcmp(was, now) == 0) return false;
+    *moved = was;
+    return true;
+}
+
+// Writes one row of changefeed.log in the writer's transaction.  Op 'm' is a
+// replace that moved the row from tenant `moved_from` (NULL: no tenant) to
+// the new image's: a tenant-scoped read shows it to the old tenant as a
+// delete and to the new one as a create (30_read.sql).
+void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, HeapTuple older,
+                const char *moved_from = NULL) {
     HeapTuple image = newer ? newer : older;
     char *doc = document_id(st, image, desc);
     char *part = partition_key(st, image, desc);
@@ -231,6 +254,7 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
     row.previous = older && st->keep_previous ? row_jsonb(st, older, desc) : (Datum)0;
     row.ttl_expired = ttl;
     row.tenant = tenant ? CStringGetTextDatum(tenant) : (Datum)0;
+    row.previous_tenant = moved_from ? CStringGetTextDatum(moved_from) : (Datum)0;
     changefeed_log_write(&row);
 }
 
@@ -282,7 +306,9 @@ Datum changefeed_capture_row(PG_FUNCTION_ARGS) {
         log_change(st, desc, 'd', NULL, older);
         log_change(st, desc, 'c', newer, NULL);
     } else {
-        log_change(st, desc, op, newer, older);
+        char *moved_from = NULL;
+        if (op == 'r' && tenant_moved(st, older, newer, desc, &moved_from)) op = 'm';
+        log_change(st, desc, op, newer, older, moved_from);
     }
     changefeed_note_capture(st->collection_id);
     return PointerGetDatum(NULL);

@@ -25,7 +25,7 @@ extern "C" {
 
 namespace {
 
-constexpr int kColumns = 12;  // changefeed.log's columns, in order
+constexpr int kColumns = 13;  // changefeed.log's columns, in order
 
 struct Cache {
     bool valid;
@@ -146,7 +146,11 @@ void changefeed_log_write(const LogRow *row) {
     TimestampTz written_at = GetCurrentTransactionStartTimestamp();
     Relation rel = open_partition(written_at);
     TupleDesc desc = RelationGetDescr(rel);
-    if (desc->natts != kColumns)
+    // A log of release 0.2 (the library is updated before ALTER EXTENSION
+    // UPDATE) has no previous_tenant: a tenant move is logged as a replace
+    // there, as 0.2 did.
+    bool before_0_3 = desc->natts == kColumns - 1;
+    if (desc->natts != kColumns && !before_0_3)
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                         errmsg("changefeed.log partition \"%s\" has %d columns, expected %d",
                                RelationGetRelationName(rel), desc->natts, kColumns)));
@@ -161,7 +165,7 @@ void changefeed_log_write(const LogRow *row) {
     nulls[4] = row->doc_id == (Datum)0;
     values[5] = row->partition_key;
     nulls[5] = row->partition_key == (Datum)0;
-    values[6] = CharGetDatum(row->op);
+    values[6] = CharGetDatum(before_0_3 && row->op == 'm' ? 'r' : row->op);
     values[7] = row->current;
     nulls[7] = row->current == (Datum)0;
     values[8] = row->previous;
@@ -170,6 +174,10 @@ void changefeed_log_write(const LogRow *row) {
     values[10] = TimestampTzGetDatum(written_at);
     values[11] = row->tenant;
     nulls[11] = row->tenant == (Datum)0;
+    if (!before_0_3) {
+        values[12] = row->previous_tenant;
+        nulls[12] = row->previous_tenant == (Datum)0;
+    }
 
     HeapTuple tuple = heap_form_tuple(desc, values, nulls);
     heap_insert(rel, tuple, GetCurrentCommandId(true), 0, NULL);

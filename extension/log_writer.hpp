@@ -7,11 +7,12 @@ struct LogRow {
     int32 range_id;
     Datum doc_id;         // text
     Datum partition_key;  // text
-    char op;              // c create, r replace, d delete, t clear
+    char op;              // c create, r replace, m replace to another tenant, d delete, t clear
     Datum current;        // jsonb
     Datum previous;       // jsonb
     bool ttl_expired;
     Datum tenant;         // text
+    Datum previous_tenant;  // text: the tenant before a move (op m)
 };
 
 // Inserts the row into today's (UTC) partition of changefeed.log, in the

@@ -57,9 +57,10 @@ PgSnapshot *snapshot_arg(FunctionCallInfo fcinfo, int n) {
 // changefeed.log's columns, by name: a partition attached from elsewhere may
 // number them differently.
 enum Column { kSeq, kTxid, kCollection, kRange, kDocId, kPartitionKey, kOp, kCurrent, kPrevious, kTtl, kWrittenAt,
-              kTenant, kColumns };
-const char *const kColumnNames[kColumns] = {"seq", "txid", "collection_id", "range_id", "doc_id", "partition_key",
-                                            "op", "current", "previous", "ttl_expired", "written_at", "tenant"};
+              kTenant, kPreviousTenant, kColumns };
+const char *const kColumnNames[kColumns] = {"seq",        "txid",       "collection_id", "range_id", "doc_id",
+                                            "partition_key", "op",      "current",       "previous", "ttl_expired",
+                                            "written_at", "tenant",     "previous_tenant"};
 
 struct Partition {
     Relation heap;
@@ -90,7 +91,9 @@ Partition *open_partitions(int *count) {
         p->heap = heap;
         for (int c = 0; c < kColumns; c++) {
             p->att[c] = get_attnum(relid, kColumnNames[c]);
-            if (p->att[c] == InvalidAttrNumber)
+            // A log of release 0.2 (before ALTER EXTENSION UPDATE) has no
+            // previous_tenant, and no tenant move (op 'm') either.
+            if (p->att[c] == InvalidAttrNumber && c != kPreviousTenant)
                 ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                                 errmsg("changefeed.log partition \"%s\" has no column \"%s\"",
                                        RelationGetRelationName(heap), kColumnNames[c])));
@@ -238,6 +241,20 @@ bool in_set(const TextSet *set, Datum value, bool isnull) {
     return false;
 }
 
+// The operation a read scoped to `tenants` sees (0: none, the change is not
+// the tenants'), as op_seen() in 30_read.sql: a move (op 'm') is a replace
+// when both tenants are read or the read is not scoped, a create for the
+// tenant it went to, a delete for the one it left.  Clears pass.
+char seen_op(const TextSet *tenants, char op, Datum tenant, bool tenant_null, Datum previous_tenant,
+             bool previous_null) {
+    if (tenants->n < 0) return op == 'm' ? 'r' : op;
+    if (op == 't') return op;
+    bool now_in = in_set(tenants, tenant, tenant_null);
+    if (op != 'm') return now_in ? op : 0;
+    bool was_in = in_set(tenants, previous_tenant, previous_null);
+    return now_in ? (was_in ? 'r' : 'c') : (was_in ? 'd' : 0);
+}
+
 struct Window {
     int32 collection;
     int32 *ranges;
@@ -267,15 +284,19 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
         }
         if (seq <= w->after) continue;
         if (w->doc_ids.n >= 0 || w->tenants.n >= 0) {
-            bool clear = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull)) == 't';
+            char op = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull));
             bool nul;
-            if (!clear && w->doc_ids.n >= 0) {
+            if (op != 't' && w->doc_ids.n >= 0) {
                 Datum d = slot_getattr(slot, p->att[kDocId], &nul);
                 if (!in_set(&w->doc_ids, d, nul)) continue;
             }
-            if (!clear && w->tenants.n >= 0) {
+            if (op != 't' && w->tenants.n >= 0) {
+                bool prev_nul = true;
                 Datum d = slot_getattr(slot, p->att[kTenant], &nul);
-                if (!in_set(&w->tenants, d, nul)) continue;
+                Datum prev = op == 'm' && p->att[kPreviousTenant] != InvalidAttrNumber
+                                 ? slot_getattr(slot, p->att[kPreviousTenant], &prev_nul)
+                                 : (Datum)0;
+                if (seen_op(&w->tenants, op, d, nul, prev, prev_nul) == 0) continue;
             }
         }
         page_add(pg, seq, ExecCopySlotHeapTuple(slot), part);
@@ -319,7 +340,8 @@ text *encode_position(const char *lo, const char *hi, int64 seq, char *buf, size
 text *operation_name(char op) {
     switch (op) {
         case 'c': return cstring_to_text("create");
-        case 'r': return cstring_to_text("replace");
+        case 'r':
+        case 'm': return cstring_to_text("replace");
         case 'd': return cstring_to_text("delete");
         case 't': return cstring_to_text("clear");
     }
@@ -408,6 +430,7 @@ const PgSnapshot *tick_after(const PgSnapshot *lo, const PgSnapshot *upto, int32
 // Forms read()'s rows into the result set.
 struct Emitter {
     ReturnSetInfo *rsinfo;
+    const TextSet *tenants;  // the read's tenants (n < 0: not scoped), for seen_op()
     text *last_pos;   // the position after the last row emitted
     char prefix[32];  // "<collection id>."
     int prefix_len;
@@ -415,8 +438,10 @@ struct Emitter {
     bool *all_null;
 };
 
-void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, ReturnSetInfo *rsinfo) {
+void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, ReturnSetInfo *rsinfo,
+                  const TextSet *tenants) {
     out->rsinfo = rsinfo;
+    out->tenants = tenants;
     out->last_pos = NULL;
     out->prefix_len = snprintf(out->prefix, sizeof out->prefix, "%d.", collection);
     int natts = 1;
@@ -431,6 +456,11 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
     Datum v[kColumns];
     bool isnull[kColumns];
     for (int c = 0; c < kColumns; c++) {
+        if (p->att[c] == InvalidAttrNumber) {  // previous_tenant of a 0.2 log
+            v[c] = (Datum)0;
+            isnull[c] = true;
+            continue;
+        }
         v[c] = out->all[p->att[c] - 1];
         isnull[c] = out->all_null[p->att[c] - 1];
         // A value stored out of line goes into the result as a value, not as a
@@ -444,16 +474,23 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
     values[0] = v[kSeq];
     values[1] = v[kTxid];
     values[2] = v[kRange];
-    text *op = operation_name(DatumGetChar(v[kOp]));
+    // A move is what the read's tenants see of it: the tenant it went to
+    // gets a create without the image from before, the one it left a delete
+    // without the image after (the scans let nothing else through).
+    char seen = seen_op(out->tenants, DatumGetChar(v[kOp]), v[kTenant], isnull[kTenant], v[kPreviousTenant],
+                        isnull[kPreviousTenant]);
+    bool moved_out = seen == 'd' && DatumGetChar(v[kOp]) == 'm';
+    text *op = operation_name(seen);
     values[3] = PointerGetDatum(op);
     nulls[3] = op == NULL;
     values[4] = v[kDocId], nulls[4] = isnull[kDocId];
     values[5] = v[kPartitionKey], nulls[5] = isnull[kPartitionKey];
-    values[6] = v[kCurrent], nulls[6] = isnull[kCurrent];
-    values[7] = v[kPrevious], nulls[7] = isnull[kPrevious];
+    values[6] = v[kCurrent], nulls[6] = isnull[kCurrent] || seen == 'd';
+    values[7] = v[kPrevious], nulls[7] = isnull[kPrevious] || seen == 'c';
     values[8] = v[kTtl], nulls[8] = isnull[kTtl];
     values[9] = v[kWrittenAt], nulls[9] = isnull[kWrittenAt];
-    values[10] = v[kTenant], nulls[10] = isnull[kTenant];
+    values[10] = moved_out ? v[kPreviousTenant] : v[kTenant];
+    nulls[10] = moved_out ? isnull[kPreviousTenant] : isnull[kTenant];
     values[11] = PointerGetDatum(pos);
     char event_id[96];  // "<collection id>.<txid>.<seq>"
     int len = out->prefix_len;
@@ -461,6 +498,13 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
     len += pg_ulltoa_n(U64FromFullTransactionId(DatumGetFullTransactionId(v[kTxid])), event_id + len);
     event_id[len++] = '.';
     len += pg_ulltoa_n((uint64)seq, event_id + len);
+    // The two sides of a move are two events (a tenant-scoped bridge of each
+    // may publish to one stream, deduplicated by id): ".create" / ".delete".
+    if (DatumGetChar(v[kOp]) == 'm' && (seen == 'c' || seen == 'd')) {
+        const char *side = seen == 'c' ? ".create" : ".delete";
+        memcpy(event_id + len, side, 7);
+        len += 7;
+    }
     values[12] = PointerGetDatum(cstring_to_text_with_len(event_id, len));
     values[13] = (Datum)0;
     tuplestore_putvalues(out->rsinfo->setResult, out->rsinfo->setDesc, values, nulls);
@@ -539,9 +583,17 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg) {
         Partition *p = &parts[row->part];
         bool nul;
         if (w->doc_ids.n >= 0 && !in_set(&w->doc_ids, PointerGetDatum(v[i].doc), false)) continue;
-        if (w->tenants.n >= 0 &&
-            !in_set(&w->tenants, heap_getattr(row->tuple, p->att[kTenant], RelationGetDescr(p->heap), &nul), nul))
-            continue;
+        if (w->tenants.n >= 0) {
+            // A move away from the read's tenants ends the document as a delete does.
+            TupleDesc desc = RelationGetDescr(p->heap);
+            bool prev_nul = true;
+            Datum tenant = heap_getattr(row->tuple, p->att[kTenant], desc, &nul);
+            Datum prev = v[i].op == 'm' && p->att[kPreviousTenant] != InvalidAttrNumber
+                             ? heap_getattr(row->tuple, p->att[kPreviousTenant], desc, &prev_nul)
+                             : (Datum)0;
+            char seen = seen_op(&w->tenants, v[i].op, tenant, nul, prev, prev_nul);
+            if (seen == 0 || seen == 'd') continue;
+        }
         chosen[v[i].row] = true;
     }
     int kept = 0;
@@ -760,7 +812,7 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     int nparts;
     Partition *parts = open_partitions(&nparts);
     Emitter out;
-    emitter_init(&out, w.collection, parts, nparts, rsinfo);
+    emitter_init(&out, w.collection, parts, nparts, rsinfo, &w.tenants);
     (void)read_windows_into(&w, remaining, parts, nparts, &out);
     close_partitions(parts, nparts);
     return (Datum)0;
@@ -791,7 +843,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
     int nparts;
     Partition *parts = open_partitions(&nparts);
     Emitter out;
-    emitter_init(&out, plan.collection, parts, nparts, rsinfo);
+    emitter_init(&out, plan.collection, parts, nparts, rsinfo, &tenants);
     int total_ranges = 0;
     for (int i = 0; i < plan.ngroups; i++) total_ranges += plan.groups[i].nranges;
     int32 *idle = (int32 *)palloc(sizeof(int32) * total_ranges);

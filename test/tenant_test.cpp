@@ -5,6 +5,10 @@
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
+#include <changefeed/bridge.hpp>
+
+#include <boost/json/parse.hpp>
+
 #include <atomic>
 #include <set>
 #include <thread>
@@ -184,6 +188,107 @@ TEST_F(Tenants, ASubscriptionMayBeScopedToATenant) {
         EXPECT_EQ(c.document.at("tenant").as_string(), "b");
         EXPECT_EQ(c.partition_key.find('/'), std::string::npos);
     }
+}
+
+// A row that moves from tenant a to tenant b: for a a delete carrying only
+// its old image, for b a create without a previous image; no tenant sees the
+// other's row, and readers of every tenant see one replace.  The same
+// reaches a scoped subscription, a bound role's processor and both envelopes.
+TEST_F(Tenants, ARowThatMovesIsADeleteForTheOldTenantAndACreateForTheNew) {
+    cluster().exec("CREATE TABLE tn_move (id int PRIMARY KEY, tenant text, v text);"
+                   "SELECT changefeed.enable('tn_move', ranges => 4, tenant_column => 'tenant');"
+                   "GRANT SELECT ON tn_move TO tn_svc, tn_bound");
+    auto all_versions = [](const std::string& role, const std::string& name, cftest::Recorder& rec,
+                           const std::string& instance) {
+        return changefeed::make_all_versions_processor(changefeed::Collection(cluster().conninfo_as(role), "tn_move"),
+                                                       name, rec.handler(),
+                                                       changefeed::AllVersionsOptions(cftest::fast_options(instance)));
+    };
+    cftest::Recorder a, b, all, bound;
+    auto pa = [&] {
+        auto o = changefeed::AllVersionsOptions(cftest::fast_options("mv-a"));
+        o.tenant = "a";
+        return changefeed::make_all_versions_processor(
+            changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"), "audit", a.handler(), o);
+    }();
+    auto pb = [&] {
+        auto o = changefeed::AllVersionsOptions(cftest::fast_options("mv-b"));
+        o.tenant = "b";
+        return changefeed::make_all_versions_processor(
+            changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"), "audit", b.handler(), o);
+    }();
+    auto pall = all_versions("tn_svc", "audit", all, "mv-all");
+    auto pbound = all_versions("tn_bound", "audit-bound", bound, "mv-bound");  // bound to a, not scoped
+    changefeed::SubscriptionOptions so;
+    so.tenant = "a";
+    cftest::ChangeSink sub_a;
+    for (auto* p : {&pa, &pb, &pall, &pbound}) p->start();
+    auto sub = changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"),
+                                     sub_a.callback(), so);
+
+    cluster().exec("INSERT INTO tn_move VALUES (1, 'a', 'secret of a')");
+    cluster().exec("UPDATE tn_move SET tenant = 'b', v = 'of b now' WHERE id = 1");
+    ASSERT_TRUE(cftest::eventually([&] {
+        return a.size() >= 2 && b.size() >= 1 && all.size() >= 2 && bound.size() >= 2 && sub_a.all().size() >= 2;
+    }));
+    std::this_thread::sleep_for(500ms);  // room for anything extra to show up
+
+    const auto old_image = boost::json::parse(R"({"id": 1, "tenant": "a", "v": "secret of a"})");
+    const auto new_image = boost::json::parse(R"({"id": 1, "tenant": "b", "v": "of b now"})");
+    for (auto* rec : {&a, &bound}) {
+        auto got = rec->all();
+        ASSERT_EQ(got.size(), 2u);
+        EXPECT_EQ(got[0].change.operation, changefeed::Operation::create);
+        const auto& moved = got[1].change;
+        EXPECT_EQ(moved.operation, changefeed::Operation::delete_);
+        EXPECT_TRUE(moved.current.is_null());  // never b's row
+        EXPECT_EQ(moved.previous, old_image);
+        EXPECT_EQ(moved.tenant, "a");
+    }
+    auto got_b = b.all();
+    ASSERT_EQ(got_b.size(), 1u);
+    const auto& arrived = got_b[0].change;
+    EXPECT_EQ(arrived.operation, changefeed::Operation::create);
+    EXPECT_EQ(arrived.current, new_image);
+    EXPECT_TRUE(arrived.previous.is_null());  // never a's row
+    EXPECT_EQ(arrived.tenant, "b");
+    auto got_all = all.all();
+    ASSERT_EQ(got_all.size(), 2u);
+    EXPECT_EQ(got_all[1].change.operation, changefeed::Operation::replace);
+    EXPECT_EQ(got_all[1].change.previous, old_image);
+    EXPECT_EQ(got_all[1].change.current, new_image);
+
+    auto seen = sub_a.all();
+    ASSERT_EQ(seen.size(), 2u);
+    EXPECT_EQ(seen[1].operation, changefeed::Operation::delete_);
+    EXPECT_TRUE(seen[1].document.is_null());
+    EXPECT_EQ(seen[1].previous, old_image);
+
+    // The envelopes: two events with ids of their own, each with its
+    // tenant's image only.
+    changefeed::MapContext ctx;
+    ctx.processor = "audit";
+    ctx.source = {"shop", "public.tn_move"};
+    auto deb = changefeed::debezium_mapper();
+    auto ce = changefeed::cloudevents_mapper();
+    const auto got_a = a.all();
+    const auto& moved = got_a.at(1).change;
+    auto body = [](const changefeed::Envelope& e) { return boost::json::parse(e.body).as_object(); };
+    auto d_a = body(deb(moved, ctx).at(0));
+    auto d_b = body(deb(arrived, ctx).at(0));
+    EXPECT_EQ(d_a.at("op").as_string(), "d");
+    EXPECT_EQ(d_a.at("before"), old_image);
+    EXPECT_TRUE(d_a.at("after").is_null());
+    EXPECT_EQ(d_b.at("op").as_string(), "c");
+    EXPECT_TRUE(d_b.at("before").is_null());
+    EXPECT_EQ(d_b.at("after"), new_image);
+    auto c_a = ce(moved, ctx).at(0), c_b = ce(arrived, ctx).at(0);
+    EXPECT_EQ(body(c_a).at("type").as_string(), "changefeed.delete");
+    EXPECT_EQ(body(c_b).at("type").as_string(), "changefeed.create");
+    EXPECT_NE(c_a.id, c_b.id);  // one stream may hold both: neither is a duplicate of the other
+    EXPECT_NE(c_a.id, got_all[1].change.event_id);
+    EXPECT_NE(c_b.id, got_all[1].change.event_id);
+    for (auto* p : {&pa, &pb, &pall, &pbound}) p->stop();
 }
 
 TEST(TenantNames, StoredNamesOfTwoTenantsNeverCollide) {

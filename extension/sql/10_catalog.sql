@@ -81,12 +81,15 @@ CREATE TABLE changefeed.log (
     range_id        int NOT NULL,
     doc_id          text,            -- null for a clear (TRUNCATE)
     partition_key   text,
-    op              "char" NOT NULL, -- c create, r replace, d delete, t clear
+    -- c create, r replace, d delete, t clear; m a replace that moved the row
+    -- to another tenant (previous_tenant: the one it left, null for none)
+    op              "char" NOT NULL,
     current         jsonb,
     previous        jsonb,
     ttl_expired     bool NOT NULL DEFAULT false,
     written_at      timestamptz NOT NULL DEFAULT now(),
-    tenant          text
+    tenant          text,
+    previous_tenant text
 ) PARTITION BY RANGE (written_at);
 
 -- The only index: reads select a collection's ranges by transaction id.

@@ -70,8 +70,15 @@ BEGIN
 END
 $$;
 
--- The tenants `who` is bound to (empty: unbound).  A role inherits the
--- bindings of the roles whose privileges it has; superusers are never bound.
+-- The tenants a call by `who` is bound to (empty: unbound).  A binding of
+-- role R holds for the call when `who` (the caller: the current user at the
+-- entry point) or the session user is a member of R, directly or not, with
+-- or without INHERIT; superusers are never bound.  The session user counts
+-- so that a bound login cannot widen itself with SET ROLE to a role it is a
+-- member of, nor through a SECURITY DEFINER function of another role: SET
+-- SESSION AUTHORIZATION takes a superuser, and a non-superuser's session user
+-- is the one it logged in as.  Binding several roles a session acts as binds
+-- it to all their tenants.
 -- PL/pgSQL, not SQL: every read asks, and a session plans this once instead
 -- of once per statement.
 CREATE FUNCTION changefeed.tenants_of(who oid) RETURNS text[]
@@ -79,9 +86,10 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp A
 BEGIN
     RETURN (SELECT coalesce(array_agg(DISTINCT b.tenant ORDER BY b.tenant), '{}')
               FROM changefeed.tenant_binding b
-             WHERE NOT (SELECT rolsuper FROM pg_roles WHERE oid = who)
-               AND EXISTS (SELECT 1 FROM pg_roles WHERE oid = b.role_id)
-               AND pg_has_role(who, b.role_id, 'USAGE'));
+             WHERE EXISTS (SELECT 1 FROM pg_roles WHERE oid = b.role_id)
+               AND EXISTS (SELECT 1 FROM pg_roles m
+                            WHERE (m.oid = who OR m.rolname = session_user) AND NOT m.rolsuper
+                              AND pg_has_role(m.oid, b.role_id, 'MEMBER')));
 END
 $$;
 
@@ -191,8 +199,26 @@ BEGIN
 END
 $$;
 
+-- Held by every bound role: EXECUTE on this function, granted by
+-- bind_tenant(), is a shared dependency of the role, so DROP ROLE refuses a
+-- bound role in any database of the cluster (naming this function) until
+-- unbind_tenant() revokes it.  No binding outlives its role, and a new role
+-- that gets a dead one's OID inherits nothing.  Calling it does nothing.
+CREATE FUNCTION changefeed.tenant_binding_held() RETURNS void
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$ $$;
+
+-- Whether role `who` holds the grant above itself (not through a membership).
+CREATE FUNCTION changefeed.holds_binding_grant(who oid) RETURNS bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_proc p, aclexplode(p.proacl) a
+                    WHERE p.oid = 'changefeed.tenant_binding_held()'::regprocedure
+                      AND a.grantee = who AND a.privilege_type = 'EXECUTE')
+$$;
+
 -- Binds `who` to one tenant (admin only): its reads then return only that
--- tenant's changes, whatever they ask.  Binding again replaces the tenant.
+-- tenant's changes, whatever they ask, and so do those of every role and
+-- session acting as a member of it (tenants_of).  Binding again replaces the
+-- tenant.
 CREATE FUNCTION changefeed.bind_tenant(who regrole, tenant text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -205,6 +231,7 @@ BEGIN
     END IF;
     INSERT INTO changefeed.tenant_binding AS b (role_id, tenant) VALUES (who, tenant)
     ON CONFLICT (role_id) DO UPDATE SET tenant = excluded.tenant;
+    EXECUTE format('GRANT EXECUTE ON FUNCTION changefeed.tenant_binding_held() TO %s', who);
 END
 $$;
 
@@ -213,9 +240,40 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM changefeed.require_admin(changefeed.caller(), 'unbind roles from tenants');
     DELETE FROM changefeed.tenant_binding WHERE role_id = who;
-    RETURN FOUND;
+    IF FOUND THEN
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION changefeed.tenant_binding_held() FROM %s', who);
+        RETURN true;
+    END IF;
+    RETURN false;
 END
 $$;
+
+-- DROP OWNED BY a bound role revokes the grant that keeps DROP ROLE from
+-- leaving its binding behind, and any member of the role may run it (the
+-- role itself too): the grant of every bound role is given back, with a
+-- warning.  So DROP ROLE still refuses it until unbind_tenant().  Never an
+-- error: a DROP OWNED of other roles is never stopped by a binding.
+CREATE FUNCTION changefeed.keep_bindings() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b changefeed.tenant_binding;
+BEGIN
+    FOR b IN SELECT * FROM changefeed.tenant_binding x
+              WHERE EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = x.role_id)
+                AND NOT changefeed.holds_binding_grant(x.role_id)
+              ORDER BY x.role_id::text LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION changefeed.tenant_binding_held() TO %s', b.role_id);
+        RAISE WARNING 'role % stays bound to tenant %, and cannot be dropped until it is unbound', b.role_id,
+                      quote_literal(b.tenant)
+            USING HINT = format('SELECT changefeed.unbind_tenant(%L); then DROP OWNED and DROP ROLE.',
+                                b.role_id::text);
+    END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER changefeed_keep_bindings ON ddl_command_end
+    WHEN TAG IN ('DROP OWNED')
+    EXECUTE FUNCTION changefeed.keep_bindings();
+ALTER EVENT TRIGGER changefeed_keep_bindings ENABLE ALWAYS;
 
 CREATE VIEW changefeed.tenant_bindings AS
 SELECT b.role_id AS role_name, b.tenant FROM changefeed.tenant_binding b;

@@ -113,8 +113,25 @@ $$;
 
 CREATE FUNCTION changefeed.operation_name(op "char") RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
+    SELECT CASE op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace' WHEN 'm' THEN 'replace'
                    WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END
+$$;
+
+-- The operation a read scoped to `tenants` (null: not scoped) sees of a
+-- change, null when the change is not the tenants'.  A row that moved from
+-- one tenant to another (op 'm') is a replace for a read of both or of all,
+-- a create (without its image from before) for the tenant it went to and a
+-- delete (without its image after) for the one it left: no tenant sees
+-- another's row.  Clears pass.  The C reader does the same (read_window.cpp).
+CREATE FUNCTION changefeed.op_seen(op "char", tenant text, previous_tenant text, tenants text[]) RETURNS "char"
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE
+        WHEN tenants IS NULL THEN CASE WHEN op = 'm' THEN 'r'::"char" ELSE op END
+        WHEN op = 't' THEN op
+        WHEN op <> 'm' THEN CASE WHEN tenant = ANY (tenants) THEN op END
+        WHEN tenant = ANY (tenants) THEN CASE WHEN previous_tenant = ANY (tenants) THEN 'r'::"char" ELSE 'c'::"char" END
+        WHEN previous_tenant = ANY (tenants) THEN 'd'::"char"
+    END
 $$;
 
 -- Reads the changes of `tbl` after `since`.
@@ -131,7 +148,9 @@ $$;
 --   doc_ids      only changes of these documents (clears pass).
 --   tenant       only changes of this tenant (collections with a tenant column;
 --                clears pass).  A role bound to a tenant (bind_tenant) reads
---                only its tenant's changes, whatever it asks.
+--                only its tenant's changes, whatever it asks.  A row moved
+--                to another tenant is a delete for the old tenant and a
+--                create for the new one (op_seen).
 -- The caller needs SELECT on the table (42501 otherwise).
 -- Rows come window by window (a window = what committed between two
 -- snapshots), in seq order inside a window.  Each row carries the position
@@ -141,7 +160,9 @@ $$;
 -- snapshot: call read() and current_position() in one REPEATABLE READ
 -- transaction.
 -- event_id is "<collection id>.<txid>.<seq>": the same on every read of the
--- change by anyone, what a consumer deduplicates on (47_dedup.sql).
+-- change by anyone, what a consumer deduplicates on (47_dedup.sql); the two
+-- sides of a tenant move, as tenant-scoped reads see it, add ".create" and
+-- ".delete".
 -- JIT is off: a page's queries run in milliseconds, and compiling them (which
 -- the estimates of a cached generic plan asked for) took longer than that.
 -- Plans are generic: a session plans read()'s statements once, not on every
@@ -341,7 +362,7 @@ BEGIN
         page AS MATERIALIZED (
             -- 'all': every row after `after`, scanned directly.
             SELECT a.* FROM (
-                SELECT w.* FROM (
+                SELECT w.*, s.seen FROM (
                     SELECT l.* FROM changefeed.log l
                      WHERE l.collection_id = c.id
                        AND l.range_id = ANY (wanted)
@@ -356,17 +377,21 @@ BEGIN
                        AND l.txid = ANY (lo_xip)
                        AND pg_visible_in_snapshot(l.txid, hi)
                        AND l.seq > after) w
+                -- What the read's tenants see of the change (op_seen).
+                CROSS JOIN LATERAL (SELECT CASE WHEN tenants IS NULL AND w.op <> 'm' THEN w.op
+                                                ELSE changefeed.op_seen(w.op, w.tenant, w.previous_tenant, tenants)
+                                           END AS seen) s
                  WHERE mode = 'all'
                    AND (doc_ids IS NULL OR w.op = 't' OR w.doc_id = ANY (doc_ids))
-                   AND (tenants IS NULL OR w.op = 't' OR w.tenant = ANY (tenants))
-                   AND (filter IS NULL OR changefeed.filter_matches(w.op, w.current, w.previous, filter, filter_vars))
+                   AND s.seen IS NOT NULL
+                   AND (filter IS NULL OR changefeed.filter_matches(s.seen, w.current, w.previous, filter, filter_vars))
                  ORDER BY w.seq
                  LIMIT remaining + 1) a
             UNION ALL
             -- 'latest': per document the window's last version, unless a
             -- delete or a later clear of its range ends it.
             SELECT b.* FROM (
-                SELECT v.* FROM (
+                SELECT v.*, s.seen FROM (
                     SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
                       FROM window_rows w
                      WHERE mode = 'latest' AND w.op <> 't'
@@ -377,11 +402,14 @@ BEGIN
                 LEFT JOIN (SELECT t.range_id, max(t.seq) AS seq
                              FROM window_rows t WHERE t.op = 't' GROUP BY t.range_id) cl
                        ON cl.range_id = v.range_id
-                 WHERE v.op <> 'd' AND v.seq > after
+                -- A move away from the read's tenants ends the document as a delete does.
+                CROSS JOIN LATERAL (SELECT CASE WHEN tenants IS NULL AND v.op <> 'm' THEN v.op
+                                                ELSE changefeed.op_seen(v.op, v.tenant, v.previous_tenant, tenants)
+                                           END AS seen) s
+                 WHERE s.seen <> 'd' AND v.seq > after
                    AND (cl.seq IS NULL OR v.seq > cl.seq)
                    AND (doc_ids IS NULL OR v.doc_id = ANY (doc_ids))
-                   AND (tenants IS NULL OR v.tenant = ANY (tenants))
-                   AND (filter IS NULL OR changefeed.filter_matches(v.op, v.current, v.previous, filter, filter_vars))
+                   AND (filter IS NULL OR changefeed.filter_matches(s.seen, v.current, v.previous, filter, filter_vars))
                  ORDER BY v.seq
                  LIMIT remaining + 1) b
         ),
@@ -391,10 +419,15 @@ BEGIN
                              ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
                    FROM bounds b)
         SELECT k.seq, k.txid, k.range_id,
-               CASE k.op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
-                         WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
+               CASE k.seen WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
+                           WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
                k.doc_id, k.partition_key,
-               k.current, k.previous, k.ttl_expired, k.written_at, k.tenant,
+               -- A move: the tenant it went to gets no image from before, the
+               -- one it left no image after.
+               CASE WHEN k.seen = 'd' THEN NULL ELSE k.current END,
+               CASE WHEN k.seen = 'c' THEN NULL ELSE k.previous END,
+               k.ttl_expired, k.written_at,
+               CASE WHEN k.seen = 'd' AND k.op = 'm' THEN k.previous_tenant ELSE k.tenant END,
                CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
                     -- The page's last row: read_ranges() learns where it stopped.
                     ELSE pg_catalog.set_config('changefeed.read_position',
@@ -402,6 +435,9 @@ BEGIN
                                   THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
                                   ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
                c.id::text || '.' || k.txid::text || '.' || k.seq::text
+                   -- The two sides of a move are two events.
+                   || CASE WHEN k.op = 'm' AND k.seen = 'c' THEN '.create'
+                           WHEN k.op = 'm' AND k.seen = 'd' THEN '.delete' ELSE '' END
           FROM page k CROSS JOIN ends e
          WHERE k.seq <= e.last
          ORDER BY k.seq;

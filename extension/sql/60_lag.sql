@@ -5,6 +5,12 @@
 -- at the limit it is a lower bound (pending_exact = false).  retention_used is
 -- the share of the collection's retention that the oldest pending change has
 -- used: at 1.0 retention starts dropping what the processor has not read.
+-- The changes are counted with the caller's rights, as read() would return
+-- them: SELECT on the table, only the tenants it is bound to (42501 when it
+-- may not read).  Admins, who see every processor, count every change, as
+-- processor_status does (counts and times, never rows).  An implementation
+-- never calls an entry point such as read(): that would check the rights of
+-- the extension's owner instead.
 CREATE FUNCTION changefeed.lag(tbl regclass, processor text, count_limit int DEFAULT 10000)
 RETURNS TABLE (
     range_id int,
@@ -21,8 +27,19 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor);
+    who oid := changefeed.caller();
     l changefeed.lease;
+    p record;
+    tenants text[];
 BEGIN
+    BEGIN
+        tenants := changefeed.require_read(tbl, who, c.tenant_column, NULL);
+    EXCEPTION WHEN insufficient_privilege THEN
+        IF NOT changefeed.is_admin(who) THEN
+            RAISE;
+        END IF;
+        tenants := nullif(changefeed.tenants_of(who), '{}');
+    END;
     IF count_limit IS NULL OR count_limit < 1 OR count_limit > 100000 THEN
         RAISE EXCEPTION 'count_limit must be between 1 and 100000' USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -39,8 +56,11 @@ BEGIN
         checkpoint_age := now() - l.updated_at;
         history_lost := false;
         BEGIN
+            p := changefeed.position_decode(l.checkpoint);
+            PERFORM changefeed.check_history(c, p.lo);
             SELECT count(*), min(r.written_at) INTO pending, oldest_pending
-              FROM changefeed.read(tbl, l.checkpoint, count_limit, ARRAY[l.range_id]) r;
+              FROM changefeed.read_windows(c.id, ARRAY[l.range_id], p.lo, p.hi, p.last_seq, count_limit,
+                                           NULL, tenants, false) r;
         EXCEPTION WHEN SQLSTATE 'CF006' THEN
             history_lost := true;
             pending := NULL;

@@ -13,7 +13,8 @@
 -- privileges); every row for members of changefeed_admin and pg_monitor.  The
 -- estimate counts changes, so it is shown only to a caller who may read the
 -- feed (SELECT on the table, no row-level security in the way), or is an
--- admin or pg_monitor member; a caller bound to tenants counts only theirs.
+-- admin or pg_monitor member; a caller bound to tenants counts only theirs
+-- (a row that moved from one of them to another tenant counts: its delete).
 -- Otherwise it is null.
 CREATE FUNCTION changefeed.processor_status_rows()
 RETURNS TABLE (
@@ -103,14 +104,14 @@ BEGIN
                     SELECT count(*), min(u.written_at) INTO n, oldest FROM (
                         (SELECT g.written_at FROM changefeed.log g
                           WHERE g.collection_id = c.id AND g.range_id = l.range_id AND g.txid >= lo_xmax
-                            AND (cardinality(bound) = 0 OR g.tenant = ANY (bound))
+                            AND (cardinality(bound) = 0 OR g.tenant = ANY (bound) OR g.previous_tenant = ANY (bound))
                             AND NOT (pos.hi IS NOT NULL AND pg_visible_in_snapshot(g.txid, pos.hi)
                                      AND g.seq <= pos.last_seq)
                           ORDER BY g.txid LIMIT status_count_limit + 1)
                         UNION ALL
                         (SELECT g.written_at FROM changefeed.log g
                           WHERE g.collection_id = c.id AND g.range_id = l.range_id AND g.txid = ANY (lo_xip)
-                            AND (cardinality(bound) = 0 OR g.tenant = ANY (bound))
+                            AND (cardinality(bound) = 0 OR g.tenant = ANY (bound) OR g.previous_tenant = ANY (bound))
                             AND NOT (pos.hi IS NOT NULL AND pg_visible_in_snapshot(g.txid, pos.hi)
                                      AND g.seq <= pos.last_seq)
                           LIMIT status_count_limit + 1)) u;

@@ -1424,3 +1424,564 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- ---- tenants: bindings that hold, moves, lag with the caller's rights ----
+-- A binding holds for the session user too, so SET ROLE cannot widen a bound
+-- login; bound roles hold a grant that makes DROP ROLE refuse them, and DROP
+-- OWNED is refused while they are bound (15_access.sql).  A row that moves
+-- between tenants is logged as op 'm' with the tenant it left, a delete for
+-- that tenant and a create for the new one (30_read.sql, 65_status.sql).
+-- lag() counts with its caller's rights (60_lag.sql).
+ALTER TABLE changefeed.log ADD COLUMN previous_tenant text;
+
+CREATE OR REPLACE FUNCTION changefeed.tenants_of(who oid) RETURNS text[]
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (SELECT coalesce(array_agg(DISTINCT b.tenant ORDER BY b.tenant), '{}')
+              FROM changefeed.tenant_binding b
+             WHERE EXISTS (SELECT 1 FROM pg_roles WHERE oid = b.role_id)
+               AND EXISTS (SELECT 1 FROM pg_roles m
+                            WHERE (m.oid = who OR m.rolname = session_user) AND NOT m.rolsuper
+                              AND pg_has_role(m.oid, b.role_id, 'MEMBER')));
+END
+$$;
+
+-- Held by every bound role: EXECUTE on this function, granted by
+-- bind_tenant(), is a shared dependency of the role, so DROP ROLE refuses a
+-- bound role in any database of the cluster (naming this function) until
+-- unbind_tenant() revokes it.  No binding outlives its role, and a new role
+-- that gets a dead one's OID inherits nothing.  Calling it does nothing.
+CREATE FUNCTION changefeed.tenant_binding_held() RETURNS void
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$ $$;
+
+-- Whether role `who` holds the grant above itself (not through a membership).
+CREATE FUNCTION changefeed.holds_binding_grant(who oid) RETURNS bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_proc p, aclexplode(p.proacl) a
+                    WHERE p.oid = 'changefeed.tenant_binding_held()'::regprocedure
+                      AND a.grantee = who AND a.privilege_type = 'EXECUTE')
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._bind_tenant(who regrole, tenant text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM changefeed.require_admin(changefeed.caller(), 'bind roles to tenants');
+    IF who IS NULL OR tenant IS NULL OR tenant = '' THEN
+        RAISE EXCEPTION 'role and tenant must be given' USING ERRCODE = 'CF003';
+    END IF;
+    IF (SELECT rolsuper FROM pg_roles WHERE oid = who) THEN
+        RAISE EXCEPTION 'superuser % cannot be bound to a tenant', who USING ERRCODE = 'CF003';
+    END IF;
+    INSERT INTO changefeed.tenant_binding AS b (role_id, tenant) VALUES (who, tenant)
+    ON CONFLICT (role_id) DO UPDATE SET tenant = excluded.tenant;
+    EXECUTE format('GRANT EXECUTE ON FUNCTION changefeed.tenant_binding_held() TO %s', who);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._unbind_tenant(who regrole) RETURNS bool
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM changefeed.require_admin(changefeed.caller(), 'unbind roles from tenants');
+    DELETE FROM changefeed.tenant_binding WHERE role_id = who;
+    IF FOUND THEN
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION changefeed.tenant_binding_held() FROM %s', who);
+        RETURN true;
+    END IF;
+    RETURN false;
+END
+$$;
+
+-- DROP OWNED BY a bound role revokes the grant that keeps DROP ROLE from
+-- leaving its binding behind, and any member of the role may run it (the
+-- role itself too): the grant of every bound role is given back, with a
+-- warning.  So DROP ROLE still refuses it until unbind_tenant().  Never an
+-- error: a DROP OWNED of other roles is never stopped by a binding.
+CREATE FUNCTION changefeed.keep_bindings() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b changefeed.tenant_binding;
+BEGIN
+    FOR b IN SELECT * FROM changefeed.tenant_binding x
+              WHERE EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = x.role_id)
+                AND NOT changefeed.holds_binding_grant(x.role_id)
+              ORDER BY x.role_id::text LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION changefeed.tenant_binding_held() TO %s', b.role_id);
+        RAISE WARNING 'role % stays bound to tenant %, and cannot be dropped until it is unbound', b.role_id,
+                      quote_literal(b.tenant)
+            USING HINT = format('SELECT changefeed.unbind_tenant(%L); then DROP OWNED and DROP ROLE.',
+                                b.role_id::text);
+    END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER changefeed_keep_bindings ON ddl_command_end
+    WHEN TAG IN ('DROP OWNED')
+    EXECUTE FUNCTION changefeed.keep_bindings();
+ALTER EVENT TRIGGER changefeed_keep_bindings ENABLE ALWAYS;
+
+REVOKE ALL ON FUNCTION changefeed.tenant_binding_held(), changefeed.holds_binding_grant(oid),
+                       changefeed.keep_bindings() FROM PUBLIC;
+-- Bindings of roles dropped before this version go; the others hold the grant.
+DELETE FROM changefeed.tenant_binding b WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = b.role_id);
+DO $$
+DECLARE
+    r regrole;
+BEGIN
+    FOR r IN SELECT role_id FROM changefeed.tenant_binding LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION changefeed.tenant_binding_held() TO %s', r);
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.operation_name(op "char") RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace' WHEN 'm' THEN 'replace'
+                   WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END
+$$;
+
+-- The operation a read scoped to `tenants` (null: not scoped) sees of a
+-- change, null when the change is not the tenants'.  A row that moved from
+-- one tenant to another (op 'm') is a replace for a read of both or of all,
+-- a create (without its image from before) for the tenant it went to and a
+-- delete (without its image after) for the one it left: no tenant sees
+-- another's row.  Clears pass.  The C reader does the same (read_window.cpp).
+CREATE FUNCTION changefeed.op_seen(op "char", tenant text, previous_tenant text, tenants text[]) RETURNS "char"
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE
+        WHEN tenants IS NULL THEN CASE WHEN op = 'm' THEN 'r'::"char" ELSE op END
+        WHEN op = 't' THEN op
+        WHEN op <> 'm' THEN CASE WHEN tenant = ANY (tenants) THEN op END
+        WHEN tenant = ANY (tenants) THEN CASE WHEN previous_tenant = ANY (tenants) THEN 'r'::"char" ELSE 'c'::"char" END
+        WHEN previous_tenant = ANY (tenants) THEN 'd'::"char"
+    END
+$$;
+
+REVOKE ALL ON FUNCTION changefeed.op_seen("char", text, text, text[]) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION changefeed._read(
+    tbl regclass,
+    since text,
+    max_changes int DEFAULT 1000,
+    ranges int[] DEFAULT NULL,
+    mode text DEFAULT 'all',
+    filter jsonpath DEFAULT NULL,
+    filter_vars jsonb DEFAULT NULL,
+    doc_ids text[] DEFAULT NULL,
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
+RETURNS TABLE (
+    seq bigint,
+    txid xid8,
+    range_id int,
+    operation text,
+    doc_id text,
+    partition_key text,
+    current jsonb,
+    previous jsonb,
+    ttl_expired bool,
+    written_at timestamptz,
+    tenant text,
+    "position" text,
+    event_id text)   -- the change's identity, the same on every redelivery
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET plan_cache_mode = force_generic_plan SET work_mem = '64MB' AS $$
+#variable_conflict use_column
+DECLARE
+    c changefeed.collection;
+    p record;
+    lo pg_snapshot;
+    hi pg_snapshot;
+    after bigint;
+    remaining int := max_changes;
+    wanted int[];
+    n int;
+    windows int := 0;
+    at_current bool;
+    current_snap pg_snapshot;
+    backlog int;
+    tenants text[];
+    lo_xmax xid8;
+    hi_xmax xid8;
+    lo_xip xid8[];
+    tick_rows int := coalesce(nullif(current_setting('changefeed.tick_rows', true), '')::int, 1000);
+BEGIN
+    IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
+        RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_changes IS NULL OR max_changes < 1 OR max_changes > 100000 THEN
+        RAISE EXCEPTION 'max_changes must be between 1 and 100000, not %', coalesce(max_changes::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    c := changefeed.collection_of(tbl);
+    tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    IF since IS NULL THEN
+        RAISE EXCEPTION 'position must not be null'
+            USING ERRCODE = 'CF004',
+                  HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
+    END IF;
+    p := changefeed.position_decode(since);
+    PERFORM changefeed.check_history(c, p.lo);
+    IF changefeed.captured_in_this_transaction() THEN
+        RAISE EXCEPTION 'cannot read the change feed in a transaction that captured changes itself'
+            USING ERRCODE = 'CF009',
+                  DETAIL = 'Its own uncommitted changes would be delivered before they commit.';
+    END IF;
+    IF ranges IS NULL THEN
+        wanted := ARRAY(SELECT generate_series(0, c.ranges - 1));
+    ELSE
+        IF EXISTS (SELECT 1 FROM unnest(ranges) r WHERE r IS NULL OR r < 0 OR r >= c.ranges) THEN
+            RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        wanted := ranges;
+    END IF;
+
+    IF filter IS NULL THEN
+        -- What processors read: in C, the same rows (read_window.cpp).
+        RETURN QUERY SELECT * FROM changefeed.read_windows(c.id, wanted, p.lo, p.hi, p.last_seq, max_changes,
+                                                           doc_ids, tenants, mode = 'latest');
+        RETURN;
+    END IF;
+    lo := p.lo;
+    hi := p.hi;
+    after := p.last_seq;
+    LOOP
+        at_current := false;
+        -- What `lo` has not delivered: transactions from its xmax on, and
+        -- those it saw in progress (its xip, a short list).  A window is
+        -- scanned by those two sets, never from xmin(lo): a transaction
+        -- left open for long (idle in transaction, a long batch job) keeps
+        -- xmin(lo) back, but costs one index lookup of its xid per read.
+        lo_xmax := pg_snapshot_xmax(lo);
+        lo_xip := ARRAY(SELECT pg_snapshot_xip(lo));
+        IF hi IS NULL THEN
+            -- Open the next window, up to this statement's snapshot: later
+            -- statements see at least as much, so every row visible in `hi`
+            -- is visible to the scan below.
+            current_snap := pg_current_snapshot();
+            IF pg_snapshot_xmax(current_snap) < pg_snapshot_xmax(lo) THEN
+                RETURN;  -- the position is newer than our snapshot: nothing yet
+            END IF;
+            -- More than the page's backlog is read in windows bounded by
+            -- ticks, less in a single window up to now.  Counting stops one
+            -- row past the page, from the index alone (an upper bound: rows
+            -- of aborted transactions count too).
+            backlog := changefeed.window_backlog(c.id, wanted, lo, current_snap, remaining + 1);
+            IF backlog > remaining THEN
+                -- A tick taken after `lo` (larger xmax) sees everything `lo`
+                -- sees.  The notifier ticks every tick_rows changes (of all
+                -- collections), so a window of the page's size spans about
+                -- remaining / tick_rows ticks: one window per page, not one
+                -- per tick.
+                SELECT t.snap INTO hi FROM changefeed.tick t
+                 WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
+                 ORDER BY t.snap_xmax
+                OFFSET greatest(remaining / tick_rows - 1, 0) LIMIT 1;
+                IF hi IS NULL THEN
+                    SELECT t.snap INTO hi FROM changefeed.tick t
+                     WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
+                     ORDER BY t.snap_xmax DESC LIMIT 1;
+                END IF;
+            END IF;
+            IF hi IS NULL THEN
+                hi := current_snap;
+                at_current := true;
+            END IF;
+            after := 0;
+        END IF;
+        hi_xmax := pg_snapshot_xmax(hi);
+
+        -- The window: visible in `hi`, not in `lo`.  "Not visible in lo" is
+        -- exactly "txid >= xmax(lo) or txid in xip(lo)"; the two parts are
+        -- disjoint (xip(lo) < xmax(lo)), each an index scan of its own.
+        -- A page is the window's rows after `after`, one past the budget:
+        -- that extra row only tells whether the window goes on.  Each row
+        -- carries the position after it; the last row of an exhausted
+        -- window carries `hi` alone.
+        -- One statement for both modes: the arm of the other mode is gated
+        -- off by `mode` and never runs (nor does window_rows in mode 'all').
+        RETURN QUERY
+        WITH window_rows AS (
+            SELECT l.* FROM changefeed.log l
+             WHERE l.collection_id = c.id
+               AND l.range_id = ANY (wanted)
+               AND l.txid >= lo_xmax
+               AND l.txid < hi_xmax
+               AND pg_visible_in_snapshot(l.txid, hi)
+            UNION ALL
+            SELECT l.* FROM changefeed.log l
+             WHERE l.collection_id = c.id
+               AND l.range_id = ANY (wanted)
+               AND l.txid = ANY (lo_xip)
+               AND pg_visible_in_snapshot(l.txid, hi)
+        ),
+        page AS MATERIALIZED (
+            -- 'all': every row after `after`, scanned directly.
+            SELECT a.* FROM (
+                SELECT w.*, s.seen FROM (
+                    SELECT l.* FROM changefeed.log l
+                     WHERE l.collection_id = c.id
+                       AND l.range_id = ANY (wanted)
+                       AND l.txid >= lo_xmax
+                       AND l.txid < hi_xmax
+                       AND pg_visible_in_snapshot(l.txid, hi)
+                       AND l.seq > after
+                    UNION ALL
+                    SELECT l.* FROM changefeed.log l
+                     WHERE l.collection_id = c.id
+                       AND l.range_id = ANY (wanted)
+                       AND l.txid = ANY (lo_xip)
+                       AND pg_visible_in_snapshot(l.txid, hi)
+                       AND l.seq > after) w
+                -- What the read's tenants see of the change (op_seen).
+                CROSS JOIN LATERAL (SELECT CASE WHEN tenants IS NULL AND w.op <> 'm' THEN w.op
+                                                ELSE changefeed.op_seen(w.op, w.tenant, w.previous_tenant, tenants)
+                                           END AS seen) s
+                 WHERE mode = 'all'
+                   AND (doc_ids IS NULL OR w.op = 't' OR w.doc_id = ANY (doc_ids))
+                   AND s.seen IS NOT NULL
+                   AND (filter IS NULL OR changefeed.filter_matches(s.seen, w.current, w.previous, filter, filter_vars))
+                 ORDER BY w.seq
+                 LIMIT remaining + 1) a
+            UNION ALL
+            -- 'latest': per document the window's last version, unless a
+            -- delete or a later clear of its range ends it.
+            SELECT b.* FROM (
+                SELECT v.*, s.seen FROM (
+                    SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
+                      FROM window_rows w
+                     WHERE mode = 'latest' AND w.op <> 't'
+                     ORDER BY w.range_id, w.doc_id, w.seq DESC
+                ) v
+                -- The last clear of each range: one row per range that has one,
+                -- so the join stays small whatever plan is chosen.
+                LEFT JOIN (SELECT t.range_id, max(t.seq) AS seq
+                             FROM window_rows t WHERE t.op = 't' GROUP BY t.range_id) cl
+                       ON cl.range_id = v.range_id
+                -- A move away from the read's tenants ends the document as a delete does.
+                CROSS JOIN LATERAL (SELECT CASE WHEN tenants IS NULL AND v.op <> 'm' THEN v.op
+                                                ELSE changefeed.op_seen(v.op, v.tenant, v.previous_tenant, tenants)
+                                           END AS seen) s
+                 WHERE s.seen <> 'd' AND v.seq > after
+                   AND (cl.seq IS NULL OR v.seq > cl.seq)
+                   AND (doc_ids IS NULL OR v.doc_id = ANY (doc_ids))
+                   AND (filter IS NULL OR changefeed.filter_matches(s.seen, v.current, v.previous, filter, filter_vars))
+                 ORDER BY v.seq
+                 LIMIT remaining + 1) b
+        ),
+        bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
+        ends AS MATERIALIZED (SELECT b.total, b.top,
+                        CASE WHEN b.total <= remaining THEN b.top
+                             ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
+                   FROM bounds b)
+        SELECT k.seq, k.txid, k.range_id,
+               CASE k.seen WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
+                           WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
+               k.doc_id, k.partition_key,
+               -- A move: the tenant it went to gets no image from before, the
+               -- one it left no image after.
+               CASE WHEN k.seen = 'd' THEN NULL ELSE k.current END,
+               CASE WHEN k.seen = 'c' THEN NULL ELSE k.previous END,
+               k.ttl_expired, k.written_at,
+               CASE WHEN k.seen = 'd' AND k.op = 'm' THEN k.previous_tenant ELSE k.tenant END,
+               CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
+                    -- The page's last row: read_ranges() learns where it stopped.
+                    ELSE pg_catalog.set_config('changefeed.read_position',
+                             CASE WHEN e.total <= remaining
+                                  THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                                  ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
+               c.id::text || '.' || k.txid::text || '.' || k.seq::text
+                   -- The two sides of a move are two events.
+                   || CASE WHEN k.op = 'm' AND k.seen = 'c' THEN '.create'
+                           WHEN k.op = 'm' AND k.seen = 'd' THEN '.delete' ELSE '' END
+          FROM page k CROSS JOIN ends e
+         WHERE k.seq <= e.last
+         ORDER BY k.seq;
+        GET DIAGNOSTICS n = ROW_COUNT;
+
+        remaining := remaining - n;
+        windows := windows + 1;
+        -- Stop when the page is full or a window up to now was read: an empty
+        -- result then means nothing is pending up to this statement's
+        -- snapshot (in REPEATABLE READ, current_position()).  Tick windows
+        -- roll on into the next window.
+        EXIT WHEN remaining = 0 OR at_current;
+        lo := hi;
+        hi := NULL;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._lag(tbl regclass, processor text, count_limit int DEFAULT 10000)
+RETURNS TABLE (
+    range_id int,
+    owner text,
+    live bool,
+    epoch bigint,
+    checkpoint_age interval,
+    pending bigint,
+    pending_exact bool,
+    oldest_pending timestamptz,
+    retention_used numeric,
+    history_lost bool)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor);
+    who oid := changefeed.caller();
+    l changefeed.lease;
+    p record;
+    tenants text[];
+BEGIN
+    BEGIN
+        tenants := changefeed.require_read(tbl, who, c.tenant_column, NULL);
+    EXCEPTION WHEN insufficient_privilege THEN
+        IF NOT changefeed.is_admin(who) THEN
+            RAISE;
+        END IF;
+        tenants := nullif(changefeed.tenants_of(who), '{}');
+    END;
+    IF count_limit IS NULL OR count_limit < 1 OR count_limit > 100000 THEN
+        RAISE EXCEPTION 'count_limit must be between 1 and 100000' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = processor) THEN
+        RAISE EXCEPTION 'processor "%" has never run on %', processor, tbl
+            USING ERRCODE = 'CF012', HINT = 'Leases are created when a processor first starts.';
+    END IF;
+    FOR l IN SELECT * FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = processor
+              ORDER BY x.range_id LOOP
+        range_id := l.range_id;
+        owner := l.owner;
+        live := l.owner IS NOT NULL AND l.expires_at > now();
+        epoch := l.epoch;
+        checkpoint_age := now() - l.updated_at;
+        history_lost := false;
+        BEGIN
+            p := changefeed.position_decode(l.checkpoint);
+            PERFORM changefeed.check_history(c, p.lo);
+            SELECT count(*), min(r.written_at) INTO pending, oldest_pending
+              FROM changefeed.read_windows(c.id, ARRAY[l.range_id], p.lo, p.hi, p.last_seq, count_limit,
+                                           NULL, tenants, false) r;
+        EXCEPTION WHEN SQLSTATE 'CF006' THEN
+            history_lost := true;
+            pending := NULL;
+            oldest_pending := NULL;
+        END;
+        pending_exact := pending IS NOT NULL AND pending < count_limit;
+        retention_used := CASE WHEN history_lost THEN 1
+                               WHEN oldest_pending IS NULL THEN 0
+                               ELSE round((extract(epoch FROM now() - oldest_pending)
+                                           / extract(epoch FROM c.retention))::numeric, 4) END;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._processor_status_rows()
+RETURNS TABLE (
+    table_name regclass,
+    collection_id int,
+    processor text,
+    range_id int,
+    owner_role regrole,
+    instance text,
+    live bool,
+    epoch bigint,
+    expires_at timestamptz,
+    checkpoint_age interval,
+    backfill_done bool,
+    pending_estimate bigint,
+    pending_exact bool,
+    lag_seconds float8,
+    history_lost bool)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    status_count_limit constant int := 1000;
+    who oid := changefeed.caller();
+    sees_all bool := changefeed.is_admin(who) OR pg_has_role(who, 'pg_monitor', 'USAGE');
+    bound text[] := changefeed.tenants_of(who);
+    c changefeed.collection;
+    h changefeed.horizon;
+    l record;
+    pos record;
+    counts bool;
+    lo_xmax xid8;
+    lo_xip xid8[];
+    n bigint;
+    oldest timestamptz;
+BEGIN
+    FOR c IN SELECT * FROM changefeed.collection x ORDER BY x.id LOOP
+        -- Counting changes is reading the feed's volume: as read() allows it
+        -- (changefeed.require_read), or for those who see every processor.
+        counts := sees_all
+               OR (has_table_privilege(who, c.relid, 'SELECT')
+                   AND (NOT (SELECT k.relrowsecurity FROM pg_class k WHERE k.oid = c.relid)
+                        OR (SELECT r.rolsuper OR r.rolbypassrls FROM pg_roles r WHERE r.oid = who)
+                        OR pg_has_role(who, (SELECT k.relowner FROM pg_class k WHERE k.oid = c.relid), 'USAGE'))
+                   AND (cardinality(bound) = 0 OR c.tenant_column IS NOT NULL));
+        SELECT * INTO h FROM changefeed.horizon x WHERE x.collection_id = c.id;
+        FOR l IN
+            SELECT x.processor, x.range_id, x.owner, x.epoch, x.expires_at, x.updated_at, x.checkpoint,
+                   x.backfill_done, p.owner_role
+              FROM changefeed.lease x
+              LEFT JOIN changefeed.processor p ON p.collection_id = x.collection_id AND p.name = x.processor
+             WHERE x.collection_id = c.id
+               AND (sees_all OR (p.owner_role IS NOT NULL
+                                 AND EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = p.owner_role)
+                                 AND pg_has_role(who, p.owner_role, 'USAGE')))
+             ORDER BY x.processor, x.range_id
+        LOOP
+            table_name := c.relid::regclass;
+            collection_id := c.id;
+            processor := l.processor;
+            range_id := l.range_id;
+            owner_role := l.owner_role;
+            instance := l.owner;
+            live := l.owner IS NOT NULL AND l.expires_at > now();
+            epoch := l.epoch;
+            expires_at := l.expires_at;
+            checkpoint_age := now() - l.updated_at;
+            backfill_done := l.backfill_done;
+            pending_estimate := NULL;
+            pending_exact := NULL;
+            lag_seconds := NULL;
+            history_lost := NULL;
+            IF counts THEN
+                BEGIN
+                    pos := changefeed.position_decode(l.checkpoint);
+                    history_lost := h.collection_id IS NOT NULL
+                                    AND NOT changefeed.snapshot_covers(pos.lo, h.dropped_txid);
+                EXCEPTION WHEN SQLSTATE 'CF004' OR SQLSTATE 'CF005' THEN
+                    -- Damaged, or of another database (a restore): the
+                    -- processor treats it as a lost history too.
+                    history_lost := true;
+                END;
+                IF NOT history_lost THEN
+                    lo_xmax := pg_snapshot_xmax(pos.lo);
+                    lo_xip := ARRAY(SELECT pg_snapshot_xip(pos.lo));
+                    -- Not visible in lo, minus what a window being paged
+                    -- delivered already (visible in hi, seq up to last_seq).
+                    SELECT count(*), min(u.written_at) INTO n, oldest FROM (
+                        (SELECT g.written_at FROM changefeed.log g
+                          WHERE g.collection_id = c.id AND g.range_id = l.range_id AND g.txid >= lo_xmax
+                            AND (cardinality(bound) = 0 OR g.tenant = ANY (bound) OR g.previous_tenant = ANY (bound))
+                            AND NOT (pos.hi IS NOT NULL AND pg_visible_in_snapshot(g.txid, pos.hi)
+                                     AND g.seq <= pos.last_seq)
+                          ORDER BY g.txid LIMIT status_count_limit + 1)
+                        UNION ALL
+                        (SELECT g.written_at FROM changefeed.log g
+                          WHERE g.collection_id = c.id AND g.range_id = l.range_id AND g.txid = ANY (lo_xip)
+                            AND (cardinality(bound) = 0 OR g.tenant = ANY (bound) OR g.previous_tenant = ANY (bound))
+                            AND NOT (pos.hi IS NOT NULL AND pg_visible_in_snapshot(g.txid, pos.hi)
+                                     AND g.seq <= pos.last_seq)
+                          LIMIT status_count_limit + 1)) u;
+                    pending_exact := n <= status_count_limit;
+                    pending_estimate := least(n, status_count_limit);
+                    lag_seconds := CASE WHEN oldest IS NULL THEN 0
+                                        ELSE greatest(extract(epoch FROM now() - oldest)::float8, 0) END;
+                END IF;
+            END IF;
+            RETURN NEXT;
+        END LOOP;
+    END LOOP;
+END
+$$;
