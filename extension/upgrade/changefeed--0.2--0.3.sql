@@ -1840,10 +1840,13 @@ BEGIN
         RAISE EXCEPTION 'instance token must not be empty' USING ERRCODE = 'CF003';
     END IF;
     -- A cap on the live instances of one processor (dead registrations do
-    -- not count): balancing works over this list on every acquire.
+    -- not count): balancing works over this list on every acquire.  Their
+    -- sessions are looked at only when the registrations alone reach it.
     IF (SELECT count(*) FROM changefeed.instance i
-         WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance
-           AND changefeed.session_alive(i.backend_pid, i.backend_start)) >= 1000 THEN
+         WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance) >= 1000
+       AND (SELECT count(*) FROM changefeed.instance i
+             WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance
+               AND changefeed.session_alive(i.backend_pid, i.backend_start)) >= 1000 THEN
         RAISE EXCEPTION 'processor "%" on % has 1000 live instances already', processor, tbl
             USING ERRCODE = 'CF016',
                   HINT = 'Stop instances first; more instances than ranges only wait for a range to free up.';
