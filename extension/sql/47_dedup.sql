@@ -79,7 +79,7 @@ BEGIN
     PERFORM changefeed.require_finite(as_of, 'as_of');
     DELETE FROM changefeed.applied a
      USING changefeed.collection c
-     WHERE c.id = a.collection_id AND a.applied_at < as_of - c.retention;
+     WHERE c.id = a.collection_id AND a.applied_at < as_of - changefeed.effective_retention(c.retention);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END

@@ -1435,6 +1435,20 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION changefeed.prune_applied(as_of timestamptz) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    DELETE FROM changefeed.applied a
+     USING changefeed.collection c
+     WHERE c.id = a.collection_id AND a.applied_at < as_of - changefeed.effective_retention(c.retention);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
 CREATE FUNCTION changefeed.max_retention() RETURNS interval
     AS 'MODULE_PATHNAME', 'changefeed_max_retention_interval' LANGUAGE C STABLE PARALLEL SAFE;
 
