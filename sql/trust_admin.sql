@@ -98,7 +98,7 @@ RESET ROLE;
 SET ROLE regress_ta_att;
 SELECT try($$SELECT changefeed.instance_register('public.ta_orders', 'billing', 'phantom-3', 't')$$);
 RESET ROLE;
--- A processor's own role is capped at 1000 live instances (CF016).
+-- A processor's own role is capped at 1000 live instances (CF018).
 SET ROLE regress_ta_svc;
 DO $$
 BEGIN

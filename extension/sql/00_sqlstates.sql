@@ -21,7 +21,7 @@
 --   CF013  a DDL refused because it would let writes escape capture (see "What is refused")
 --   CF014  a write refused because it would escape capture: replica mode on a table enabled without `replicated => true`, or a capture column missing
 --   CF015  another live instance of the processor runs under this instance name
---   CF016  a per-processor limit reached: too many live instances, too many event ids in one deduplication call
+--   CF018  a per-processor limit reached: too many live instances, too many event ids in one deduplication call
 --   42501  not allowed: no `SELECT` on the table, a processor of another role or reserved for one, not the table's owner, a TTL column set without `DELETE` on the table, another tenant
 --   42809  not a table (a view, a sequence…)
 --   22023  a bad read argument (mode, max_changes, range id)

@@ -76,7 +76,7 @@ BEGIN
              WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance
                AND changefeed.session_alive(i.backend_pid, i.backend_start)) >= 1000 THEN
         RAISE EXCEPTION 'processor "%" on % has 1000 live instances already', processor, tbl
-            USING ERRCODE = 'CF016',
+            USING ERRCODE = 'CF018',
                   HINT = 'Stop instances first; more instances than ranges only wait for a range to free up.';
     END IF;
     INSERT INTO changefeed.instance AS i

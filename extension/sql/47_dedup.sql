@@ -18,7 +18,7 @@ CREATE TABLE changefeed.applied (
 );
 
 -- Checks an array of event ids: not null, no null element, at most 100000
--- (CF016, the per-call cap).
+-- (CF018, the per-call cap).
 CREATE FUNCTION changefeed.check_event_ids(event_ids text[]) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -27,7 +27,7 @@ BEGIN
     END IF;
     IF cardinality(event_ids) > 100000 THEN
         RAISE EXCEPTION 'at most 100000 event ids at a time, not %', cardinality(event_ids)
-            USING ERRCODE = 'CF016', HINT = 'Split the call.';
+            USING ERRCODE = 'CF018', HINT = 'Split the call.';
     END IF;
 END
 $$;

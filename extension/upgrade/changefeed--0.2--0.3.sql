@@ -1326,7 +1326,7 @@ GRANT SELECT ON changefeed.processor_status TO changefeed_reader;
 -- A TTL column needs the table's owner or DELETE on it; lease, instance,
 -- checkpoint and deduplication calls need a processor its role claimed
 -- (lease_init) and SELECT on the table; admins reserve names
--- (reserve_processor); per-processor caps (CF016); retention bounded by
+-- (reserve_processor); per-processor caps (CF018); retention bounded by
 -- changefeed.max_retention and cut off per collection; each maintenance step
 -- bounded by changefeed.maintenance_statement_timeout in a block of its own.
 
@@ -1430,7 +1430,7 @@ BEGIN
     END IF;
     IF cardinality(event_ids) > 100000 THEN
         RAISE EXCEPTION 'at most 100000 event ids at a time, not %', cardinality(event_ids)
-            USING ERRCODE = 'CF016', HINT = 'Split the call.';
+            USING ERRCODE = 'CF018', HINT = 'Split the call.';
     END IF;
 END
 $$;
@@ -1862,7 +1862,7 @@ BEGIN
              WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance
                AND changefeed.session_alive(i.backend_pid, i.backend_start)) >= 1000 THEN
         RAISE EXCEPTION 'processor "%" on % has 1000 live instances already', processor, tbl
-            USING ERRCODE = 'CF016',
+            USING ERRCODE = 'CF018',
                   HINT = 'Stop instances first; more instances than ranges only wait for a range to free up.';
     END IF;
     INSERT INTO changefeed.instance AS i
