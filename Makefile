@@ -15,6 +15,7 @@ OBJS = \
 	extension/position_history.o \
 	extension/notifier.o \
 	extension/maintainer.o \
+	extension/maintenance_limits.o \
 	extension/worker_transaction.o \
 	extension/ttl.o \
 	extension/log_writer.o \
@@ -32,7 +33,7 @@ DATA = $(wildcard extension/releases/changefeed--*.sql) $(wildcard extension/upg
 
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED=`.
-REGRESS_COMMON = setup enable capture read positions retention lag leases instances ranges start_positions maintenance privileges integrity dedup keep range_change processor_admin status trust_tenants
+REGRESS_COMMON = setup enable capture read positions retention lag leases instances ranges start_positions maintenance privileges integrity dedup keep range_change processor_admin status trust_tenants trust_admin
 REGRESS_PRELOADED = notifier ticks workers
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed

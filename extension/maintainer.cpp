@@ -4,14 +4,17 @@
 //
 // Every changefeed.maintain_interval seconds it runs the steps of maintain()
 // (extension/sql/50_retention.sql), each in its own transaction with
-// lock_timeout = changefeed.maintenance_lock_timeout:
+// lock_timeout = changefeed.maintenance_lock_timeout and its statement bounded
+// by changefeed.maintenance_statement_timeout (maintenance_limits.cpp):
 //   create partitions; drop each expired partition (its horizon recorded in
-//   the same transaction); clean the default partition; each collection's TTL
+//   the same transaction); clean the default partition; cut off each
+//   collection's changes older than its own retention; each collection's TTL
 //   sweep; clean old ticks; prune the projectors' deduplication store.
 // A step touching a user table (TTL) is never in a transaction holding a lock
 // on the log, and a partition step touches no user table.  A failed step is
 // logged as a WARNING naming the step and the error, and retried on the next
-// round; the other steps go on.  The TTL sweep runs user code as the table
+// round; the other steps go on: a table owner's trigger that sleeps in a TTL
+// delete holds up its own step for at most the statement timeout.  The TTL sweep runs user code as the table
 // owner in a security-restricted operation (ttl.cpp), never as this worker's
 // superuser.
 //
@@ -71,8 +74,10 @@ void step_body(void *arg) {
     bool locked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull_lock));
     Oid argtypes[1] = {INT4OID};
     Datum args[1] = {Int32GetDatum(q->arg)};
+    changefeed_step_timeout_begin_c();
     int rc = locked ? SPI_execute_with_args(q->sql, q->has_arg ? 1 : 0, argtypes, args, NULL, false, 0)
                     : SPI_OK_SELECT;
+    (void)changefeed_step_timeout_end_c();
     if (rc != SPI_OK_SELECT) elog(ERROR, "unexpected result %d", rc);
     int n = locked ? (int)SPI_processed : 0;
     TupleDesc desc = SPI_tuptable->tupdesc;
@@ -107,6 +112,8 @@ bool run_step(const char *step, StepQuery *q) {
     char what[256];
     snprintf(what, sizeof what, "changefeed maintenance: step \"%s\"", step);
     bool done = changefeed_worker_transaction(step, what, "The step is retried on the next run.", step_body, q);
+    // A step that failed (timed out, say) may have left its bound armed.
+    (void)changefeed_step_timeout_end_c();
     if (!done) q->nrows = 0;
     return done;
 }
@@ -149,6 +156,22 @@ void run_round(void) {
     q.sql = "SELECT changefeed.prune_default(pg_catalog.now())";
     (void)run_step("prune default partition", &q);
     exit_if_asked();
+
+    StepQuery all = {};
+    all.sql = "SELECT id::pg_catalog.int8, relid::pg_catalog.regclass::pg_catalog.text FROM changefeed.collection"
+              " ORDER BY id";
+    all.collect = true;
+    (void)run_step("list collections", &all);
+    for (int i = 0; i < all.nrows; i++) {
+        char step[2 * NAMEDATALEN + 64];
+        snprintf(step, sizeof step, "expire history of %s", all.names[i]);
+        q = {};
+        q.sql = "SELECT changefeed.expire_history($1, pg_catalog.now())";
+        q.has_arg = true;
+        q.arg = (int32)all.values[i];
+        (void)run_step(step, &q);
+        exit_if_asked();
+    }
 
     StepQuery ttl = {};
     ttl.sql = "SELECT id::pg_catalog.int8, relid::pg_catalog.regclass::pg_catalog.text FROM changefeed.collection"

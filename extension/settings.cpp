@@ -7,6 +7,8 @@ int changefeed_tick_interval = 1000;
 double changefeed_notify_interval = 1.0;
 int changefeed_maintain_interval = 300;
 int changefeed_maintenance_lock_timeout = 1000;
+int changefeed_maintenance_statement_timeout = 5000;
+int changefeed_max_retention = 365 * 24 * 3600;
 // Superuser only: a writer must not be able to pass its own deletes off as
 // expiry.  The TTL sweeper (ttl.cpp) marks its deletes without it.
 char *changefeed_delete_reason = NULL;
@@ -38,6 +40,19 @@ void changefeed_define_settings(void) {
                             "the next round (0: no limit).",
                             NULL, &changefeed_maintenance_lock_timeout, 1000, 0, INT_MAX, PGC_SUSET,
                             GUC_UNIT_MS, NULL, NULL, NULL);
+    // Superuser only: a step's owner-controlled code (a trigger fired by the
+    // TTL delete) must not be able to lift the bound it runs under.
+    DefineCustomIntVariable("changefeed.maintenance_statement_timeout",
+                            "How long each maintenance step may run before it is cancelled and retried "
+                            "on the next round (0: no limit).",
+                            NULL, &changefeed_maintenance_statement_timeout, 5000, 0, INT_MAX, PGC_SUSET,
+                            GUC_UNIT_MS, NULL, NULL, NULL);
+    // Set by the server's administrator: one table owner's retention must not
+    // keep the shared log for everyone.
+    DefineCustomIntVariable("changefeed.max_retention",
+                            "The longest retention a collection may have; the log is never kept longer.",
+                            NULL, &changefeed_max_retention, 365 * 24 * 3600, 60, INT_MAX, PGC_SIGHUP,
+                            GUC_UNIT_S, NULL, NULL, NULL);
     // Where a read stopped.  The 0.2 release's read_ranges() resumed there;
     // read_ranges() now takes it from the rows (read_window.cpp), but the 0.2
     // SQL sets it, and an undefined changefeed.* name would be an error.

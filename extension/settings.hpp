@@ -18,9 +18,23 @@ extern int changefeed_maintain_interval;
 // changefeed.maintenance_lock_timeout: how long a maintenance step waits for a
 // lock (ms, 0: no limit).
 extern int changefeed_maintenance_lock_timeout;
+// changefeed.maintenance_statement_timeout: how long one maintenance step
+// (a TTL sweep, a partition drop, ...) may run before it is cancelled and
+// retried next round (ms, 0: no limit).
+extern int changefeed_maintenance_statement_timeout;
+// changefeed.max_retention: the longest retention a collection may have and
+// the longest the log is kept for any (seconds).
+extern int changefeed_max_retention;
 // changefeed.delete_reason: 'ttl' (SET LOCAL) marks the deletes of this
 // transaction as time-to-live expiry.
 extern char *changefeed_delete_reason;
 // changefeed.read_position: set by read() (SET LOCAL) to the position after the
 // last change it returned.
 extern char *changefeed_read_position;
+
+// Maintenance steps bounded in time (maintenance_limits.cpp): begin arms
+// changefeed.maintenance_statement_timeout for the step starting now; end
+// lifts it (re-arming the statement's own timeout) and says whether the step
+// ran past its bound.
+void changefeed_step_timeout_begin_c(void);
+bool changefeed_step_timeout_end_c(void);

@@ -3,7 +3,8 @@
 // reader transaction, makes only the step that needs the lock fail (logged,
 // retried on a later round); wake-ups and reads go on meanwhile.  The
 // notifier's own transaction is guarded: an error is logged and retried, and
-// the worker keeps running.
+// the worker keeps running.  A step that runs too long (a table owner's trigger
+// that sleeps) is cancelled at changefeed.maintenance_statement_timeout.
 //
 // No test asserts a timing: "promptly" means well within a generous bound
 // while the blocking lock is still held.
@@ -230,3 +231,49 @@ TEST(Maintenance, AFailedNotifyIsRetriedAndTheNotifierKeepsRunning) {
 }
 
 }  // namespace
+
+TEST(Maintenance, AnOwnersSleepingTriggerHoldsUpOnlyItsOwnTtlStepForTheStatementTimeout) {
+    auto& c = cftest::cluster();
+    fast_maintenance();
+    {
+        pqxx::connection conn(c.conninfo());
+        pqxx::nontransaction tx(conn);
+        tx.exec("ALTER SYSTEM SET changefeed.maintenance_statement_timeout = '300ms'");
+        tx.exec("SELECT pg_reload_conf()");
+    }
+    // The owner of m_sleepy makes every delete of it sleep; m_quick's TTL is ordinary.
+    cftest::create_login_role(c, "m_sleepy_owner", {"changefeed_reader"});
+    c.exec("CREATE TABLE m_sleepy (id int PRIMARY KEY, expires_at timestamptz NOT NULL);"
+           "ALTER TABLE m_sleepy OWNER TO m_sleepy_owner;"
+           "CREATE FUNCTION m_sleep() RETURNS trigger LANGUAGE plpgsql AS $$"
+           " BEGIN PERFORM pg_sleep(60); RETURN OLD; END $$;"
+           "ALTER FUNCTION m_sleep() OWNER TO m_sleepy_owner;"
+           "CREATE TRIGGER m_sleep BEFORE DELETE ON m_sleepy FOR EACH ROW EXECUTE FUNCTION m_sleep();"
+           "CREATE TABLE m_quick (id int PRIMARY KEY, expires_at timestamptz NOT NULL)");
+    c.exec_as("m_sleepy_owner", "SELECT changefeed.enable('m_sleepy', ttl_column => 'expires_at')");
+    c.exec("SELECT changefeed.enable('m_quick', ttl_column => 'expires_at')");
+    ASSERT_TRUE(cftest::eventually([&] { return worker_pid(c, "changefeed maintainer") != 0; }));
+    const int pid = worker_pid(c, "changefeed maintainer");
+    std::size_t log_start = server_log_size();
+    c.exec("INSERT INTO m_sleepy VALUES (1, now() - interval '1 minute')");
+
+    // Its step is cancelled, logged and retried; the worker lives on.
+    ASSERT_TRUE(cftest::eventually([&] {
+        auto log = server_log_since(log_start);
+        auto first = log.find("step \"expire public.m_sleepy\" failed: canceling statement due to statement timeout");
+        return first != std::string::npos &&
+               log.find("step \"expire public.m_sleepy\" failed", first + 1) != std::string::npos;
+    }));
+    // Other tables' TTL goes on meanwhile.
+    c.exec("INSERT INTO m_quick VALUES (1, now() - interval '1 minute')");
+    EXPECT_TRUE(cftest::eventually([&] { return c.exec("SELECT count(*) FROM m_quick")[0][0].as<int>() == 0; }));
+    EXPECT_EQ(worker_pid(c, "changefeed maintainer"), pid);
+    EXPECT_EQ(c.exec("SELECT count(*) FROM m_sleepy")[0][0].as<int>(), 1);
+
+    c.exec("SELECT changefeed.disable('m_sleepy'); DROP TABLE m_sleepy; DROP FUNCTION m_sleep();"
+           "SELECT changefeed.disable('m_quick'); DROP TABLE m_quick");
+    pqxx::connection conn(c.conninfo());
+    pqxx::nontransaction tx(conn);
+    tx.exec("ALTER SYSTEM RESET changefeed.maintenance_statement_timeout");
+    tx.exec("SELECT pg_reload_conf()");
+}

@@ -153,7 +153,9 @@ END
 $$;
 
 -- 42501 unless `who` owns processor `name` on collection `collection_id`
--- (or is an admin).  With `claim`, an unknown processor becomes `who`'s.
+-- (or is an admin); CF012 when no role claimed the name yet.  With `claim`,
+-- an unknown processor becomes `who`'s (a name an admin reserved is the
+-- reserving role's already: reserve_processor()).
 CREATE FUNCTION changefeed.require_processor(tbl regclass, collection_id int, name text, who oid,
                                              claim bool DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -165,9 +167,14 @@ BEGIN
      WHERE p.collection_id = collection_id AND p.name = name;
     IF NOT FOUND THEN
         IF NOT claim THEN
-            -- A processor created before ownership existed, or never started:
-            -- the lease functions report what is missing themselves.
-            RETURN;
+            -- Nothing is filed under a name before lease_init() claimed it:
+            -- else a stranger could fill a processor's deduplication store or
+            -- register phantom instances under it before its owner starts.
+            RAISE EXCEPTION 'processor "%" has never run on %', name, tbl
+                USING ERRCODE = 'CF012',
+                      DETAIL = 'Leases, instances, checkpoints and deduplication records are filed only under a '
+                               'processor name that changefeed.lease_init() claimed for its role.',
+                      HINT = 'Start the processor first (the client calls lease_init() in start()).';
         END IF;
         INSERT INTO changefeed.processor AS p (collection_id, name, owner_role)
         VALUES (collection_id, name, who::regrole)
@@ -184,6 +191,43 @@ BEGIN
               DETAIL = format('%s may not take its leases, move its checkpoints or see its lag.',
                               changefeed.role_name(who)),
               HINT = 'Run the processor as its owning role, choose another processor name, or ask a changefeed_admin.';
+END
+$$;
+
+-- 42501 unless `who` may SELECT from `tbl`: what a processor files (leases,
+-- instances, checkpoints, deduplication records) stays with roles that may
+-- read the table.
+CREATE FUNCTION changefeed.require_select(tbl regclass, who oid, action text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT has_table_privilege(who, tbl, 'SELECT') THEN
+        RAISE EXCEPTION 'permission denied to % %', action, tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('That needs SELECT on %s; %s does not have it.', tbl, changefeed.role_name(who));
+    END IF;
+END
+$$;
+
+-- Whether `who` may delete rows of `tbl` itself: it has its owner's
+-- privileges or DELETE on it.  Being an admin is not enough: nothing the
+-- extension deletes for a role (TTL) may reach rows that role could not delete.
+CREATE FUNCTION changefeed.may_delete_rows(tbl regclass, who oid) RETURNS bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_has_role(who, (SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE')
+        OR has_table_privilege(who, tbl, 'DELETE')
+$$;
+
+-- 42501 unless may_delete_rows(tbl, who).
+CREATE FUNCTION changefeed.require_delete_rows(tbl regclass, who oid, action text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT changefeed.may_delete_rows(tbl, who) THEN
+        RAISE EXCEPTION 'permission denied to % %', action, tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('That makes the extension delete rows of %s; %s is not its owner and has no DELETE on it.',
+                                  tbl, changefeed.role_name(who)),
+                  HINT = 'Ask the table owner, or GRANT DELETE on the table to the role.';
+    END IF;
 END
 $$;
 

@@ -207,10 +207,7 @@ BEGIN
         RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(ranges::text, 'null')
             USING ERRCODE = 'CF003';
     END IF;
-    IF retention IS NULL OR retention <= interval '0' THEN
-        RAISE EXCEPTION 'retention must be a positive interval, not %', coalesce(retention::text, 'null')
-            USING ERRCODE = 'CF003';
-    END IF;
+    PERFORM changefeed.check_retention(retention);
     IF keep_previous IS NULL THEN
         RAISE EXCEPTION 'keep_previous must not be null' USING ERRCODE = 'CF003';
     END IF;
@@ -242,10 +239,14 @@ BEGIN
         EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
     END IF;
     SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl FOR UPDATE;
-    IF FOUND AND existing.disabled_at IS NOT NULL THEN
+    -- A TTL column makes the extension delete rows: only for a role that may.
+    IF ttl_column IS NOT NULL AND (existing.id IS NULL OR existing.ttl_column IS DISTINCT FROM ttl_column) THEN
+        PERFORM changefeed.require_delete_rows(tbl, changefeed.caller(), 'set a TTL column on');
+    END IF;
+    IF existing.id IS NOT NULL AND existing.disabled_at IS NOT NULL THEN
         RETURN changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
                                  tenant_column, ttl_column, replicated);
-    ELSIF FOUND THEN
+    ELSIF existing.id IS NOT NULL THEN
         IF (existing.partition_key, existing.ranges, existing.retention, existing.keep_previous,
             existing.tenant_column, existing.ttl_column, existing.replicated)
            IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,

@@ -77,8 +77,10 @@ BEGIN
 END
 $$;
 
--- The same, for a call by one instance of the processor.
-CREATE FUNCTION changefeed.processor_of(tbl regclass, processor text, instance text)
+-- The prologue of the calls by which an instance gives something up
+-- (lease_release, instance_unregister): no SELECT needed, so an instance
+-- whose role lost it still leaves cleanly.
+CREATE FUNCTION changefeed.processor_leaving(tbl regclass, processor text, instance text)
 RETURNS changefeed.collection
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -87,6 +89,19 @@ BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
     PERFORM changefeed.check_name(instance, 'instance');
     PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
+    RETURN c;
+END
+$$;
+
+-- The same, for a call by one instance of the processor, which also needs
+-- SELECT on the table: what an instance files stays with roles that may read it.
+CREATE FUNCTION changefeed.processor_of(tbl regclass, processor text, instance text)
+RETURNS changefeed.collection
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.processor_leaving(tbl, processor, instance);
+BEGIN
+    PERFORM changefeed.require_select(tbl, changefeed.caller(), 'run a processor on');
     RETURN c;
 END
 $$;
@@ -316,7 +331,7 @@ CREATE FUNCTION changefeed.lease_release(tbl regclass, processor text, instance 
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+    c changefeed.collection := changefeed.processor_leaving(tbl, processor, instance);
     n int;
 BEGIN
     PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
@@ -546,5 +561,40 @@ BEGIN
     DELETE FROM changefeed.instance i WHERE i.collection_id = c.id AND i.processor = processor;
     DELETE FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor;
     RETURN FOUND;
+END
+$$;
+
+-- Gives processor name `processor` on `tbl` to role `owner` (admin only).
+-- Before anyone started it, this reserves the name: another role's
+-- lease_init() under it is refused (42501), so a name cannot be squatted
+-- before its service first starts.  A name another role holds already changes
+-- hands, and whatever was filed under it (leases and checkpoints, instances,
+-- deduplication records) is dropped: the new owner starts afresh, from its
+-- own lease_init(), and nothing the previous holder did reaches it.  Returns
+-- whether the name changed hands (false: `owner` had it already).
+CREATE FUNCTION changefeed.reserve_processor(tbl regclass, processor text, owner regrole) RETURNS bool
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+    held oid;
+BEGIN
+    PERFORM changefeed.require_admin(changefeed.caller(), 'reserve processor names');
+    PERFORM changefeed.check_name(processor, 'processor');
+    IF owner IS NULL THEN
+        RAISE EXCEPTION 'owner must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    SELECT p.owner_role INTO held FROM changefeed.processor p
+     WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
+    IF held = owner THEN
+        RETURN false;
+    END IF;
+    DELETE FROM changefeed.applied a WHERE a.collection_id = c.id AND a.processor = processor;
+    DELETE FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor;
+    DELETE FROM changefeed.instance i WHERE i.collection_id = c.id AND i.processor = processor;
+    INSERT INTO changefeed.processor AS p (collection_id, name, owner_role)
+    VALUES (c.id, processor, owner)
+    ON CONFLICT ON CONSTRAINT processor_pkey DO UPDATE SET owner_role = excluded.owner_role, created_at = now();
+    RETURN true;
 END
 $$;

@@ -67,6 +67,18 @@ BEGIN
     IF token IS NULL OR token = '' THEN
         RAISE EXCEPTION 'instance token must not be empty' USING ERRCODE = 'CF003';
     END IF;
+    -- A cap on the live instances of one processor (dead registrations do
+    -- not count): balancing works over this list on every acquire.  Their
+    -- sessions are looked at only when the registrations alone reach it.
+    IF (SELECT count(*) FROM changefeed.instance i
+         WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance) >= 1000
+       AND (SELECT count(*) FROM changefeed.instance i
+             WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance
+               AND changefeed.session_alive(i.backend_pid, i.backend_start)) >= 1000 THEN
+        RAISE EXCEPTION 'processor "%" on % has 1000 live instances already', processor, tbl
+            USING ERRCODE = 'CF018',
+                  HINT = 'Stop instances first; more instances than ranges only wait for a range to free up.';
+    END IF;
     INSERT INTO changefeed.instance AS i
            (collection_id, processor, instance, token, backend_pid, backend_start)
     VALUES (c.id, processor, instance, token, me, my_start)
@@ -107,7 +119,7 @@ CREATE FUNCTION changefeed.instance_unregister(tbl regclass, processor text, ins
 RETURNS bool LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+    c changefeed.collection := changefeed.processor_leaving(tbl, processor, instance);
 BEGIN
     DELETE FROM changefeed.instance i
      WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance

@@ -17,7 +17,8 @@ CREATE TABLE changefeed.applied (
     PRIMARY KEY (collection_id, processor, event_id)
 );
 
--- Checks an array of event ids: not null, no null element, at most 100000.
+-- Checks an array of event ids: not null, no null element, at most 100000
+-- (CF018, the per-call cap).
 CREATE FUNCTION changefeed.check_event_ids(event_ids text[]) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -26,19 +27,21 @@ BEGIN
     END IF;
     IF cardinality(event_ids) > 100000 THEN
         RAISE EXCEPTION 'at most 100000 event ids at a time, not %', cardinality(event_ids)
-            USING ERRCODE = 'CF003';
+            USING ERRCODE = 'CF018', HINT = 'Split the call.';
     END IF;
 END
 $$;
 
 -- Which of `event_ids` processor `processor` recorded as applied (for its
--- owner or an admin).
+-- owner or an admin, with SELECT on the table; CF012 before lease_init()
+-- claimed the name, so nobody fills a store before its processor exists).
 CREATE FUNCTION changefeed.dedup_applied(tbl regclass, processor text, event_ids text[])
 RETURNS SETOF text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor);
 BEGIN
+    PERFORM changefeed.require_select(tbl, changefeed.caller(), 'use the deduplication store of a processor on');
     PERFORM changefeed.check_event_ids(event_ids);
     RETURN QUERY
         SELECT a.event_id FROM changefeed.applied a
@@ -55,6 +58,7 @@ DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor);
     n int;
 BEGIN
+    PERFORM changefeed.require_select(tbl, changefeed.caller(), 'use the deduplication store of a processor on');
     PERFORM changefeed.check_event_ids(event_ids);
     INSERT INTO changefeed.applied AS a (collection_id, processor, event_id)
     SELECT c.id, processor, e FROM unnest(event_ids) e
@@ -75,7 +79,7 @@ BEGIN
     PERFORM changefeed.require_finite(as_of, 'as_of');
     DELETE FROM changefeed.applied a
      USING changefeed.collection c
-     WHERE c.id = a.collection_id AND a.applied_at < as_of - c.retention;
+     WHERE c.id = a.collection_id AND a.applied_at < as_of - changefeed.effective_retention(c.retention);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END

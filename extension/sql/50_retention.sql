@@ -105,10 +105,88 @@ BEGIN
 END
 $$;
 
--- The oldest time retention keeps at `as_of`: the longest retention of any collection.
+-- changefeed.max_retention as an interval (extension/maintenance_limits.cpp):
+-- the longest retention a collection may have, set by the server's
+-- administrator so that no table owner keeps the shared log for everyone.
+CREATE FUNCTION changefeed.max_retention() RETURNS interval
+    AS 'MODULE_PATHNAME', 'changefeed_max_retention_interval' LANGUAGE C STABLE PARALLEL SAFE;
+
+-- A collection's retention as given to enable() or alter(): positive, at most
+-- changefeed.max_retention, and one that times can be computed with (CF003).
+CREATE FUNCTION changefeed.check_retention(retention interval) RETURNS interval
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF retention IS NULL OR retention <= interval '0' THEN
+        RAISE EXCEPTION 'retention must be a positive interval, not %', coalesce(retention::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    BEGIN
+        PERFORM now() - retention;
+    EXCEPTION WHEN datetime_field_overflow OR interval_field_overflow THEN
+        RAISE EXCEPTION 'retention % is out of range', retention
+            USING ERRCODE = 'CF003', HINT = format('At most changefeed.max_retention (%s).', changefeed.max_retention());
+    END;
+    IF retention > changefeed.max_retention() THEN
+        RAISE EXCEPTION 'retention must be at most %, not %', changefeed.max_retention(), retention
+            USING ERRCODE = 'CF003',
+                  DETAIL = 'The log is shared: the longest retention keeps it for every collection.',
+                  HINT = 'The server''s administrator sets the limit (changefeed.max_retention).';
+    END IF;
+    RETURN retention;
+END
+$$;
+
+-- A collection's retention as maintenance applies it: at most the maximum
+-- (a retention set before the maximum was lowered is cut to it).
+CREATE FUNCTION changefeed.effective_retention(retention interval) RETURNS interval
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT least(retention, changefeed.max_retention())
+$$;
+
+-- The oldest time retention keeps at `as_of`: the longest retention of any
+-- collection, at most changefeed.max_retention.
 CREATE FUNCTION changefeed.retention_cutoff(as_of timestamptz) RETURNS timestamptz
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT as_of - coalesce((SELECT max(retention) FROM changefeed.collection), interval '7 days')
+    SELECT as_of - changefeed.effective_retention(
+        coalesce((SELECT max(retention) FROM changefeed.collection), interval '7 days'))
+$$;
+
+-- A maintenance step: the changes of collection `collection_id` older than
+-- its own retention at `as_of` expire even while their partition is kept for
+-- a collection with a longer retention.  They are not deleted (retention
+-- drops whole partitions) but cut off: the collection's horizon is raised to
+-- the newest of them, so a position that had not read them reports history
+-- lost (CF006) as if their partition were dropped, and a position that had
+-- read them never reads them again.  One index descent per range.  Returns
+-- whether the horizon moved.
+CREATE FUNCTION changefeed.expire_history(collection_id int, as_of timestamptz) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection;
+    cutoff timestamptz;
+    newest xid8;
+    m xid8;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    SELECT * INTO c FROM changefeed.collection x WHERE x.id = collection_id;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    cutoff := as_of - changefeed.effective_retention(c.retention);
+    FOR r IN 0 .. c.ranges - 1 LOOP
+        SELECT l.txid INTO m FROM changefeed.log l
+         WHERE l.collection_id = c.id AND l.range_id = r AND l.written_at < cutoff
+         ORDER BY l.txid DESC LIMIT 1;
+        IF FOUND AND (newest IS NULL OR m > newest) THEN newest := m; END IF;
+    END LOOP;
+    IF newest IS NULL
+       OR EXISTS (SELECT 1 FROM changefeed.horizon h WHERE h.collection_id = c.id AND h.dropped_txid >= newest) THEN
+        RETURN 0;
+    END IF;
+    PERFORM changefeed.raise_horizon(c.id, newest, cutoff);
+    RETURN 1;
+END
 $$;
 
 -- The daily partitions of the log wholly older than the retention cutoff at
@@ -249,15 +327,75 @@ BEGIN
 END
 $$;
 
+-- Bounds the maintenance step starting now by
+-- changefeed.maintenance_statement_timeout; step_timeout_end() lifts the
+-- bound and says whether the step ran past it (extension/maintenance_limits.cpp).
+CREATE FUNCTION changefeed.step_timeout_begin() RETURNS void
+    AS 'MODULE_PATHNAME', 'changefeed_step_timeout_begin' LANGUAGE C VOLATILE;
+CREATE FUNCTION changefeed.step_timeout_end() RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_step_timeout_end' LANGUAGE C VOLATILE;
+
+-- Runs one maintenance step of maintain(): `query` (ours, with $1 = as_of
+-- and $2 = id) in a subtransaction of its own, bounded in time.  A step that
+-- fails or times out is appended to `failed_steps` and reported in a WARNING;
+-- the caller goes on with the next one.  A cancel that is not the step's
+-- timeout (the user's, the statement's own timeout) ends maintain().
+-- Returns the query's value (0 when it failed).
+CREATE FUNCTION changefeed.run_step(step text, query text, as_of timestamptz, id bigint,
+                                    INOUT failed_steps text[], OUT value bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    value := 0;
+    BEGIN
+        PERFORM changefeed.step_timeout_begin();
+        EXECUTE query INTO value USING as_of, id;
+        PERFORM changefeed.step_timeout_end();
+    EXCEPTION
+        WHEN query_canceled THEN
+            IF NOT changefeed.step_timeout_end() THEN
+                RAISE;
+            END IF;
+            value := 0;
+            failed_steps := failed_steps || step;
+            PERFORM changefeed.warn_step_failed(step, SQLSTATE,
+                format('%s (changefeed.maintenance_statement_timeout is %s)', SQLERRM,
+                       current_setting('changefeed.maintenance_statement_timeout')));
+        WHEN OTHERS THEN
+            PERFORM changefeed.step_timeout_end();
+            value := 0;
+            failed_steps := failed_steps || step;
+            PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+    END;
+    value := coalesce(value, 0);
+END
+$$;
+
+-- The TTL step of maintain(): expire_rows() of one collection.  Acting as if
+-- it were later deletes rows before their time: only for a caller that may
+-- delete them itself (an admin without DELETE on the table may not).
+CREATE FUNCTION changefeed.expire_step(collection_id int, as_of timestamptz) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF as_of > now() THEN
+        PERFORM changefeed.require_delete_rows(
+            (SELECT c.relid FROM changefeed.collection c WHERE c.id = expire_step.collection_id),
+            changefeed.caller(), 'expire rows early of');
+    END IF;
+    RETURN changefeed.expire_rows(collection_id, as_of);
+END
+$$;
+
 -- Keeps the log ready: TTL, retention, partitions ahead.  Run by processors
 -- now and then, by an admin, or by cron (the maintenance worker runs the same
 -- steps when the library is preloaded):
 --   SELECT cron.schedule('changefeed', '*/10 * * * *', 'SELECT changefeed.maintain()');
--- Each step runs in its own subtransaction with lock_timeout set to
--- changefeed.maintenance_lock_timeout: a step that fails is named in
--- failed_steps and in a WARNING, and the others go on.  In one transaction
--- the steps that touch user tables (TTL) come first, so that no lock on the
--- log is held while they wait; the partition steps come last.
+-- Each step, the queries listing the partitions and collections to work on
+-- included, runs in its own subtransaction (run_step) with lock_timeout set to
+-- changefeed.maintenance_lock_timeout and bounded by
+-- changefeed.maintenance_statement_timeout: a step that fails or times out is
+-- named in failed_steps and in a WARNING, and the others go on.  In one
+-- transaction the steps that touch user tables (TTL) come first, so that no
+-- lock on the log is held while they wait; the partition steps come last.
 CREATE FUNCTION changefeed.maintain(as_of timestamptz DEFAULT now(),
     OUT partitions_created int, OUT partitions_dropped int, OUT ttl_deleted bigint,
     OUT failed_steps text[])
@@ -266,9 +404,10 @@ SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '1s'   -- replaced below; the clause keeps the change inside this call
 AS $$
 DECLARE
-    c record;
-    p record;
-    step text;
+    r record;
+    ids bigint[];
+    names text[];
+    v bigint;
 BEGIN
     PERFORM changefeed.require_finite(as_of, 'as_of');
     -- Acting as if it were another time drops or expires early: admins only.
@@ -288,59 +427,66 @@ BEGIN
         RETURN;
     END;
 
-    FOR c IN SELECT id, relid FROM changefeed.collection WHERE ttl_column IS NOT NULL AND disabled_at IS NULL
-              ORDER BY id LOOP
-        step := format('expire %s', c.relid::regclass);
-        BEGIN
-            ttl_deleted := ttl_deleted + changefeed.expire_rows(c.id, as_of);
-        EXCEPTION WHEN OTHERS THEN
-            failed_steps := failed_steps || step;
-            PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
-        END;
+    ids := '{}'; names := '{}';
+    BEGIN
+        SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(array_agg(c.relid::regclass::text ORDER BY c.id), '{}')
+          INTO ids, names
+          FROM changefeed.collection c WHERE c.ttl_column IS NOT NULL AND c.disabled_at IS NULL;
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || 'list TTL collections'::text;
+        PERFORM changefeed.warn_step_failed('list TTL collections', SQLSTATE, SQLERRM);
+    END;
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+        SELECT * INTO r FROM changefeed.run_step(format('expire %s', names[i]),
+            'SELECT changefeed.expire_step($2::int, $1)', as_of, ids[i], failed_steps);
+        failed_steps := r.failed_steps;
+        ttl_deleted := ttl_deleted + r.value;
     END LOOP;
 
-    FOR p IN SELECT * FROM changefeed.expired_partitions(as_of) LOOP
-        step := format('drop %s', p.part);
-        BEGIN
-            PERFORM changefeed.prune_partition(p.part, as_of);
-            partitions_dropped := partitions_dropped + 1;
-        EXCEPTION WHEN OTHERS THEN
-            failed_steps := failed_steps || step;
-            PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
-        END;
+    ids := '{}'; names := '{}';
+    BEGIN
+        SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(array_agg(c.relid::regclass::text ORDER BY c.id), '{}')
+          INTO ids, names FROM changefeed.collection c;
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || 'list collections'::text;
+        PERFORM changefeed.warn_step_failed('list collections', SQLSTATE, SQLERRM);
+    END;
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+        SELECT * INTO r FROM changefeed.run_step(format('expire history of %s', names[i]),
+            'SELECT changefeed.expire_history($2::int, $1)', as_of, ids[i], failed_steps);
+        failed_steps := r.failed_steps;
     END LOOP;
 
-    step := 'prune default partition';
+    ids := '{}'; names := '{}';
     BEGIN
-        PERFORM changefeed.prune_default(as_of);
+        SELECT coalesce(array_agg(e.part::oid::bigint ORDER BY e.written_before), '{}'),
+               coalesce(array_agg(e.part::text ORDER BY e.written_before), '{}')
+          INTO ids, names FROM changefeed.expired_partitions(as_of) e;
     EXCEPTION WHEN OTHERS THEN
-        failed_steps := failed_steps || step;
-        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+        failed_steps := failed_steps || 'list expired partitions'::text;
+        PERFORM changefeed.warn_step_failed('list expired partitions', SQLSTATE, SQLERRM);
     END;
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+        SELECT * INTO r FROM changefeed.run_step(format('drop %s', names[i]),
+            'SELECT 1::bigint FROM changefeed.prune_partition($2::oid::regclass, $1)', as_of, ids[i],
+            failed_steps);
+        failed_steps := r.failed_steps;
+        partitions_dropped := partitions_dropped + r.value;
+    END LOOP;
 
-    step := 'create partitions';
-    BEGIN
-        partitions_created := changefeed.create_partitions(7, as_of);
-    EXCEPTION WHEN OTHERS THEN
-        failed_steps := failed_steps || step;
-        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
-    END;
-
-    step := 'prune ticks';
-    BEGIN
-        PERFORM changefeed.prune_ticks(as_of);
-    EXCEPTION WHEN OTHERS THEN
-        failed_steps := failed_steps || step;
-        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
-    END;
-
-    step := 'prune applied';
-    BEGIN
-        PERFORM changefeed.prune_applied(as_of);
-    EXCEPTION WHEN OTHERS THEN
-        failed_steps := failed_steps || step;
-        PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
-    END;
+    SELECT * INTO r FROM changefeed.run_step('prune default partition',
+        'SELECT changefeed.prune_default($1)', as_of, NULL, failed_steps);
+    failed_steps := r.failed_steps;
+    SELECT * INTO r FROM changefeed.run_step('create partitions',
+        'SELECT changefeed.create_partitions(7, $1)::bigint', as_of, NULL, failed_steps);
+    failed_steps := r.failed_steps;
+    partitions_created := r.value;
+    SELECT * INTO r FROM changefeed.run_step('prune ticks',
+        'SELECT changefeed.prune_ticks($1)', as_of, NULL, failed_steps);
+    failed_steps := r.failed_steps;
+    SELECT * INTO r FROM changefeed.run_step('prune applied',
+        'SELECT changefeed.prune_applied($1)', as_of, NULL, failed_steps);
+    failed_steps := r.failed_steps;
 END
 $$;
 
@@ -363,14 +509,19 @@ BEGIN
     EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
     PERFORM 1 FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
     c := changefeed.collection_of(tbl);
-    IF retention IS NOT NULL AND retention <= interval '0' THEN
-        RAISE EXCEPTION 'retention must be a positive interval, not %', retention USING ERRCODE = 'CF003';
+    IF retention IS NOT NULL THEN
+        PERFORM changefeed.check_retention(retention);
     END IF;
     IF ranges IS NOT NULL AND (ranges < 1 OR ranges > 4096) THEN
         RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', ranges USING ERRCODE = 'CF003';
     END IF;
     IF ttl_column IS NOT NULL THEN
         PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
+        -- The TTL sweep deletes rows as the table owner: only for a role that
+        -- may delete them itself (an admin without DELETE may not).
+        IF ttl_column IS DISTINCT FROM c.ttl_column THEN
+            PERFORM changefeed.require_delete_rows(tbl, changefeed.caller(), 'set a TTL column on');
+        END IF;
         IF (SELECT atttypid FROM pg_attribute WHERE attrelid = tbl AND attname = ttl_column)
            NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype) THEN
             RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date', ttl_column

@@ -27,7 +27,7 @@ BEGIN
                'lease_checkpoint', 'lease_checkpoint_many', 'lease_backfill_checkpoint', 'lease_resync', 'lease_owned',
                'reset_checkpoint', 'resync_processor', 'drop_processor', 'instance_register', 'instance_unregister', 'instances',
                'position_at', 'dedup_applied', 'dedup_record', 'bind_tenant', 'unbind_tenant', 'bound_tenants',
-               'processor_status_rows'])
+               'processor_status_rows', 'reserve_processor'])
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO %I', f.fn, '_' || f.proname);
         EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', f.fn);
@@ -138,6 +138,7 @@ GRANT SELECT ON changefeed.leases TO changefeed_processor;
 GRANT EXECUTE ON FUNCTION
     changefeed.verify(),
     changefeed.bind_tenant(regrole, text),
-    changefeed.unbind_tenant(regrole)
+    changefeed.unbind_tenant(regrole),
+    changefeed.reserve_processor(regclass, text, regrole)
     TO changefeed_admin;
 GRANT SELECT ON changefeed.tenant_bindings TO changefeed_admin;

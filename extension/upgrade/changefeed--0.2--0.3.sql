@@ -1985,3 +1985,669 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- ---- trust: admin powers bounded, processor names claimed first, retention and maintenance bounded ----
+-- A TTL column needs the table's owner or DELETE on it; lease, instance,
+-- checkpoint and deduplication calls need a processor its role claimed
+-- (lease_init) and SELECT on the table; admins reserve names
+-- (reserve_processor); per-processor caps (CF018); retention bounded by
+-- changefeed.max_retention and cut off per collection; each maintenance step
+-- bounded by changefeed.maintenance_statement_timeout in a block of its own.
+
+CREATE OR REPLACE FUNCTION changefeed.require_processor(tbl regclass, collection_id int, name text, who oid,
+                                             claim bool DEFAULT false) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    owner oid;
+BEGIN
+    SELECT p.owner_role INTO owner FROM changefeed.processor p
+     WHERE p.collection_id = collection_id AND p.name = name;
+    IF NOT FOUND THEN
+        IF NOT claim THEN
+            -- Nothing is filed under a name before lease_init() claimed it:
+            -- else a stranger could fill a processor's deduplication store or
+            -- register phantom instances under it before its owner starts.
+            RAISE EXCEPTION 'processor "%" has never run on %', name, tbl
+                USING ERRCODE = 'CF012',
+                      DETAIL = 'Leases, instances, checkpoints and deduplication records are filed only under a '
+                               'processor name that changefeed.lease_init() claimed for its role.',
+                      HINT = 'Start the processor first (the client calls lease_init() in start()).';
+        END IF;
+        INSERT INTO changefeed.processor AS p (collection_id, name, owner_role)
+        VALUES (collection_id, name, who::regrole)
+        ON CONFLICT ON CONSTRAINT processor_pkey DO NOTHING;
+        SELECT p.owner_role INTO owner FROM changefeed.processor p
+         WHERE p.collection_id = collection_id AND p.name = name;
+    END IF;
+    IF changefeed.is_admin(who)
+       OR (EXISTS (SELECT 1 FROM pg_roles WHERE oid = owner) AND pg_has_role(who, owner, 'USAGE')) THEN
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'processor "%" on % belongs to role %', name, tbl, changefeed.role_name(owner)
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = format('%s may not take its leases, move its checkpoints or see its lag.',
+                              changefeed.role_name(who)),
+              HINT = 'Run the processor as its owning role, choose another processor name, or ask a changefeed_admin.';
+END
+$$;
+
+CREATE FUNCTION changefeed.require_select(tbl regclass, who oid, action text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT has_table_privilege(who, tbl, 'SELECT') THEN
+        RAISE EXCEPTION 'permission denied to % %', action, tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('That needs SELECT on %s; %s does not have it.', tbl, changefeed.role_name(who));
+    END IF;
+END
+$$;
+
+CREATE FUNCTION changefeed.may_delete_rows(tbl regclass, who oid) RETURNS bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_has_role(who, (SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE')
+        OR has_table_privilege(who, tbl, 'DELETE')
+$$;
+
+CREATE FUNCTION changefeed.require_delete_rows(tbl regclass, who oid, action text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT changefeed.may_delete_rows(tbl, who) THEN
+        RAISE EXCEPTION 'permission denied to % %', action, tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('That makes the extension delete rows of %s; %s is not its owner and has no DELETE on it.',
+                                  tbl, changefeed.role_name(who)),
+                  HINT = 'Ask the table owner, or GRANT DELETE on the table to the role.';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION changefeed.processor_leaving(tbl regclass, processor text, instance text)
+RETURNS changefeed.collection
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
+    RETURN c;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.processor_of(tbl regclass, processor text, instance text)
+RETURNS changefeed.collection
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.processor_leaving(tbl, processor, instance);
+BEGIN
+    PERFORM changefeed.require_select(tbl, changefeed.caller(), 'run a processor on');
+    RETURN c;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.check_event_ids(event_ids text[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF event_ids IS NULL OR array_position(event_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'event ids must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    IF cardinality(event_ids) > 100000 THEN
+        RAISE EXCEPTION 'at most 100000 event ids at a time, not %', cardinality(event_ids)
+            USING ERRCODE = 'CF018', HINT = 'Split the call.';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.prune_applied(as_of timestamptz) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    DELETE FROM changefeed.applied a
+     USING changefeed.collection c
+     WHERE c.id = a.collection_id AND a.applied_at < as_of - changefeed.effective_retention(c.retention);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+CREATE FUNCTION changefeed.max_retention() RETURNS interval
+    AS 'MODULE_PATHNAME', 'changefeed_max_retention_interval' LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION changefeed.check_retention(retention interval) RETURNS interval
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF retention IS NULL OR retention <= interval '0' THEN
+        RAISE EXCEPTION 'retention must be a positive interval, not %', coalesce(retention::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    BEGIN
+        PERFORM now() - retention;
+    EXCEPTION WHEN datetime_field_overflow OR interval_field_overflow THEN
+        RAISE EXCEPTION 'retention % is out of range', retention
+            USING ERRCODE = 'CF003', HINT = format('At most changefeed.max_retention (%s).', changefeed.max_retention());
+    END;
+    IF retention > changefeed.max_retention() THEN
+        RAISE EXCEPTION 'retention must be at most %, not %', changefeed.max_retention(), retention
+            USING ERRCODE = 'CF003',
+                  DETAIL = 'The log is shared: the longest retention keeps it for every collection.',
+                  HINT = 'The server''s administrator sets the limit (changefeed.max_retention).';
+    END IF;
+    RETURN retention;
+END
+$$;
+
+CREATE FUNCTION changefeed.effective_retention(retention interval) RETURNS interval
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT least(retention, changefeed.max_retention())
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.retention_cutoff(as_of timestamptz) RETURNS timestamptz
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT as_of - changefeed.effective_retention(
+        coalesce((SELECT max(retention) FROM changefeed.collection), interval '7 days'))
+$$;
+
+CREATE FUNCTION changefeed.expire_history(collection_id int, as_of timestamptz) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection;
+    cutoff timestamptz;
+    newest xid8;
+    m xid8;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    SELECT * INTO c FROM changefeed.collection x WHERE x.id = collection_id;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    cutoff := as_of - changefeed.effective_retention(c.retention);
+    FOR r IN 0 .. c.ranges - 1 LOOP
+        SELECT l.txid INTO m FROM changefeed.log l
+         WHERE l.collection_id = c.id AND l.range_id = r AND l.written_at < cutoff
+         ORDER BY l.txid DESC LIMIT 1;
+        IF FOUND AND (newest IS NULL OR m > newest) THEN newest := m; END IF;
+    END LOOP;
+    IF newest IS NULL
+       OR EXISTS (SELECT 1 FROM changefeed.horizon h WHERE h.collection_id = c.id AND h.dropped_txid >= newest) THEN
+        RETURN 0;
+    END IF;
+    PERFORM changefeed.raise_horizon(c.id, newest, cutoff);
+    RETURN 1;
+END
+$$;
+
+CREATE FUNCTION changefeed.step_timeout_begin() RETURNS void
+    AS 'MODULE_PATHNAME', 'changefeed_step_timeout_begin' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION changefeed.step_timeout_end() RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_step_timeout_end' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION changefeed.run_step(step text, query text, as_of timestamptz, id bigint,
+                                    INOUT failed_steps text[], OUT value bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    value := 0;
+    BEGIN
+        PERFORM changefeed.step_timeout_begin();
+        EXECUTE query INTO value USING as_of, id;
+        PERFORM changefeed.step_timeout_end();
+    EXCEPTION
+        WHEN query_canceled THEN
+            IF NOT changefeed.step_timeout_end() THEN
+                RAISE;
+            END IF;
+            value := 0;
+            failed_steps := failed_steps || step;
+            PERFORM changefeed.warn_step_failed(step, SQLSTATE,
+                format('%s (changefeed.maintenance_statement_timeout is %s)', SQLERRM,
+                       current_setting('changefeed.maintenance_statement_timeout')));
+        WHEN OTHERS THEN
+            PERFORM changefeed.step_timeout_end();
+            value := 0;
+            failed_steps := failed_steps || step;
+            PERFORM changefeed.warn_step_failed(step, SQLSTATE, SQLERRM);
+    END;
+    value := coalesce(value, 0);
+END
+$$;
+
+CREATE FUNCTION changefeed.expire_step(collection_id int, as_of timestamptz) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF as_of > now() THEN
+        PERFORM changefeed.require_delete_rows(
+            (SELECT c.relid FROM changefeed.collection c WHERE c.id = expire_step.collection_id),
+            changefeed.caller(), 'expire rows early of');
+    END IF;
+    RETURN changefeed.expire_rows(collection_id, as_of);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._enable(
+    tbl regclass,
+    partition_key text[] DEFAULT NULL,
+    ranges int DEFAULT 16,
+    retention interval DEFAULT '7 days',
+    keep_previous bool DEFAULT true,
+    tenant_column text DEFAULT NULL,
+    ttl_column text DEFAULT NULL,
+    replicated bool DEFAULT false)
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    kind "char";
+    keys text[];
+    existing changefeed.collection;
+    c changefeed.collection;
+    ttl_type regtype;
+    holes text[];
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    SELECT relkind INTO kind FROM pg_class WHERE oid = tbl;
+    IF kind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '% is not a table', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  DETAIL = 'Only ordinary and partitioned tables can be enabled.';
+    END IF;
+    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'enable the change feed of');
+    -- Shapes whose writes could escape capture (the guard keeps them out later).
+    holes := changefeed.shape_problems(tbl);
+    IF cardinality(holes) > 0 THEN
+        RAISE EXCEPTION 'table % cannot be enabled: writes could escape capture', tbl
+            USING ERRCODE = 'CF013',
+                  DETAIL = array_to_string(holes, '; ') || '.',
+                  HINT = 'Enable the partitioned root of a partition tree; detach inheritance children '
+                         '(ALTER TABLE ... NO INHERIT) first.';
+    END IF;
+    SELECT array_agg(a.attname::text ORDER BY k.ord) INTO keys
+      FROM pg_index i
+      CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+     WHERE i.indrelid = tbl AND i.indisprimary;
+    IF keys IS NULL THEN
+        RAISE EXCEPTION 'table % has no primary key', tbl
+            USING ERRCODE = 'CF001',
+                  DETAIL = 'changefeed identifies documents by their primary key.',
+                  HINT = 'Add a primary key, then enable the table.';
+    END IF;
+    IF ranges IS NULL OR ranges < 1 OR ranges > 4096 THEN
+        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(ranges::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    PERFORM changefeed.check_retention(retention);
+    IF keep_previous IS NULL THEN
+        RAISE EXCEPTION 'keep_previous must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    IF replicated IS NULL THEN
+        RAISE EXCEPTION 'replicated must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    IF partition_key IS NULL THEN
+        partition_key := keys;
+    ELSIF cardinality(partition_key) = 0 THEN
+        RAISE EXCEPTION 'partition_key must name at least one column' USING ERRCODE = 'CF003';
+    END IF;
+    PERFORM changefeed.attnums_of(tbl, partition_key, 'partition key');
+    IF tenant_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[tenant_column], 'tenant');
+    END IF;
+    IF ttl_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
+        SELECT atttypid::regtype INTO ttl_type FROM pg_attribute
+         WHERE attrelid = tbl AND attname = ttl_column;
+        IF ttl_type NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype) THEN
+            RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date, not %', ttl_column, ttl_type
+                USING ERRCODE = 'CF003';
+        END IF;
+    END IF;
+
+    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl;
+    IF FOUND AND existing.disabled_at IS NOT NULL THEN
+        -- The table, then the collection row, as disable() and alter() lock them.
+        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    END IF;
+    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl FOR UPDATE;
+    -- A TTL column makes the extension delete rows: only for a role that may.
+    IF ttl_column IS NOT NULL AND (existing.id IS NULL OR existing.ttl_column IS DISTINCT FROM ttl_column) THEN
+        PERFORM changefeed.require_delete_rows(tbl, changefeed.caller(), 'set a TTL column on');
+    END IF;
+    IF existing.id IS NOT NULL AND existing.disabled_at IS NOT NULL THEN
+        RETURN changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
+                                 tenant_column, ttl_column, replicated);
+    ELSIF existing.id IS NOT NULL THEN
+        IF (existing.partition_key, existing.ranges, existing.retention, existing.keep_previous,
+            existing.tenant_column, existing.ttl_column, existing.replicated)
+           IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
+                                 replicated) THEN
+            RETURN existing.id;
+        END IF;
+        RAISE EXCEPTION 'table % is already enabled with other options', tbl
+            USING ERRCODE = 'CF008',
+                  HINT = 'Change retention, previous images, the TTL column or the ranges with changefeed.alter(); '
+                         'for other options, disable it (its checkpoints are kept) and enable it again.';
+    END IF;
+
+    INSERT INTO changefeed.collection AS col
+           (relid, key_columns, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
+            replicated)
+    VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated)
+    RETURNING * INTO c;
+    PERFORM changefeed.install_triggers(c);
+    -- Partitions are made here rather than in the install script, so that
+    -- retention may drop them (extension members cannot be dropped alone).
+    PERFORM changefeed.create_partitions(7);
+    PERFORM changefeed.ensure_notifier();
+    RETURN c.id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._alter(tbl regclass, retention interval DEFAULT NULL,
+                                 keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL,
+                                 ranges int DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'alter the change feed of');
+    -- The table, then the collection row (as disable() locks them): a
+    -- concurrent disable() is seen here, not undone by the triggers below.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    PERFORM 1 FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
+    c := changefeed.collection_of(tbl);
+    IF retention IS NOT NULL THEN
+        PERFORM changefeed.check_retention(retention);
+    END IF;
+    IF ranges IS NOT NULL AND (ranges < 1 OR ranges > 4096) THEN
+        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', ranges USING ERRCODE = 'CF003';
+    END IF;
+    IF ttl_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
+        -- The TTL sweep deletes rows as the table owner: only for a role that
+        -- may delete them itself (an admin without DELETE may not).
+        IF ttl_column IS DISTINCT FROM c.ttl_column THEN
+            PERFORM changefeed.require_delete_rows(tbl, changefeed.caller(), 'set a TTL column on');
+        END IF;
+        IF (SELECT atttypid FROM pg_attribute WHERE attrelid = tbl AND attname = ttl_column)
+           NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype) THEN
+            RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date', ttl_column
+                USING ERRCODE = 'CF003';
+        END IF;
+    END IF;
+    IF ranges IS NOT NULL AND ranges <> c.ranges THEN
+        c := changefeed.change_ranges(c, ranges);
+    END IF;
+    UPDATE changefeed.collection AS col
+       SET retention = coalesce($2, col.retention),        -- retention
+           keep_previous = coalesce($3, col.keep_previous),  -- keep_previous
+           ttl_column = coalesce($4, col.ttl_column)         -- ttl_column
+     WHERE id = c.id
+    RETURNING * INTO c;
+    PERFORM changefeed.install_triggers(c);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._maintain(as_of timestamptz DEFAULT now(),
+    OUT partitions_created int, OUT partitions_dropped int, OUT ttl_deleted bigint,
+    OUT failed_steps text[])
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '1s'   -- replaced below; the clause keeps the change inside this call
+AS $$
+DECLARE
+    r record;
+    ids bigint[];
+    names text[];
+    v bigint;
+BEGIN
+    PERFORM changefeed.require_finite(as_of, 'as_of');
+    -- Acting as if it were another time drops or expires early: admins only.
+    IF as_of <> now() THEN
+        PERFORM changefeed.require_admin(changefeed.caller(), 'run maintenance as of another time');
+    END IF;
+    partitions_created := 0; partitions_dropped := 0; ttl_deleted := 0; failed_steps := '{}';
+    PERFORM set_config('lock_timeout',
+                       coalesce(nullif(current_setting('changefeed.maintenance_lock_timeout', true), ''), '1s'),
+                       true);
+    -- One maintenance at a time.  A step of the maintenance worker is short:
+    -- wait for it; another maintain() still running after the lock timeout
+    -- does the same work, so this one returns without doing anything.
+    BEGIN
+        PERFORM pg_advisory_xact_lock(hashtext('changefeed.maintain'));
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN;
+    END;
+
+    ids := '{}'; names := '{}';
+    BEGIN
+        SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(array_agg(c.relid::regclass::text ORDER BY c.id), '{}')
+          INTO ids, names
+          FROM changefeed.collection c WHERE c.ttl_column IS NOT NULL AND c.disabled_at IS NULL;
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || 'list TTL collections'::text;
+        PERFORM changefeed.warn_step_failed('list TTL collections', SQLSTATE, SQLERRM);
+    END;
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+        SELECT * INTO r FROM changefeed.run_step(format('expire %s', names[i]),
+            'SELECT changefeed.expire_step($2::int, $1)', as_of, ids[i], failed_steps);
+        failed_steps := r.failed_steps;
+        ttl_deleted := ttl_deleted + r.value;
+    END LOOP;
+
+    ids := '{}'; names := '{}';
+    BEGIN
+        SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(array_agg(c.relid::regclass::text ORDER BY c.id), '{}')
+          INTO ids, names FROM changefeed.collection c;
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || 'list collections'::text;
+        PERFORM changefeed.warn_step_failed('list collections', SQLSTATE, SQLERRM);
+    END;
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+        SELECT * INTO r FROM changefeed.run_step(format('expire history of %s', names[i]),
+            'SELECT changefeed.expire_history($2::int, $1)', as_of, ids[i], failed_steps);
+        failed_steps := r.failed_steps;
+    END LOOP;
+
+    ids := '{}'; names := '{}';
+    BEGIN
+        SELECT coalesce(array_agg(e.part::oid::bigint ORDER BY e.written_before), '{}'),
+               coalesce(array_agg(e.part::text ORDER BY e.written_before), '{}')
+          INTO ids, names FROM changefeed.expired_partitions(as_of) e;
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || 'list expired partitions'::text;
+        PERFORM changefeed.warn_step_failed('list expired partitions', SQLSTATE, SQLERRM);
+    END;
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+        SELECT * INTO r FROM changefeed.run_step(format('drop %s', names[i]),
+            'SELECT 1::bigint FROM changefeed.prune_partition($2::oid::regclass, $1)', as_of, ids[i],
+            failed_steps);
+        failed_steps := r.failed_steps;
+        partitions_dropped := partitions_dropped + r.value;
+    END LOOP;
+
+    SELECT * INTO r FROM changefeed.run_step('prune default partition',
+        'SELECT changefeed.prune_default($1)', as_of, NULL, failed_steps);
+    failed_steps := r.failed_steps;
+    SELECT * INTO r FROM changefeed.run_step('create partitions',
+        'SELECT changefeed.create_partitions(7, $1)::bigint', as_of, NULL, failed_steps);
+    failed_steps := r.failed_steps;
+    partitions_created := r.value;
+    SELECT * INTO r FROM changefeed.run_step('prune ticks',
+        'SELECT changefeed.prune_ticks($1)', as_of, NULL, failed_steps);
+    failed_steps := r.failed_steps;
+    SELECT * INTO r FROM changefeed.run_step('prune applied',
+        'SELECT changefeed.prune_applied($1)', as_of, NULL, failed_steps);
+    failed_steps := r.failed_steps;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._lease_release(tbl regclass, processor text, instance text,
+                                         range_ids int[] DEFAULT NULL)
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_leaving(tbl, processor, instance);
+    n int;
+BEGIN
+    PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
+      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+        AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
+      ORDER BY l.range_id FOR NO KEY UPDATE;
+    UPDATE changefeed.lease l
+       SET owner = NULL, expires_at = NULL, updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
+       AND (range_ids IS NULL OR l.range_id = ANY (range_ids));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._instance_register(tbl regclass, processor text, instance text, token text)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+    me int := pg_backend_pid();
+    my_start timestamptz := (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a);
+    r changefeed.instance;
+BEGIN
+    IF token IS NULL OR token = '' THEN
+        RAISE EXCEPTION 'instance token must not be empty' USING ERRCODE = 'CF003';
+    END IF;
+    -- A cap on the live instances of one processor (dead registrations do
+    -- not count): balancing works over this list on every acquire.  Their
+    -- sessions are looked at only when the registrations alone reach it.
+    IF (SELECT count(*) FROM changefeed.instance i
+         WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance) >= 1000
+       AND (SELECT count(*) FROM changefeed.instance i
+             WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance
+               AND changefeed.session_alive(i.backend_pid, i.backend_start)) >= 1000 THEN
+        RAISE EXCEPTION 'processor "%" on % has 1000 live instances already', processor, tbl
+            USING ERRCODE = 'CF018',
+                  HINT = 'Stop instances first; more instances than ranges only wait for a range to free up.';
+    END IF;
+    INSERT INTO changefeed.instance AS i
+           (collection_id, processor, instance, token, backend_pid, backend_start)
+    VALUES (c.id, processor, instance, token, me, my_start)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        SELECT * INTO r FROM changefeed.instance i
+         WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance
+           FOR UPDATE;
+        IF r.token = token THEN
+            UPDATE changefeed.instance i
+               SET backend_pid = me, backend_start = my_start, heartbeat_at = now()
+             WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance;
+            RETURN;
+        END IF;
+        IF NOT (r.backend_pid = me AND r.backend_start IS NOT DISTINCT FROM my_start)
+           AND changefeed.session_alive(r.backend_pid, r.backend_start) THEN
+            RAISE EXCEPTION 'instance "%" of processor "%" on % is already running', instance, processor, tbl
+                USING ERRCODE = 'CF015',
+                      DETAIL = format('It registered at %s from the session with pid %s, which is still alive.',
+                                      r.registered_at, r.backend_pid),
+                      HINT = 'Choose another instance name (or none: the default is unique per process), '
+                             'or stop the other instance.';
+        END IF;
+        UPDATE changefeed.instance i
+           SET token = token, backend_pid = me, backend_start = my_start,
+               registered_at = now(), heartbeat_at = now()
+         WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance;
+    END IF;
+    -- A new holder of the name: fence the previous one's leases.
+    UPDATE changefeed.lease l
+       SET epoch = l.epoch + 1, updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._instance_unregister(tbl regclass, processor text, instance text, token text)
+RETURNS bool LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_leaving(tbl, processor, instance);
+BEGIN
+    DELETE FROM changefeed.instance i
+     WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance
+       AND i.token = token;
+    RETURN FOUND;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._dedup_applied(tbl regclass, processor text, event_ids text[])
+RETURNS SETOF text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor);
+BEGIN
+    PERFORM changefeed.require_select(tbl, changefeed.caller(), 'use the deduplication store of a processor on');
+    PERFORM changefeed.check_event_ids(event_ids);
+    RETURN QUERY
+        SELECT a.event_id FROM changefeed.applied a
+         WHERE a.collection_id = c.id AND a.processor = processor AND a.event_id = ANY (event_ids);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._dedup_record(tbl regclass, processor text, event_ids text[])
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor);
+    n int;
+BEGIN
+    PERFORM changefeed.require_select(tbl, changefeed.caller(), 'use the deduplication store of a processor on');
+    PERFORM changefeed.check_event_ids(event_ids);
+    INSERT INTO changefeed.applied AS a (collection_id, processor, event_id)
+    SELECT c.id, processor, e FROM unnest(event_ids) e
+    ON CONFLICT DO NOTHING;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+CREATE FUNCTION changefeed._reserve_processor(tbl regclass, processor text, owner regrole) RETURNS bool
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+    held oid;
+BEGIN
+    PERFORM changefeed.require_admin(changefeed.caller(), 'reserve processor names');
+    PERFORM changefeed.check_name(processor, 'processor');
+    IF owner IS NULL THEN
+        RAISE EXCEPTION 'owner must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    SELECT p.owner_role INTO held FROM changefeed.processor p
+     WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
+    IF held = owner THEN
+        RETURN false;
+    END IF;
+    DELETE FROM changefeed.applied a WHERE a.collection_id = c.id AND a.processor = processor;
+    DELETE FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor;
+    DELETE FROM changefeed.instance i WHERE i.collection_id = c.id AND i.processor = processor;
+    INSERT INTO changefeed.processor AS p (collection_id, name, owner_role)
+    VALUES (c.id, processor, owner)
+    ON CONFLICT ON CONSTRAINT processor_pkey DO UPDATE SET owner_role = excluded.owner_role, created_at = now();
+    RETURN true;
+END
+$$;
+CREATE FUNCTION changefeed.reserve_processor(tbl regclass, processor text, owner regrole)
+RETURNS boolean LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'changefeed_call_definer';
+REVOKE ALL ON FUNCTION changefeed.require_select(regclass, oid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.may_delete_rows(regclass, oid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.require_delete_rows(regclass, oid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.processor_leaving(regclass, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.max_retention() FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.check_retention(interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.effective_retention(interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.expire_history(int, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.step_timeout_begin() FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.step_timeout_end() FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.run_step(text, text, timestamptz, bigint, text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.expire_step(int, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed._reserve_processor(regclass, text, regrole) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.reserve_processor(regclass, text, regrole) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION changefeed.reserve_processor(regclass, text, regrole) TO changefeed_admin;

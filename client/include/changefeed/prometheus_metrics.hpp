@@ -2,7 +2,7 @@
 // (built when prometheus-cpp is found; Debian: prometheus-cpp-dev).
 //
 //   auto metrics = std::make_shared<changefeed::PrometheusMetrics>();
-//   metrics->serve("0.0.0.0:9464");          // GET /metrics
+//   metrics->serve();                        // GET /metrics on 127.0.0.1:9464
 //   changefeed::LatestVersionOptions o;
 //   o.metrics = metrics;
 //
@@ -39,7 +39,12 @@ public:
     // Serves the registry at GET /metrics on `address` ("host:port"; port 0
     // takes a free one) until this object is destroyed.  Throws
     // Error(invalid_option) when it cannot listen there, or serves already.
-    void serve(const std::string& address);
+    // The default listens on the loopback interface only.  The endpoint has
+    // no authentication and no TLS: anyone who can connect reads the table
+    // and processor names, lag and error counts.  Listen on another
+    // interface (e.g. "0.0.0.0:9464") only where the network already limits
+    // who can connect, or put an authenticating proxy in front.
+    void serve(const std::string& address = "127.0.0.1:9464");
     // The port serve() listens on; 0 before.
     int port() const;
     // The registry's text exposition now (what /metrics answers).
