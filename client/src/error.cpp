@@ -34,6 +34,8 @@ public:
         case errc::duplicates_rising: return "the projector skips an unusual share of changes as duplicates";
         case errc::halted: return "halted by the recovery policy";
         case errc::publish_failed: return "the publisher could not confirm the batch";
+        case errc::read_only_server:
+            return "the server is read-only (a standby): connect the processor to the primary";
         }
         return "unknown changefeed error";
     }
@@ -64,6 +66,7 @@ const char* to_string(errc code) noexcept {
     case errc::duplicates_rising: return "duplicates_rising";
     case errc::halted: return "halted";
     case errc::publish_failed: return "publish_failed";
+    case errc::read_only_server: return "read_only_server";
     }
     return "unknown";
 }
