@@ -12,6 +12,7 @@ OBJS = \
 	extension/position.o \
 	extension/position_codec.o \
 	extension/position_key.o \
+	extension/position_history.o \
 	extension/notifier.o \
 	extension/maintainer.o \
 	extension/worker_transaction.o \

@@ -44,6 +44,8 @@ constexpr int kForeignPosition = MAKE_SQLSTATE('C', 'F', '0', '0', '5');
 constexpr int kOwnChanges = MAKE_SQLSTATE('C', 'F', '0', '0', '9');
 constexpr int kDdlRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '3');
 constexpr int kWriteRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '4');
+constexpr int kNotReplayedYet = MAKE_SQLSTATE('C', 'F', '0', '1', '6');
+constexpr int kOtherHistory = MAKE_SQLSTATE('C', 'F', '0', '1', '7');
 
 }  // namespace changefeed
 
@@ -65,9 +67,19 @@ bool changefeed_notifier_ensure(void);
 // In-transaction NOTIFY changefeed_<collection_id> (without preloading).
 void changefeed_notify_collection(int32 collection_id);
 
-// The cluster's position key (extension/position_key.cpp): created on first
-// need, cached per backend; raises an error if it cannot be read or created.
+// The database's position key (extension/position_key.cpp), from
+// changefeed.position_key; cached per backend; raises an error if it cannot be
+// read.
 const uint8 *changefeed_position_key(void);
+
+// Positions' history (extension/position_history.cpp).
+struct ChangefeedWalPoint;
+// Where this server is in its WAL history now: what a position encoded now
+// carries.
+ChangefeedWalPoint changefeed_wal_point(void);
+// Raises the error a position encoded at `at` gets on this server, if any
+// (CF017 another history, CF016 not replayed by this standby yet).
+void changefeed_check_history(ChangefeedWalPoint at);
 
 // A database's background workers; notifier.cpp keeps their shared slot and
 // starts and stops them together.

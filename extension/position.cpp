@@ -51,8 +51,8 @@ Datum changefeed_position_encode(PG_FUNCTION_ARGS) {
     char *out = (char *)palloc(outlen);
     char err[256];
     const uint8 *key = changefeed_position_key();
-    ChangefeedCodecStatus rc = changefeed_codec_encode(lo, hi, last_seq, GetSystemIdentifier(), MyDatabaseId, key,
-                                     out, outlen, err, sizeof err);
+    ChangefeedCodecStatus rc = changefeed_codec_encode(lo, hi, last_seq, GetSystemIdentifier(), MyDatabaseId,
+                                                       changefeed_wal_point(), key, out, outlen, err, sizeof err);
     if (rc != CHANGEFEED_CODEC_OK)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot encode position: %s", err)));
     PG_RETURN_TEXT_P(cstring_to_text(out));
@@ -82,13 +82,12 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
     int has_hi = 0;
     char err[256];
     const uint8 *key = changefeed_position_key();
-    // A standby may lag behind the primary that issued a position: only a
-    // server that writes checks for positions from its future.
-    uint64 next_xid =
-        RecoveryInProgress() ? 0 : U64FromFullTransactionId(ReadNextFullTransactionId());
+    ChangefeedWalPoint at = {0, 0};
+    // The transaction-id check against this server's next id comes after the
+    // history check, below: a position of a forked history is that first.
     ChangefeedCodecStatus rc = changefeed_codec_decode(VARDATA_ANY(encoded), textlen, GetSystemIdentifier(),
-                                     MyDatabaseId, key, next_xid, cap, lo, hi, snaplen, &last_seq,
-                                     &has_hi, err, sizeof err);
+                                                       MyDatabaseId, key, 0, cap, lo, hi, snaplen, &last_seq,
+                                                       &has_hi, &at, err, sizeof err);
     if (rc == CHANGEFEED_CODEC_OUTDATED)
         ereport(ERROR,
                 (errcode(changefeed::kInvalidPosition), errmsg("invalid position: %s", err),
@@ -96,12 +95,6 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
                            "positions; \"cf1.\" positions could be forged and are refused."),
                  errhint("Restart the consumer from a checkpoint taken after the upgrade "
                          "(a position issued since then), or rebuild it from the table.")));
-    if (rc == CHANGEFEED_CODEC_FUTURE)
-        ereport(ERROR,
-                (errcode(changefeed::kInvalidPosition), errmsg("invalid position: %s", err),
-                 errdetail("The position holds transactions this database has not reached yet."),
-                 errhint("A database restored from a backup needs new positions; resync the "
-                         "consumer.")));
     if (rc == CHANGEFEED_CODEC_INVALID || rc == CHANGEFEED_CODEC_FORGED)
         ereport(ERROR, (errcode(changefeed::kInvalidPosition), errmsg("invalid position: %s", err),
                         errhint("Use a position returned by changefeed.read() or "
@@ -113,10 +106,8 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
     if (rc != CHANGEFEED_CODEC_OK)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot decode position: %s", err)));
 
-    TupleDesc desc;
-    if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("record type expected")));
-    desc = BlessTupleDesc(desc);
+    changefeed_check_history(at);
+
     Datum values[3];
     bool nulls[3] = {false, false, false};
     values[0] = DirectFunctionCall1(pg_snapshot_in, CStringGetDatum(lo));
@@ -125,6 +116,25 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
     else
         nulls[1] = true;
     values[2] = Int64GetDatum(last_seq);
+    // A standby may lag behind the primary that issued a position: only a
+    // server that writes checks for positions from its future.
+    if (!RecoveryInProgress()) {
+        FullTransactionId next = ReadNextFullTransactionId();
+        if (FullTransactionIdPrecedes(next, ((const PgSnapshot *)DatumGetPointer(values[0]))->xmax) ||
+            (has_hi && FullTransactionIdPrecedes(next, ((const PgSnapshot *)DatumGetPointer(values[1]))->xmax)))
+            ereport(ERROR,
+                    (errcode(changefeed::kInvalidPosition),
+                     errmsg("invalid position: position is newer than this database: restored from an older "
+                            "backup?"),
+                     errdetail("The position holds transactions this database has not reached yet."),
+                     errhint("A database restored from a backup needs new positions; resync the "
+                             "consumer.")));
+    }
+
+    TupleDesc desc;
+    if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("record type expected")));
+    desc = BlessTupleDesc(desc);
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 

@@ -23,7 +23,8 @@ namespace {
 
 constexpr std::string_view kPrefix = "cf2.";
 constexpr std::string_view kOutdatedPrefix = "cf1.";
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;
+constexpr uint8_t kVersionWithoutHistory = 2;
 
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -238,6 +239,7 @@ std::string unbase64url(std::string_view in) {
 // ---- binary layout --------------------------------------------------------
 
 constexpr size_t kHeaderBytes = 1 + 8 + 4;               // version, system id, database
+constexpr size_t kHistoryBytes = 4 + 8;                  // timeline, lsn (version 3)
 constexpr size_t kSnapshotBytes = 8 + 8 + 4;            // without its xip list
 constexpr size_t kTrailerBytes = 1 + 8 + kTagSize;      // flags, last seq, tag
 
@@ -392,18 +394,22 @@ std::string format_snapshot(const Snapshot &s) {
 }
 
 size_t max_text_length(uint64_t max_xip) {
-    uint64_t bytes = kHeaderBytes + 2 * (kSnapshotBytes + 8 * max_xip) + kTrailerBytes;
+    uint64_t bytes = kHeaderBytes + kHistoryBytes + 2 * (kSnapshotBytes + 8 * max_xip) + kTrailerBytes;
     return kPrefix.size() + base64url_length(size_t(bytes));
 }
 
 namespace {
 
-// A position's bytes before its last_seq: version, cluster, database, snapshots.
+// A position's bytes before its last_seq: version, cluster, database,
+// history, snapshots.
 std::string head_of(const Position &p) {
+    if (p.timeline == 0) throw std::invalid_argument("a position needs its timeline");
     Writer w;
     w.u8(kVersion);
     w.u64(p.system_id);
     w.u32(p.database);
+    w.u32(p.timeline);
+    w.u64(p.lsn);
     w.snapshot(p.lo);
     w.u8(p.hi ? 1 : 0);
     if (p.hi) w.snapshot(*p.hi);
@@ -449,10 +455,16 @@ Position decode(std::string_view text, const Checks &checks) {
     std::string_view body(bytes.data(), bytes.size() - kTagSize);
     std::string_view tag = std::string_view(bytes).substr(body.size());
     Reader r(body);
-    if (r.u8() != kVersion) throw InvalidPosition("position has an unknown version");
+    uint8_t version = r.u8();
+    if (version != kVersion && version != kVersionWithoutHistory)
+        throw InvalidPosition("position has an unknown version");
     Position p;
     p.system_id = r.u64();
     p.database = r.u32();
+    if (version == kVersion) {
+        p.timeline = r.u32();
+        p.lsn = r.u64();
+    }
     p.lo = r.snapshot();
     uint8_t flags = r.u8();
     if (flags > 1) throw InvalidPosition("position is damaged");
@@ -474,6 +486,7 @@ Position decode(std::string_view text, const Checks &checks) {
             throw InvalidPosition("position holds an upper snapshot older than its lower one");
     }
     if (p.last_seq < 0 || (!p.hi && p.last_seq != 0)) throw InvalidPosition("position is damaged");
+    if (version == kVersion && p.timeline == 0) throw InvalidPosition("position is damaged");
     if (checks.next_xid != 0 &&
         (p.lo.xmax > checks.next_xid || (p.hi && p.hi->xmax > checks.next_xid)))
         throw FuturePosition(
@@ -501,12 +514,14 @@ bool copy_out(const std::string &s, char *out, size_t outlen) noexcept {
 }  // namespace
 
 extern "C" ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq,
-                                       uint64_t system_id, uint32_t database, const uint8_t *key,
-                                       char *out, size_t outlen, char *err, size_t errlen) {
+                                       uint64_t system_id, uint32_t database, ChangefeedWalPoint at,
+                                       const uint8_t *key, char *out, size_t outlen, char *err, size_t errlen) {
     try {
         Position p;
         p.system_id = system_id;
         p.database = database;
+        p.timeline = at.timeline;
+        p.lsn = at.lsn;
         p.lo = parse_snapshot(lo);
         if (hi) p.hi = parse_snapshot(hi);
         p.last_seq = hi ? last_seq : 0;
@@ -525,12 +540,14 @@ extern "C" ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const c
 // parsed and laid out once, only the seq and the tag differ.
 extern "C" ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, const char *hi, const int64_t *seqs,
                                                               size_t n, uint64_t system_id, uint32_t database,
-                                                              const uint8_t *key, char *out, size_t stride,
-                                                              char *err, size_t errlen) {
+                                                              ChangefeedWalPoint at, const uint8_t *key, char *out,
+                                                              size_t stride, char *err, size_t errlen) {
     try {
         Position p;
         p.system_id = system_id;
         p.database = database;
+        p.timeline = at.timeline;
+        p.lsn = at.lsn;
         p.lo = parse_snapshot(lo);
         p.hi = parse_snapshot(hi);
         const std::vector<std::string> texts = encode_page(p, std::vector<int64_t>(seqs, seqs + n), key);
@@ -548,7 +565,8 @@ extern "C" ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, co
 extern "C" ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
                                        uint32_t database, const uint8_t *key, uint64_t next_xid,
                                        size_t max_text, char *lo, char *hi, size_t snaplen,
-                                       int64_t *last_seq, int *has_hi, char *err, size_t errlen) {
+                                       int64_t *last_seq, int *has_hi, ChangefeedWalPoint *at, char *err,
+                                       size_t errlen) {
     try {
         Checks checks;
         checks.system_id = system_id;
@@ -562,6 +580,8 @@ extern "C" ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_
             throw std::length_error("snapshot buffer too small");
         *has_hi = p.hi ? 1 : 0;
         *last_seq = p.last_seq;
+        at->timeline = p.timeline;
+        at->lsn = p.lsn;
         return CHANGEFEED_CODEC_OK;
     } catch (const OutdatedPosition &e) {
         return report(e, CHANGEFEED_CODEC_OUTDATED, err, errlen);

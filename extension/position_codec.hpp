@@ -1,11 +1,17 @@
 // Position codec: pure C++ (no PostgreSQL calls), so it may throw freely.
 //
 // Text form: "cf2." followed by unpadded, canonical base64url of
-//   u8 version (2) | u64 system id | u32 database oid | snapshot lo |
-//   u8 flags (bit 0: hi present) | [snapshot hi] | i64 last seq | 16-byte tag
+//   u8 version (3) | u64 system id | u32 database oid | u32 timeline |
+//   u64 wal lsn | snapshot lo | u8 flags (bit 0: hi present) | [snapshot hi] |
+//   i64 last seq | 16-byte tag
 // where a snapshot is u64 xmin | u64 xmax | u32 nxip | nxip x u64, little
 // endian, and the tag is HMAC-SHA256 (RFC 2104, FIPS 180-4) of every byte
-// before it under the cluster's 32-byte position key, truncated to 16 bytes.
+// before it under the database's 32-byte position key, truncated to 16 bytes.
+//
+// Timeline and LSN say where in the server's WAL history the position was
+// encoded (extension/position_history.cpp checks a decoded one against the
+// reading server's history).  Version 2 (0.2, and 0.3 before the history)
+// has neither; it is still decoded, with timeline 0.
 //
 // Why HMAC-SHA256 implemented here rather than PostgreSQL's pg_hmac_*: the
 // codec stays one pure call (parse, authenticate, check) with no PostgreSQL
@@ -41,6 +47,8 @@ struct Snapshot {
 struct Position {
     uint64_t system_id = 0;
     uint32_t database = 0;
+    uint32_t timeline = 0;  // 0: a version 2 position, which has no history
+    uint64_t lsn = 0;
     Snapshot lo;
     std::optional<Snapshot> hi;
     int64_t last_seq = 0;
@@ -111,16 +119,24 @@ typedef enum ChangefeedCodecStatus {
     CHANGEFEED_CODEC_FORGED = 5,    // CF004, tag mismatch
     CHANGEFEED_CODEC_FUTURE = 6,    // CF004, newer than the database
 } ChangefeedCodecStatus;
+// Where in the WAL history a position is encoded (position_history.cpp).
+typedef struct ChangefeedWalPoint {
+    uint32_t timeline;
+    uint64_t lsn;
+} ChangefeedWalPoint;
 ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq, uint64_t system_id,
-                            uint32_t database, const uint8_t *key, char *out, size_t outlen,
-                            char *err, size_t errlen);
+                            uint32_t database, ChangefeedWalPoint at, const uint8_t *key, char *out,
+                            size_t outlen, char *err, size_t errlen);
 // Positions (lo, hi, seqs[i]) for i < n, each NUL-terminated at out + i * stride.
 ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, const char *hi, const int64_t *seqs, size_t n,
-                                                   uint64_t system_id, uint32_t database, const uint8_t *key,
-                                                   char *out, size_t stride, char *err, size_t errlen);
+                                                   uint64_t system_id, uint32_t database, ChangefeedWalPoint at,
+                                                   const uint8_t *key, char *out, size_t stride, char *err,
+                                                   size_t errlen);
+// `at` receives the position's timeline and LSN (timeline 0: a version 2 position).
 ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
                             uint32_t database, const uint8_t *key, uint64_t next_xid,
                             size_t max_text, char *lo, char *hi, size_t snaplen,
-                            int64_t *last_seq, int *has_hi, char *err, size_t errlen);
+                            int64_t *last_seq, int *has_hi, ChangefeedWalPoint *at, char *err,
+                            size_t errlen);
 size_t changefeed_codec_max_text(uint64_t max_xip);
 }

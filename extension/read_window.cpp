@@ -309,7 +309,8 @@ char *snapshot_text(const PgSnapshot *s) {
 text *encode_position(const char *lo, const char *hi, int64 seq, char *buf, size_t buflen) {
     char err[256];
     ChangefeedCodecStatus rc = changefeed_codec_encode(lo, hi, seq, GetSystemIdentifier(), MyDatabaseId,
-                                                       changefeed_position_key(), buf, buflen, err, sizeof err);
+                                                       changefeed_wal_point(), changefeed_position_key(), buf, buflen,
+                                                       err, sizeof err);
     if (rc != CHANGEFEED_CODEC_OK)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot encode position: %s", err)));
     return cstring_to_text(buf);
@@ -586,8 +587,9 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
     for (int i = 0; i < paged; i++) seqs[i] = pg.rows[i].seq;
     char err[256];
     ChangefeedCodecStatus rc = changefeed_codec_encode_page(lo_text, hi_text, seqs, paged, GetSystemIdentifier(),
-                                                            MyDatabaseId, changefeed_position_key(), positions,
-                                                            stride, err, sizeof err);
+                                                            MyDatabaseId, changefeed_wal_point(),
+                                                            changefeed_position_key(), positions, stride, err,
+                                                            sizeof err);
     if (rc != CHANGEFEED_CODEC_OK)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot encode position: %s", err)));
     for (int i = 0; i < n; i++) {

@@ -21,7 +21,7 @@ SELECT try($$SELECT * FROM changefeed.read('pos_t', 'not a position')$$);
 SELECT try($$SELECT * FROM changefeed.read('pos_t', '')$$);
 SELECT try($$SELECT * FROM changefeed.read('pos_t', 'cf2.@@@@')$$);
 SELECT try(format('SELECT * FROM changefeed.read(%L, %L)', 'pos_t', left(p, n)))
-  FROM changefeed.position_encode('10:20:12,15', '20:30:25', 7) p, (VALUES (30), (-4), (-24)) AS cut(n);
+  FROM changefeed.position_encode('10:20:12,15', '20:30:25', 7) p, (VALUES (32), (-4), (-24)) AS cut(n);
 SELECT try(format('SELECT * FROM changefeed.read(%L, %L)', 'pos_t', 'cf9.' || substr(changefeed.current_position(), 5)));
 SELECT try($$SELECT * FROM changefeed.read('pos_t', NULL)$$);
 
@@ -48,15 +48,29 @@ CREATE FUNCTION snapshot_bytes(s pg_snapshot) RETURNS bytea LANGUAGE sql IMMUTAB
         || coalesce((SELECT string_agg(le(x::text::bigint, 8), ''::bytea ORDER BY x::text::bigint)
                        FROM pg_snapshot_xip(s) x), ''::bytea)
 $$;
--- The bytes a tag covers: version, cluster, database, snapshots, last seq.
+-- The bytes a tag covers: version, cluster, database, history (version 3:
+-- timeline, WAL position; by default this server's now), snapshots, last seq.
 CREATE FUNCTION position_body(version int, lo pg_snapshot, hi pg_snapshot, last_seq bigint,
-                              db oid DEFAULT NULL, sysid bigint DEFAULT NULL) RETURNS bytea
+                              db oid DEFAULT NULL, sysid bigint DEFAULT NULL,
+                              tli bigint DEFAULT NULL, lsn pg_lsn DEFAULT NULL) RETURNS bytea
 LANGUAGE sql STABLE AS $$
     SELECT le(version, 1)
         || le(coalesce(sysid, (SELECT system_identifier FROM pg_control_system())), 8)
         || le(coalesce(db, (SELECT oid FROM pg_database WHERE datname = current_database()))::bigint, 4)
+        || CASE WHEN version >= 3
+                THEN le(coalesce(tli, (SELECT timeline_id FROM pg_control_checkpoint())), 4)
+                  || le((coalesce(lsn, pg_current_wal_insert_lsn()) - '0/0'::pg_lsn)::bigint, 8)
+                ELSE ''::bytea END
         || snapshot_bytes(lo) || le(CASE WHEN hi IS NULL THEN 0 ELSE 1 END, 1)
         || coalesce(snapshot_bytes(hi), ''::bytea) || le(last_seq, 8)
+$$;
+-- The version, timeline and WAL position a position holds.
+CREATE FUNCTION position_history(pos text, OUT version int, OUT tli bigint, OUT lsn pg_lsn) LANGUAGE sql IMMUTABLE AS $$
+    SELECT get_byte(b, 0),
+           CASE WHEN get_byte(b, 0) >= 3 THEN (SELECT sum(get_byte(b, 13 + i)::bigint << (8 * i)) FROM generate_series(0, 3) i) END,
+           CASE WHEN get_byte(b, 0) >= 3
+                THEN ('0/0'::pg_lsn + (SELECT sum(get_byte(b, 17 + i)::numeric * (256::numeric ^ i)) FROM generate_series(0, 7) i)) END
+      FROM b64url_decode(substr(pos, 5)) b
 $$;
 CREATE FUNCTION fnv1a32(b bytea) RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -86,21 +100,25 @@ CREATE FUNCTION cf2(body bytea, tag bytea) RETURNS text LANGUAGE sql IMMUTABLE A
     SELECT 'cf2.' || b64url_encode(body || tag)
 $$;
 
--- The tag is HMAC-SHA256 under the key in the data directory, truncated to
--- 16 bytes: recomputed here on the server's sha256() (superusers can read the
--- key file), it matches what the codec wrote.
-SELECT length(pg_read_binary_file('changefeed_position.key')) AS key_bytes;
+-- The tag is HMAC-SHA256 under the database's key, truncated to 16 bytes:
+-- recomputed here on the server's sha256() (superusers can read the key's
+-- table), it matches what the codec wrote.
+SELECT length((SELECT key FROM changefeed.position_key)) AS key_bytes;
 SELECT substring(b FROM length(b) - 15)
-       = substring(hmac_sha256(pg_read_binary_file('changefeed_position.key'),
+       = substring(hmac_sha256((SELECT key FROM changefeed.position_key),
                                substring(b FOR length(b) - 16)) FOR 16) AS tag_is_hmac_sha256
   FROM b64url_decode(substr(changefeed.current_position(), 5)) b;
-SELECT cf2(body, substring(hmac_sha256(pg_read_binary_file('changefeed_position.key'), body) FOR 16))
-       = changefeed.position_encode('10:20:12,15', '20:30:25', 7) AS same_text
-  FROM position_body(2, '10:20:12,15', '20:30:25', 7) body;
--- A role that is not a superuser cannot read the key.
-CREATE ROLE regress_cf_position_reader;
+SELECT cf2(position_body(3, '10:20:12,15', '20:30:25', 7, tli => h.tli, lsn => h.lsn),
+           substring(hmac_sha256((SELECT key FROM changefeed.position_key),
+                                 position_body(3, '10:20:12,15', '20:30:25', 7, tli => h.tli, lsn => h.lsn)) FOR 16))
+       = p AS same_text
+  FROM changefeed.position_encode('10:20:12,15', '20:30:25', 7) p, position_history(p) h;
+-- A role that is not a superuser cannot read the key, not even an admin of
+-- the extension; it still gets positions.
+CREATE ROLE regress_cf_position_reader IN ROLE changefeed_admin;
 SET ROLE regress_cf_position_reader;
-SELECT try($$SELECT pg_read_binary_file('changefeed_position.key')$$);
+SELECT try($$SELECT key FROM changefeed.position_key$$);
+SELECT left(changefeed.current_position(), 4) AS prefix_as_admin;
 RESET ROLE;
 DROP ROLE regress_cf_position_reader;
 
@@ -123,7 +141,7 @@ SELECT try(format('SELECT * FROM changefeed.read(%L, %L)', 'pos_t',
 SELECT i, try(format('SELECT * FROM changefeed.position_decode(%L)',
               cf2(substring(flipped FOR length(flipped) - 16), substring(flipped FROM length(flipped) - 15))))
   FROM b64url_decode(substr(changefeed.position_encode('10:20:12,15', '20:30:25', 7), 5)) b,
-       LATERAL (VALUES (0), (1), (9), (13), (21), (29), (33), (49), (53), (61), (69), (73), (81), (89), (101)) AS v(i),
+       LATERAL (VALUES (0), (1), (9), (13), (17), (25), (33), (41), (45), (61), (65), (73), (81), (85), (93), (101), (113)) AS v(i),
        LATERAL (SELECT set_byte(b, i, get_byte(b, i) # 1) AS flipped) f
  ORDER BY i;
 -- One character of the text flipped (in the tag), and the last one with its
@@ -148,18 +166,52 @@ SELECT try($$SELECT changefeed.position_decode('cf2.' || repeat('A', 1024 * 1024
 -- the key, but a snapshot's xmax lies past the next transaction id.  The
 -- same minting of a present snapshot is accepted.
 SELECT try(format('SELECT * FROM changefeed.read(%L, %L)', 'pos_t',
-       cf2(body, substring(hmac_sha256(pg_read_binary_file('changefeed_position.key'), body) FOR 16))))
+       cf2(body, substring(hmac_sha256((SELECT key FROM changefeed.position_key), body) FOR 16))))
   FROM pg_snapshot_xmax(pg_current_snapshot()) x,
        position_body(2, format('%s:%s:', x, x)::pg_snapshot, NULL, 0) body;
 SELECT try(format('SELECT * FROM changefeed.read(%L, %L)', 'pos_t',
-       cf2(body, substring(hmac_sha256(pg_read_binary_file('changefeed_position.key'), body) FOR 16))))
+       cf2(body, substring(hmac_sha256((SELECT key FROM changefeed.position_key), body) FOR 16))))
   FROM pg_snapshot_xmax(pg_current_snapshot()) x,
        position_body(2, format('%s:%s:', x::text::bigint + 1000, x::text::bigint + 1000)::pg_snapshot, NULL, 0) body;
 SELECT try(format('SELECT * FROM changefeed.read(%L, %L)', 'pos_t',
-       cf2(body, substring(hmac_sha256(pg_read_binary_file('changefeed_position.key'), body) FOR 16))))
+       cf2(body, substring(hmac_sha256((SELECT key FROM changefeed.position_key), body) FOR 16))))
   FROM pg_snapshot_xmax(pg_current_snapshot()) x,
        position_body(2, format('%s:%s:', x, x)::pg_snapshot,
                      format('%s:%s:', x, x::text::bigint + 1000)::pg_snapshot, 1) body;
+
+-- History: a position holds the timeline and WAL position it was taken at;
+-- positions of version 2 (above) have none and are read without the check.
+SELECT h.version, h.tli = (SELECT timeline_id FROM pg_control_checkpoint()) AS this_timeline,
+       h.lsn <= pg_current_wal_insert_lsn() AS not_ahead
+  FROM position_history(changefeed.current_position()) h;
+CREATE FUNCTION minted(body bytea) RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT cf2(body, substring(hmac_sha256((SELECT key FROM changefeed.position_key), body) FOR 16))
+$$;
+-- Minted with the key at a point of this server's history: accepted.
+SELECT try(format('SELECT count(*) FROM changefeed.read(%L, %L)', 'pos_t',
+       minted(position_body(3, pg_current_snapshot(), NULL, 0, lsn => '0/100'))));
+-- On a timeline this server never was on (a point-in-time restore's abandoned
+-- branch, a standby promoted elsewhere): CF017, also when the rest is valid.
+SELECT try(format('SELECT count(*) FROM changefeed.read(%L, %L)', 'pos_t',
+       minted(position_body(3, pg_current_snapshot(), NULL, 0, tli => timeline_id + 1, lsn => '0/100'))))
+  FROM pg_control_checkpoint();
+SELECT try(format('SELECT * FROM changefeed.position_decode(%L)',
+       minted(position_body(3, '10:20:12,15', '20:30:25', 7, tli => 7))));
+-- Ahead of this server's WAL on its own timeline: a primary reads it (the WAL
+-- position is where inserting had got to, and a crash loses what was not
+-- flushed); its transactions are checked against the next transaction id.
+SELECT try(format('SELECT count(*) FROM changefeed.read(%L, %L)', 'pos_t',
+       minted(position_body(3, pg_current_snapshot(), NULL, 0, lsn => pg_current_wal_insert_lsn() + 1000000000))));
+SELECT try(format('SELECT count(*) FROM changefeed.read(%L, %L)', 'pos_t',
+       minted(position_body(3, format('%s:%s:', x::text::bigint + 1000, x::text::bigint + 1000)::pg_snapshot, NULL, 0,
+                            lsn => pg_current_wal_insert_lsn() + 1000000000))))
+  FROM pg_snapshot_xmax(pg_current_snapshot()) x;
+-- Timeline 0 exists only in version 2 positions.
+SELECT try(format('SELECT count(*) FROM changefeed.read(%L, %L)', 'pos_t',
+       minted(position_body(3, pg_current_snapshot(), NULL, 0, tli => 0))));
+-- The full message of CF017 with its detail and hint.
+\set VERBOSITY default
+SELECT * FROM changefeed.position_decode(minted(position_body(3, '10:20:12,15', NULL, 0, tli => 7, lsn => '0/3000000')));
 
 -- A cf1 position, issued before positions were authenticated: here the one
 -- that replayed all history when its checksum was recomputed by hand.

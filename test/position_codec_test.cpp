@@ -41,6 +41,8 @@ codec::Position sample() {
     codec::Position p;
     p.system_id = 7301234567890123456ull;
     p.database = 16384;
+    p.timeline = 2;
+    p.lsn = 0x16B3D28;
     p.lo = codec::parse_snapshot("100:120:105,110");
     p.hi = codec::parse_snapshot("115:130:125");
     p.last_seq = 42;
@@ -91,6 +93,58 @@ TEST(PositionCodec, RoundTrips) {
     ASSERT_TRUE(p.hi.has_value());
     EXPECT_EQ(codec::format_snapshot(*p.hi), "115:130:125");
     EXPECT_EQ(p.last_seq, 42);
+    EXPECT_EQ(p.timeline, 2u);
+    EXPECT_EQ(p.lsn, 0x16B3D28u);
+}
+
+namespace {
+std::string base64url(const std::string &in) {
+    const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    std::string out;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (unsigned char c : in) {
+        acc = (acc << 8) | c;
+        bits += 8;
+        while (bits >= 6) out += a[(acc >> (bits -= 6)) & 63];
+    }
+    if (bits > 0) out += a[(acc << (6 - bits)) & 63];
+    return out;
+}
+void put(std::string &s, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) s += char((v >> (8 * i)) & 0xff);
+}
+}  // namespace
+
+TEST(PositionCodec, Version2WithoutHistoryStillDecodes) {
+    // The layout of 0.2: no timeline, no WAL position.
+    std::string body;
+    put(body, 2, 1);
+    put(body, 7301234567890123456ull, 8);
+    put(body, 16384, 4);
+    put(body, 100, 8), put(body, 120, 8), put(body, 1, 4), put(body, 105, 8);
+    put(body, 0, 1);
+    put(body, 0, 8);
+    auto tag = codec::hmac_sha256(std::string(reinterpret_cast<const char *>(kKey), codec::kKeySize), body);
+    std::string text = "cf2." + base64url(body + std::string(reinterpret_cast<const char *>(tag.data()), 16));
+    auto p = codec::decode(text, checks());
+    EXPECT_EQ(p.timeline, 0u);
+    EXPECT_EQ(p.lsn, 0u);
+    EXPECT_EQ(codec::format_snapshot(p.lo), "100:120:105");
+    EXPECT_FALSE(p.hi.has_value());
+}
+
+TEST(PositionCodec, HistoryIsAuthenticated) {
+    auto p = sample();
+    auto text = codec::encode(p, kKey);
+    p.timeline = 3;
+    EXPECT_NE(codec::encode(p, kKey), text);
+    p = sample();
+    p.lsn++;
+    EXPECT_NE(codec::encode(p, kKey), text);
+    // Every position encoded now names its timeline.
+    p.timeline = 0;
+    EXPECT_THROW(codec::encode(p, kKey), std::invalid_argument);
 }
 
 TEST(PositionCodec, APageEncodesAsEachPositionAlone) {
@@ -212,7 +266,7 @@ TEST(PositionCodec, OnlyCanonicalTextDecodes) {
     auto p = sample();
     p.hi.reset();
     p.last_seq = 0;
-    auto text = codec::encode(p, kKey);  // 74 bytes: the last character has 2 unused bits
+    auto text = codec::encode(p, kKey);  // 86 bytes: the last character has 2 unused bits
     ASSERT_EQ((text.size() - 4) % 4, 3u);
     EXPECT_NO_THROW(codec::decode(text, checks()));
     const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";

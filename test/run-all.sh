@@ -12,8 +12,9 @@
 #   3. PostgreSQL's own regression suite with and without the extension, a
 #      dump and restore round trip of a database using it, and an upgrade from
 #      the last release (test/upgrade.sh; it builds the client's processor
-#      runner, which step 4 reuses), and the Python example of the SQL read
-#      protocol (test/python_example.sh),
+#      runner, which step 4 reuses), reads on a hot standby and a promotion
+#      (test/standby_read.sh), a point-in-time restore (test/pitr.sh), and the
+#      Python example of the SQL read protocol (test/python_example.sh),
 #   4. the client's GoogleTest suites (they start their own clusters), and the
 #      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/asan.sh),
 #   5. the torture test in its short mode, and the benchmark harness on tiny sizes.
@@ -101,6 +102,10 @@ echo "== dump and restore of a database using the extension"
 stage "dump and restore" bash test/dump_restore.sh --port 55494
 echo "== upgrade from the last release: same objects as a fresh install, consumers read on"
 stage "upgrade" bash test/upgrade.sh --port 55488 --build-dir build
+echo "== a hot standby made before CREATE EXTENSION reads the feed, and a promotion keeps every position"
+stage "standby reads and promotion" bash test/standby_read.sh --port 55470
+echo "== a point-in-time restore refuses the abandoned branch's positions (CF017) and skips nothing"
+stage "point-in-time restore" bash test/pitr.sh --port 55474
 
 echo "== the Python example of the SQL read protocol (psycopg)"
 stage "Python read-protocol example" bash test/python_example.sh --port 55486

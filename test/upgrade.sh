@@ -11,6 +11,8 @@
 #      exactly the changes after it, and a client processor started after the
 #      update (test/support/processor_runner.cpp) resumes from the release's
 #      checkpoints and delivers exactly the rest: nothing lost, nothing twice.
+#      The update takes the release's key file (changefeed_position.key) over
+#      into changefeed.position_key, which is why the saved positions read on.
 #      The notifier wakes a listener before and after the update;
 #   3. a dump of a database still at the release restores into the working
 #      version with its collections, processors and checkpoints.
@@ -219,8 +221,13 @@ listen_round >/dev/null   # anything pending
 q cont "INSERT INTO docs VALUES (101, 'n1')"
 check_woken "$release: the notifier wakes the listener" "$(notified)"
 
+# The release kept its key in the data directory; the update takes it over.
+check "$release: the position key is the data directory's file" yes \
+    "$(q cont "SELECT CASE WHEN length(pg_read_binary_file('changefeed_position.key')) = 32 THEN 'yes' END")"
 q cont "ALTER EXTENSION changefeed UPDATE"
 check "cont: updated to $current" "$current" "$(q cont "SELECT extversion FROM pg_extension WHERE extname = 'changefeed'")"
+check "$current: the update took the key file over into changefeed.position_key" t \
+    "$(q cont "SELECT key = pg_read_binary_file('changefeed_position.key') FROM changefeed.position_key")"
 
 listen_round >/dev/null
 q cont "INSERT INTO docs VALUES (102, 'n2')"

@@ -4,13 +4,15 @@
 -- (everything visible in it was delivered) and, while a window is being paged,
 -- the window's upper snapshot `hi` and the last seq delivered inside it.
 -- Encoding and validation live in C++ (extension/position*.cpp); positions
--- carry a MAC under the cluster's key (changefeed_position.key in the data
--- directory), so only these functions can mint one.
--- STABLE: within a statement the same arguments give the same result (the
--- key never changes once created; decode's check against the next
--- transaction id can only turn an error into a result as time goes on, and an
--- error ends the statement).  PARALLEL SAFE: workers see the same cluster,
--- database, key file and shared transaction counter.
+-- carry a MAC under the database's key (changefeed.position_key), so only
+-- these functions can mint one, and the timeline and WAL position they were
+-- encoded at, which decode checks against the server's history.
+-- STABLE: within a statement the same arguments give positions that read
+-- alike (the key never changes once created; two encodes differ at most in
+-- the WAL position they carry, each valid; decode's checks against the next
+-- transaction id and the replayed WAL can only turn an error into a result as
+-- time goes on, and an error ends the statement).  PARALLEL SAFE: workers see
+-- the same cluster, database, key, WAL and shared transaction counter.
 CREATE FUNCTION changefeed.position_encode(lo pg_snapshot, hi pg_snapshot, last_seq bigint)
 RETURNS text AS 'MODULE_PATHNAME', 'changefeed_position_encode' LANGUAGE C STABLE PARALLEL SAFE;
 
@@ -519,15 +521,21 @@ BEGIN
               HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
     END IF;
     collection_id := c.id;
+    -- Grouped by what the positions hold, not by their text: texts of one
+    -- snapshot taken at different WAL positions read alike.
     FOR g IN
-        SELECT q.pos, q.rs, d.lo, d.hi, d.last_seq, pg_snapshot_xmax(coalesce(d.hi, d.lo)) AS upto,
+        SELECT q.pos, q.rs, q.lo, q.hi, q.last_seq, pg_snapshot_xmax(coalesce(q.hi, q.lo)) AS upto,
                CASE WHEN h.dropped_txid IS NULL THEN true
-                    ELSE changefeed.snapshot_covers(d.lo, h.dropped_txid) END AS covered
-          FROM (SELECT p.pos, array_agg(p.r ORDER BY p.r) AS rs
-                  FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) q
-          CROSS JOIN LATERAL changefeed.position_decode(q.pos) d
+                    ELSE changefeed.snapshot_covers(q.lo, h.dropped_txid) END AS covered
+          FROM (SELECT min(t.pos) AS pos, array_agg(x ORDER BY x) AS rs, (array_agg(d.lo))[1] AS lo,
+                       (array_agg(d.hi))[1] AS hi, d.last_seq
+                  FROM (SELECT p.pos, array_agg(p.r) AS rs
+                          FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) t
+                  CROSS JOIN LATERAL changefeed.position_decode(t.pos) d
+                  CROSS JOIN LATERAL unnest(t.rs) x
+                 GROUP BY d.lo::text, d.hi::text, d.last_seq) q
           LEFT JOIN changefeed.horizon h ON h.collection_id = c.id
-         ORDER BY pg_snapshot_xmax(d.lo), d.hi IS NOT NULL, pg_snapshot_xmax(d.hi), d.last_seq, q.pos
+         ORDER BY pg_snapshot_xmax(q.lo), q.hi IS NOT NULL, pg_snapshot_xmax(q.hi), q.last_seq, q.pos
     LOOP
         IF NOT g.covered THEN
             PERFORM changefeed.check_history(c, g.lo);   -- raises CF006, saying why

@@ -1321,3 +1321,106 @@ REVOKE ALL ON FUNCTION changefeed._processor_status_rows() FROM PUBLIC;
 REVOKE ALL ON FUNCTION changefeed.processor_status_rows() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION changefeed.processor_status_rows() TO changefeed_reader;
 GRANT SELECT ON changefeed.processor_status TO changefeed_reader;
+
+-- ---- the position key in the database ----
+-- 0.2 kept the key in the data directory (changefeed_position.key, made on
+-- first use): a standby made before that had none, or made its own.  The
+-- key moves into the database; an existing file's key is taken over, so
+-- positions stored under 0.2 stay valid.
+CREATE FUNCTION changefeed._new_position_key() RETURNS bytea
+AS 'MODULE_PATHNAME', 'changefeed_new_position_key' LANGUAGE c VOLATILE STRICT;
+REVOKE ALL ON FUNCTION changefeed._new_position_key() FROM PUBLIC;
+CREATE TABLE changefeed.position_key (
+    key     bytea NOT NULL CHECK (length(key) = 32),
+    one_row bool NOT NULL DEFAULT true PRIMARY KEY CHECK (one_row)
+);
+REVOKE ALL ON changefeed.position_key FROM PUBLIC;
+DO $$
+DECLARE
+    file_key bytea := pg_catalog.pg_read_binary_file('changefeed_position.key', 0, 64, true);
+BEGIN
+    IF file_key IS NOT NULL AND pg_catalog.length(file_key) <> 32 THEN
+        RAISE EXCEPTION 'position key file "changefeed_position.key" holds % bytes instead of 32',
+            pg_catalog.length(file_key)
+            USING HINT = 'Restore the file from a backup of this cluster before the update.';
+    END IF;
+    INSERT INTO changefeed.position_key (key) VALUES (coalesce(file_key, changefeed._new_position_key()));
+END
+$$;
+
+-- ---- positions know their history ----
+-- Positions now carry the timeline and WAL position they were taken at, so
+-- two positions of one snapshot may differ in text: read_ranges_plan()
+-- groups ranges by what their positions hold.
+CREATE OR REPLACE FUNCTION changefeed.read_ranges_plan(
+    tbl regclass,
+    ranges int[],
+    positions text[],
+    max_changes int,
+    mode text,
+    only_tenant text)
+RETURNS TABLE (collection_id int, tenants text[],
+               pos text, rs int[], lo pg_snapshot, hi pg_snapshot, last_seq bigint, upto xid8)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection;
+    g record;
+    outside int;
+    distinct_ranges int;
+BEGIN
+    IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
+        RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_changes IS NULL OR max_changes < 1 OR max_changes > 100000 THEN
+        RAISE EXCEPTION 'max_changes must be between 1 and 100000, not %', coalesce(max_changes::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    c := changefeed.collection_of(tbl);
+    -- The rights are checked here too: an empty call reads nothing but still needs them.
+    tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    IF ranges IS NULL OR positions IS NULL
+       OR coalesce(array_length(ranges, 1), 0) <> coalesce(array_length(positions, 1), 0) THEN
+        RAISE EXCEPTION 'ranges and positions must be arrays of the same length'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- One statement for both checks: this runs on every wake-up.
+    SELECT count(*) FILTER (WHERE x IS NULL OR x < 0 OR x >= c.ranges), count(DISTINCT x)
+      INTO outside, distinct_ranges FROM unnest(ranges) x;
+    IF outside > 0 THEN
+        RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF distinct_ranges <> coalesce(array_length(ranges, 1), 0) THEN
+        RAISE EXCEPTION 'a range id must not be given twice' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_position(positions, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004',
+              HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
+    END IF;
+    collection_id := c.id;
+    -- Grouped by what the positions hold, not by their text: texts of one
+    -- snapshot taken at different WAL positions read alike.
+    FOR g IN
+        SELECT q.pos, q.rs, q.lo, q.hi, q.last_seq, pg_snapshot_xmax(coalesce(q.hi, q.lo)) AS upto,
+               CASE WHEN h.dropped_txid IS NULL THEN true
+                    ELSE changefeed.snapshot_covers(q.lo, h.dropped_txid) END AS covered
+          FROM (SELECT min(t.pos) AS pos, array_agg(x ORDER BY x) AS rs, (array_agg(d.lo))[1] AS lo,
+                       (array_agg(d.hi))[1] AS hi, d.last_seq
+                  FROM (SELECT p.pos, array_agg(p.r) AS rs
+                          FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) t
+                  CROSS JOIN LATERAL changefeed.position_decode(t.pos) d
+                  CROSS JOIN LATERAL unnest(t.rs) x
+                 GROUP BY d.lo::text, d.hi::text, d.last_seq) q
+          LEFT JOIN changefeed.horizon h ON h.collection_id = c.id
+         ORDER BY pg_snapshot_xmax(q.lo), q.hi IS NOT NULL, pg_snapshot_xmax(q.hi), q.last_seq, q.pos
+    LOOP
+        IF NOT g.covered THEN
+            PERFORM changefeed.check_history(c, g.lo);   -- raises CF006, saying why
+        END IF;
+        pos := g.pos; rs := g.rs; lo := g.lo; hi := g.hi; last_seq := g.last_seq; upto := g.upto;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
