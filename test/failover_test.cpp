@@ -19,7 +19,7 @@ namespace {
 
 // The standby is made from a primary where the extension has never made a
 // position: how a highly available cluster is usually built (standby first).
-constexpr bool standby_before_first_position = false;
+constexpr bool standby_before_first_position = true;
 
 TEST(Failover, ProcessorsFollowAPromotedStandbyLosingNothing) {
     const std::vector<std::string> conf{"synchronous_commit = remote_apply", "changefeed.maintain_interval = 0"};

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <set>
+#include <thread>
 
 using namespace std::chrono_literals;
 using changefeed::errc;
@@ -210,6 +211,11 @@ TEST(Standby, APositionTheStandbyHasNotReplayedOnlyDelays) {
         cftest::WriteLoad load(primary->conninfo(), table, 20, 100, 500us);
         ASSERT_TRUE(cftest::eventually([&] { return load.done(); }, 60s));
     }
+    // It reads the standby only: nothing of what the standby has not replayed
+    // (a read from the primary would have delivered it by now).
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(rec.size(), 0u);
+    EXPECT_EQ(p.state(), changefeed::State::running);
     standby->exec("SELECT pg_wal_replay_resume()");
     // Exactly the changes written after its start: none lost, nothing from before.
     auto logged = cftest::logged_changes(*primary, table);

@@ -15,6 +15,8 @@ errc code_of_sqlstate(const std::string& state) {
     if (state == "CF009") return errc::read_in_writing_transaction;
     if (state == "CF010") return errc::lease_lost;
     if (state == "CF015") return errc::instance_name_in_use;
+    if (state == "CF016") return errc::position_not_replayed;
+    if (state == "CF017") return errc::other_history;
     // CF012: lag of a processor that never ran -- a name the server does not know.
     if (state == "CF012") return errc::invalid_option;
     // CF011 is a processor or an instance name the server refused; which one

@@ -10,26 +10,28 @@ namespace changefeed::detail {
 namespace {
 
 // A checkpoint the feed cannot resume from: history lost (CF006), or a
-// position of another database or cluster (CF005: a restored database) or
-// damaged (CF004: a checkpoint from before an upgrade).  Each is a lost
-// history for this range, never a restart from now.
+// position of another database or cluster (CF005: a restored database), of
+// a history this server did not follow (CF017) or damaged (CF004: a
+// checkpoint from before an upgrade).  Each is a lost history for this
+// range, never a restart from now.
 bool unusable_checkpoint(const Error& e) {
     return e.code() == make_error_code(errc::history_lost) || e.code() == make_error_code(errc::foreign_position) ||
-           e.code() == make_error_code(errc::malformed_position);
+           e.code() == make_error_code(errc::malformed_position) || e.code() == make_error_code(errc::other_history);
 }
 
 LostBecause lost_because(const Error& e) {
     if (e.code() == make_error_code(errc::foreign_position)) return LostBecause::other_database;
+    if (e.code() == make_error_code(errc::other_history)) return LostBecause::other_history;
     if (e.code() == make_error_code(errc::malformed_position)) return LostBecause::invalid_position;
     if (std::string_view(e.what()).find("capture was disabled") != std::string_view::npos)
         return LostBecause::capture_disabled;
     return LostBecause::retention;
 }
 
-// A read from a standby that can succeed later: a replay conflict cancelled
-// it (40001), or it is not at the position yet.
+// A read from a standby that can succeed later: it has not replayed the
+// position yet (CF016), or a replay conflict cancelled it (40001).
 bool standby_behind(const Error& e) {
-    return e.sqlstate() == "40001";
+    return e.code() == make_error_code(errc::position_not_replayed) || e.sqlstate() == "40001";
 }
 
 // A read of a range the collection no longer has (22023 from read_ranges()
