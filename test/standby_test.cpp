@@ -228,6 +228,36 @@ TEST(Standby, APositionTheStandbyHasNotReplayedOnlyDelays) {
     EXPECT_FALSE(errors.has(errc::history_lost));
 }
 
+// A standby that applies every commit a little late: the primary's wake-up
+// comes first, and an empty read of the standby must not leave the change to
+// the poll interval (a minute here).
+TEST(Standby, AWakeUpThatComesBeforeTheStandbyReplayedIsNotLost) {
+    const std::string table = cftest::test_table("sb");
+    create_versioned(table);
+    wait_replayed();
+    auto set_delay = [](const std::string& value) {
+        pqxx::connection c(standby->conninfo());
+        pqxx::nontransaction tx(c);
+        tx.exec("ALTER SYSTEM SET recovery_min_apply_delay = '" + value + "'");
+        tx.exec("SELECT pg_reload_conf()");
+    };
+    set_delay("300ms");
+    cftest::Recorder rec;
+    auto o = reading_standby("s");
+    o.poll_interval = 1min;
+    auto p = changefeed::make_all_versions_processor({primary->conninfo(), table}, "late", rec.handler(), o);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p, 8));
+    std::this_thread::sleep_for(500ms);  // the start's own reads are over
+    for (int i = 1; i <= 3; ++i) {
+        primary->exec("INSERT INTO " + table + " VALUES (" + std::to_string(i) + ", 1)");
+        const std::string id = std::to_string(i);
+        EXPECT_TRUE(cftest::eventually([&] { return rec.has(id); }, 20s)) << "change " << id << " waited for the poll";
+    }
+    p.stop();
+    set_delay("0");
+}
+
 TEST(Standby, TheInMemoryProviderRefusesReadConnection) {
     changefeed::InMemoryCollection c;
     auto o = changefeed::AllVersionsOptions(cftest::fast_options("a"));

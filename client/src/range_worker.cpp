@@ -79,6 +79,12 @@ Context RangeWorker::context_of(int range, const RangeState& st) const {
 void RangeWorker::run() {
     std::unique_ptr<pqxx::connection> conn;
     std::unique_ptr<pqxx::connection> reader;  // the standby's, with read_connection
+    // Reading a standby, the wake-up (from the primary's notifier) can come
+    // before the standby replayed the commit: empty reads after a wake-up are
+    // tried again at 2, 4, ... 256 ms (about half a second in all) before
+    // waiting for the next wake-up or the poll interval.
+    constexpr int replay_checks_after_wake = 8;
+    int replay_checks = 0;
     Backoff backoff(opt_.reconnect_min, opt_.reconnect_max);
     while (!stop_source_.stop_requested()) {
         try {
@@ -98,10 +104,17 @@ void RangeWorker::run() {
             if (reads_standby() && !reader) reader = connect(opt_.read_connection);
             const bool busy = pass(*conn, reader ? *reader : *conn);
             backoff.reset();
-            if (!busy) {
+            if (busy) {
+                replay_checks = 0;
+            } else if (replay_checks > 0) {
+                // Woken by the primary, found nothing on the standby: it may
+                // not have replayed the commit yet.  Look again shortly.
+                pause(std::chrono::milliseconds(2 << (replay_checks_after_wake - replay_checks--)));
+            } else {
                 std::unique_lock lock(mu_);
                 cv_.wait_until(lock, std::min(Clock::now() + opt_.poll_interval, plan().next_retry),
                                [&] { return wake_ || stopping_; });
+                if (wake_ && reads_standby()) replay_checks = replay_checks_after_wake;
                 wake_ = false;
             }
         } catch (...) {
