@@ -127,8 +127,9 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
                      errmsg("invalid position: position is newer than this database: restored from an older "
                             "backup?"),
                      errdetail("The position holds transactions this database has not reached yet."),
-                     errhint("A database restored from a backup needs new positions; resync the "
-                             "consumer.")));
+                     errhint("A database restored from a backup needs new positions: resume the consumer "
+                             "from a checkpoint stored in this database or from changefeed.position_at(), "
+                             "not from now.")));
     }
 
     TupleDesc desc;

@@ -9,7 +9,10 @@
 #      positions and from the standby's own, and read_ranges() work and return
 #      what the primary returns; a standby's position reads on the primary;
 #   3. a position the standby has not replayed yet fails with CF016, and reads
-#      once replay goes on;
+#      once replay goes on; a database still at the last release (its key a
+#      file on the primary) refuses reads on the standby rather than making a
+#      key there, and reads there once ALTER EXTENSION UPDATE took the file
+#      over;
 #   4. the primary stops (immediate), the standby is promoted (a new
 #      timeline): the primary's positions and the standby's, taken before the
 #      promotion, read there with nothing lost and nothing twice; a position
@@ -147,6 +150,34 @@ q "$primary" "SELECT 1" >/dev/null
 wait_replayed
 check "standby (replay resumed): the same position reads" "OK 0" "$(try "$standby" "SELECT count(*) FROM changefeed.read('docs', '$p2')")"
 check "standby: still no key file after every read" none "$(no_key_file "$standby")"
+
+echo "== an installation of the last release, updated while the standby runs"
+release=$(cd extension/releases && ls changefeed--*.sql | sed 's/^changefeed--\(.*\)\.sql$/\1/' | sort -V | tail -1)
+q "$primary" "CREATE DATABASE old"
+qo() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U postgres -d old -c "$2"; }
+tryo() {
+    local out
+    if out=$("$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h "$1" -p "$(cat "$1/port")" \
+        -U postgres -d old -c "$2" 2>&1); then
+        echo "OK $out"
+    else
+        sed -nE '1s/^(psql:[^:]*:[0-9]+: )?ERROR:  ([0-9A-Z]{5}): /\2 /p' <<<"$out" | grep . || echo "?? $out"
+    fi
+}
+qo "$primary" "CREATE EXTENSION changefeed VERSION '$release'"
+qo "$primary" "CREATE TABLE t (id int PRIMARY KEY)"
+qo "$primary" "SELECT changefeed.enable('t')" >/dev/null
+o0=$(qo "$primary" "SELECT changefeed.current_position()")   # $release: the key file, made on the primary
+qo "$primary" "INSERT INTO t SELECT generate_series(1, 10)"
+wait_replayed
+out=$(tryo "$standby" "SELECT count(*) FROM changefeed.read('t', '$o0')")
+check "$release on the standby: a read refuses to make a key of its own (55000)" 55000 "${out%% *}"
+check "$release on the standby: no key file made" none "$(no_key_file "$standby")"
+qo "$primary" "ALTER EXTENSION changefeed UPDATE"
+wait_replayed
+check "updated: the standby reads the $release position the primary issued" "OK 10" \
+    "$(tryo "$standby" "SELECT count(*) FROM changefeed.read('t', '$o0')")"
+check "updated: and so does the primary" "OK 10" "$(tryo "$primary" "SELECT count(*) FROM changefeed.read('t', '$o0')")"
 
 echo "== 4. failover: the primary stops, the standby is promoted"
 changes "$primary" "$p0" >"$scratch/before-failover"
