@@ -97,7 +97,7 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
     echo "## Read scale-out (a drain through a hot standby vs through the primary)"
     echo
     echo "One processor (leases and checkpoints on the primary) drains the backlog reading the primary, then one"
-    echo "reading an asynchronous standby (\\`read_connection\\`). CPU: seconds of the servers' processes during the drain."
+    echo 'reading an asynchronous standby (`read_connection`). CPU: seconds of the servers'"'"' processes during the drain.'
     echo
     echo "| variant | changes/s | primary CPU (s) | standby CPU (s) | primary CPU, ratio to reading the primary |"
     echo "|---|---:|---:|---:|---:|"
