@@ -1,8 +1,9 @@
 // Consumer throughput: drains a backlog and prints changes per second.
 //
-//   feed_drain changefeed CONNINFO TABLE NAME INSTANCES EXPECTED [default]
+//   feed_drain changefeed CONNINFO TABLE NAME INSTANCES EXPECTED [default] [read=CONNINFO]
 //                                     processors under one name; `default`: the default
-//                                     batch and read sizes instead of batches of 1000
+//                                     batch and read sizes instead of batches of 1000;
+//                                     `read=`: read the feed from that standby (read_connection)
 //   feed_drain pgq CONNINFO QUEUE CONSUMER EXPECTED                 PgQ batches until EXPECTED events
 //
 // The changefeed processors' leases must have been created (lease_init) before
@@ -30,7 +31,13 @@ int main(int argc, char** argv) {
             std::string table = argv[3], name = argv[4];
             int instances = std::stoi(argv[5]);
             long expected = std::stol(argv[6]);
-            const bool defaults = argc >= 8 && std::string(argv[7]) == "default";
+            bool defaults = false;
+            std::string read_connection;
+            for (int i = 7; i < argc; ++i) {
+                const std::string arg = argv[i];
+                if (arg == "default") defaults = true;
+                else if (arg.rfind("read=", 0) == 0) read_connection = arg.substr(5);
+            }
             std::atomic<long> handled{0};
             std::vector<std::unique_ptr<changefeed::Processor>> ps;
             auto t0 = clock::now();
@@ -38,6 +45,7 @@ int main(int argc, char** argv) {
                 changefeed::ProcessorOptions opt;
                 opt.instance_name = "drain-" + std::to_string(i);
                 if (!defaults) opt.max_batch_size = 1000;
+                opt.read_connection = read_connection;
                 opt.acquire_interval = std::chrono::milliseconds(200);
                 opt.poll_interval = std::chrono::milliseconds(200);
                 ps.push_back(std::make_unique<changefeed::Processor>(changefeed::make_all_versions_processor(

@@ -94,6 +94,18 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
         END {b = m["raw publisher loop"]; for (i = 1; i <= n; i++) printf "| %s | %.0f | %.2fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
         "$BENCH_OUT/medians.tsv"
     echo
+    echo "## Read scale-out (a drain through a hot standby vs through the primary)"
+    echo
+    echo "One processor (leases and checkpoints on the primary) drains the backlog reading the primary, then one"
+    echo 'reading an asynchronous standby (`read_connection`). CPU: seconds of the servers'"'"' processes during the drain.'
+    echo
+    echo "| variant | changes/s | primary CPU (s) | standby CPU (s) | primary CPU, ratio to reading the primary |"
+    echo "|---|---:|---:|---:|---:|"
+    awk -F'\t' '$1 == "readscale" {m[$2 FS $3] = $4; if (!($2 in s)) {s[$2]; o[++n] = $2}}
+        END {b = m["drain via the primary" FS "primary cpu"]; for (i = 1; i <= n; i++) {c = m[o[i] FS "primary cpu"]
+            printf "| %s | %.0f | %.2f | %.2f | %s |\n", o[i], m[o[i] FS "drain"], c, m[o[i] FS "standby cpu"],
+                (b > 0 ? sprintf("%.2fx", c / b) : "-")}}' "$BENCH_OUT/medians.tsv"
+    echo
     bash "$(dirname "$0")/report_ranges.sh"
     bash "$(dirname "$0")/report_scale.sh"
 } >"$md"

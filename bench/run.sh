@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All benchmarks in one run: write overhead, commit-to-handler latency and its
 # floor, consumer throughput, read cost against the log's size, retention, the
-# bridge into NATS JetStream, scale under a write rate, many ranges.
+# bridge into NATS JetStream, scale under a write rate, many ranges, reading
+# from a standby.
 # Writes bench/RESULTS.md and bench/results.png.
 #   bash bench/run.sh            full sizes (about 45 minutes on 2 cores)
 #   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
@@ -49,9 +50,10 @@ if [ "$mode" = --smoke ]; then
     bash bench/prune.sh 1 2000
     bash bench/bridge_nats.sh 2000 1 "$BENCH_OUT/bin"
     bash bench/ranges.sh "$BENCH_OUT/bin" 1 200 2 "8 64"
+    bash bench/read_scale_out.sh 5000 1 "$BENCH_OUT/bin"
     bash bench/report.sh "$BENCH_OUT/RESULTS.md" "$BENCH_OUT/results.png"
     # The smoke run checks that every part produced figures.
-    for part in write latency throughput open_xact prune bridge ranges log_size scale; do
+    for part in write latency throughput open_xact prune bridge ranges log_size scale readscale; do
         grep -q "^$part	" "$BENCH_OUT/raw.tsv" || { echo "bench smoke: no $part figures" >&2; exit 1; }
     done
     echo "bench smoke: every part produced figures"
@@ -67,5 +69,6 @@ else
     bash bench/prune.sh 1 10000 100000 1000000
     bash bench/bridge_nats.sh 100000 3 "$BENCH_OUT/bin"
     bash bench/ranges.sh "$BENCH_OUT/bin" 3 5000 10 "16 256 1024"
+    bash bench/read_scale_out.sh 500000 3 "$BENCH_OUT/bin"
     bash bench/report.sh bench/RESULTS.md bench/results.png
 fi

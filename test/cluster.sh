@@ -5,6 +5,9 @@
 #   test/cluster.sh stop DIR [--immediate]
 #   test/cluster.sh restart DIR [--immediate]
 #   test/cluster.sh env DIR        # prints PGHOST/PGPORT/PGUSER exports
+#   test/cluster.sh standby PRIMARY_DIR DIR [--port N]   # a streaming hot standby of a running
+#                                  # cluster (pg_basebackup -R), started; its name is DIR's base name
+#   test/cluster.sh promote DIR    # promotes a standby (waits until it takes writes)
 #
 # The cluster is initdb'd as the postgres user into DIR/data, listens only on
 # a socket in DIR, and preloads changefeed unless --no-preload is given.
@@ -16,7 +19,7 @@ as_postgres() {
     if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi
 }
 
-cmd=${1:?usage: cluster.sh start|stop|restart|env DIR}
+cmd=${1:?usage: cluster.sh start|stop|restart|env|standby|promote DIR}
 dir=${2:?cluster directory required}
 shift 2
 dir=$(realpath -m "$dir")
@@ -65,6 +68,41 @@ restart)
     [ "${1:-}" = --immediate ] && mode=immediate
     as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null || true
     as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+    ;;
+standby)
+    # Here $dir is the primary's folder; the standby's comes next.
+    sdir=$(realpath -m "${1:?standby directory required}")
+    shift
+    port=55433
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --port) port=$2; shift ;;
+            *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
+        esac
+        shift
+    done
+    if [ -f "$sdir/data/postmaster.pid" ]; then
+        "$0" stop "$sdir" --immediate || true
+    fi
+    rm -rf "$sdir"
+    mkdir -p "$sdir"
+    chown postgres "$sdir" 2>/dev/null || true
+    # -R writes primary_conninfo and standby.signal; the application name is
+    # what synchronous_standby_names of the primary can name.
+    as_postgres "$PGBIN/pg_basebackup" -h "$dir" -p "$(cat "$dir/port")" -U postgres -D "$sdir/data" \
+        -R -X stream -c fast -d "application_name=$(basename "$sdir")" >"$sdir/basebackup.log" 2>&1
+    {
+        echo "unix_socket_directories = '$sdir'"
+        echo "port = $port"
+        # The primary's synchronous standbys are not this one's: promoted,
+        # it must not wait for a standby it does not have.
+        echo "synchronous_standby_names = ''"
+    } >>"$sdir/data/postgresql.conf"
+    echo "$port" >"$sdir/port"
+    as_postgres "$PGBIN/pg_ctl" -D "$sdir/data" -l "$sdir/server.log" -w -t 60 start >/dev/null
+    ;;
+promote)
+    as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -w -t 60 promote >/dev/null
     ;;
 env)
     echo "export PGHOST='$dir' PGPORT=$(cat "$dir/port") PGUSER=postgres PGDATABASE=postgres"

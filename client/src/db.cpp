@@ -15,12 +15,17 @@ errc code_of_sqlstate(const std::string& state) {
     if (state == "CF009") return errc::read_in_writing_transaction;
     if (state == "CF010") return errc::lease_lost;
     if (state == "CF015") return errc::instance_name_in_use;
+    if (state == "CF016") return errc::position_not_replayed;
+    if (state == "CF017") return errc::other_history;
     // CF012: lag of a processor that never ran -- a name the server does not know.
     if (state == "CF012") return errc::invalid_option;
     // CF011 is a processor or an instance name the server refused; which one
     // the caller decides from the names it sent (classify_names).
     if (state == "CF011") return errc::invalid_option;
     if (state == "42501") return errc::permission_denied;
+    // A write on a standby (or a read-only session): the processor's leases
+    // and checkpoints need the primary.
+    if (state == "25006") return errc::read_only_server;
     // Class 08 (connection exception) and the shutdown/termination codes of
     // class 57 mean the server went away under us.
     if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" || state == "57P03")
@@ -45,6 +50,20 @@ std::unique_ptr<pqxx::connection> connect(const std::string& conninfo) {
     } catch (const std::exception& e) {
         throw Error(errc::connection_failed, e.what());
     }
+}
+
+void require_primary(pqxx::connection& c) {
+    const bool standby = translated([&] {
+        pqxx::nontransaction tx(c);
+        return tx.exec("SELECT pg_catalog.pg_is_in_recovery()")[0][0].as<bool>();
+    });
+    if (standby)
+        throw Error(errc::read_only_server,
+                    "the server is a standby (pg_is_in_recovery()): a processor stores its leases and checkpoints "
+                    "there, which needs the primary. Connect the processor to the primary, e.g. with "
+                    "\"host=A,B target_session_attrs=read-write\"; to read the feed from a standby, give its "
+                    "connection string as the read_connection option",
+                    "25006");
 }
 
 Error to_error(std::exception_ptr e) {

@@ -25,6 +25,10 @@ inline bool is_connection_error(const Error& e) {
     return e.code() == make_error_code(errc::connection_failed);
 }
 
+// Throws Error(read_only_server) when `c` reached a standby: a processor's
+// leases and checkpoints are writes, which only the primary takes.
+void require_primary(pqxx::connection& c);
+
 // A CF011 (a name the server refused) as the errc of the name at fault,
 // decided from the names the call sent; any other error is returned as is.
 Error classify_names(const Error& e, std::string_view processor, std::optional<std::string_view> instance);

@@ -34,6 +34,10 @@ public:
         case errc::duplicates_rising: return "the projector skips an unusual share of changes as duplicates";
         case errc::halted: return "halted by the recovery policy";
         case errc::publish_failed: return "the publisher could not confirm the batch";
+        case errc::read_only_server:
+            return "the server is read-only (a standby): connect the processor to the primary";
+        case errc::position_not_replayed: return "the standby has not replayed the position yet";
+        case errc::other_history: return "the position belongs to a history this server did not follow";
         }
         return "unknown changefeed error";
     }
@@ -64,6 +68,9 @@ const char* to_string(errc code) noexcept {
     case errc::duplicates_rising: return "duplicates_rising";
     case errc::halted: return "halted";
     case errc::publish_failed: return "publish_failed";
+    case errc::read_only_server: return "read_only_server";
+    case errc::position_not_replayed: return "position_not_replayed";
+    case errc::other_history: return "other_history";
     }
     return "unknown";
 }

@@ -235,6 +235,8 @@ public:
         // (a test would see every tenant's changes and pass for the wrong reason).
         if (!opt_.tenant.empty())
             throw Error(errc::invalid_option, "the in-memory provider does not support the tenant option");
+        if (!opt_.read_connection.empty())
+            throw Error(errc::invalid_option, "the in-memory provider does not support the read_connection option");
         if (consumer_.empty()) throw Error(errc::invalid_option, "the handler must not be empty");
         if (opt_.max_batch_size < 1 || opt_.max_batch_size > 100000)
             throw Error(errc::invalid_option, "max_batch_size must be between 1 and 100000");

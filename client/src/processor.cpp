@@ -97,8 +97,11 @@ public:
                     setup.info.partition_key.size() > 1 && setup.info.partition_key[0] == *setup.info.tenant_column;
             }
             conn = connect(collection_.conninfo());
+            require_primary(*conn);
             // Refused reads fail here, before lease_init files the name under this role.
             probe_read(*conn, collection_.table(), opt.tenant);
+            // The standby to read from: reachable and readable, now rather than at the first read.
+            if (!opt.read_connection.empty()) probe_read(*connect(opt.read_connection), collection_.table(), opt.tenant);
             translated([&] {
                 pqxx::nontransaction tx(*conn);
                 tx.exec("SELECT changefeed.ensure_notifier()");

@@ -10,20 +10,28 @@ namespace changefeed::detail {
 namespace {
 
 // A checkpoint the feed cannot resume from: history lost (CF006), or a
-// position of another database or cluster (CF005: a restored database) or
-// damaged (CF004: a checkpoint from before an upgrade).  Each is a lost
-// history for this range, never a restart from now.
+// position of another database or cluster (CF005: a restored database), of
+// a history this server did not follow (CF017) or damaged (CF004: a
+// checkpoint from before an upgrade).  Each is a lost history for this
+// range, never a restart from now.
 bool unusable_checkpoint(const Error& e) {
     return e.code() == make_error_code(errc::history_lost) || e.code() == make_error_code(errc::foreign_position) ||
-           e.code() == make_error_code(errc::malformed_position);
+           e.code() == make_error_code(errc::malformed_position) || e.code() == make_error_code(errc::other_history);
 }
 
 LostBecause lost_because(const Error& e) {
     if (e.code() == make_error_code(errc::foreign_position)) return LostBecause::other_database;
+    if (e.code() == make_error_code(errc::other_history)) return LostBecause::other_history;
     if (e.code() == make_error_code(errc::malformed_position)) return LostBecause::invalid_position;
     if (std::string_view(e.what()).find("capture was disabled") != std::string_view::npos)
         return LostBecause::capture_disabled;
     return LostBecause::retention;
+}
+
+// A read from a standby that can succeed later: it has not replayed the
+// position yet (CF016), or a replay conflict cancelled it (40001).
+bool standby_behind(const Error& e) {
+    return e.code() == make_error_code(errc::position_not_replayed) || e.sqlstate() == "40001";
 }
 
 // A read of a range the collection no longer has (22023 from read_ranges()
@@ -37,7 +45,7 @@ bool ranges_changed(const Error& e) {
 RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper& leases)
     : s_(std::move(setup)), opt_(s_.feed->common), events_(events), leases_(leases),
       delivery_(s_.collection.conninfo(), s_.key, *s_.handlers, opt_, events, s_.counters),
-      read_ahead_(s_.collection.conninfo()) {
+      read_ahead_(opt_.read_connection.empty() ? s_.collection.conninfo() : opt_.read_connection) {
     next_maintain_ = Clock::now();
 }
 
@@ -70,20 +78,43 @@ Context RangeWorker::context_of(int range, const RangeState& st) const {
 
 void RangeWorker::run() {
     std::unique_ptr<pqxx::connection> conn;
+    std::unique_ptr<pqxx::connection> reader;  // the standby's, with read_connection
+    // Reading a standby, the wake-up (from the primary's notifier) can come
+    // before the standby replayed the commit: empty reads after a wake-up are
+    // tried again at 2, 4, ... 256 ms (about half a second in all) before
+    // waiting for the next wake-up or the poll interval.
+    constexpr int replay_checks_after_wake = 8;
+    int replay_checks = 0;
     Backoff backoff(opt_.reconnect_min, opt_.reconnect_max);
     while (!stop_source_.stop_requested()) {
         try {
             if (!conn) {
                 conn = connect(s_.collection.conninfo());
+                // Through a multi-host string the reconnect may land on a
+                // standby (no target_session_attrs=read-write): say so, and
+                // try again, as after a lost connection.
+                require_primary(*conn);
                 events_.telemetry().connected(ConnectionRole::worker);
-                ranges_.clear();  // reload every range from its stored checkpoint
+                // Reload every range from its stored checkpoint: after a
+                // failover that is what the new primary has, not what this
+                // instance had read (or read ahead) on the old one.
+                ranges_.clear();
+                read_ahead_.drop();
             }
-            const bool busy = pass(*conn);
+            if (reads_standby() && !reader) reader = connect(opt_.read_connection);
+            const bool busy = pass(*conn, reader ? *reader : *conn);
             backoff.reset();
-            if (!busy) {
+            if (busy) {
+                replay_checks = 0;
+            } else if (replay_checks > 0) {
+                // Woken by the primary, found nothing on the standby: it may
+                // not have replayed the commit yet.  Look again shortly.
+                pause(std::chrono::milliseconds(2 << (replay_checks_after_wake - replay_checks--)));
+            } else {
                 std::unique_lock lock(mu_);
                 cv_.wait_until(lock, std::min(Clock::now() + opt_.poll_interval, plan().next_retry),
                                [&] { return wake_ || stopping_; });
+                if (wake_ && reads_standby()) replay_checks = replay_checks_after_wake;
                 wake_ = false;
             }
         } catch (...) {
@@ -115,6 +146,7 @@ void RangeWorker::run() {
                 events_.report(std::nullopt, e, std::current_exception());
             }
             conn.reset();
+            reader.reset();
             read_ahead_.drop();
             pause(backoff.next());
         }
@@ -123,7 +155,7 @@ void RangeWorker::run() {
 }
 
 // One read of every readable range; whether any had work.
-bool RangeWorker::pass(pqxx::connection& conn) {
+bool RangeWorker::pass(pqxx::connection& conn, pqxx::connection& reader) {
     const LeaseView view = leases_.snapshot();
     sync_ranges(conn, view.owned);
     if (view.acquired_once && halted_.empty()) events_.set_state(State::running);
@@ -139,7 +171,7 @@ bool RangeWorker::pass(pqxx::connection& conn) {
             if (stop_source_.stop_requested()) break;
             busy |= step(conn, range, ranges_.at(range));
         }
-        if (!p.log.empty() && !stop_source_.stop_requested()) busy |= log_round(conn, p.log);
+        if (!p.log.empty() && !stop_source_.stop_requested()) busy |= log_round(conn, reader, p.log);
     }
     drop_lost();
     return busy;
@@ -361,7 +393,7 @@ bool RangeWorker::step(pqxx::connection& conn, int range, RangeState& st) {
 // The ranges reading the log, each from its checkpoint, in one read; the
 // handler per range with that range's changes; the round's checkpoints in
 // one call at the end (also when stopping midway: those ranges were handled).
-bool RangeWorker::log_round(pqxx::connection& conn, const std::vector<int>& group) {
+bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, const std::vector<int>& group) {
     std::map<int, std::string> since;
     for (int range : group) since[range] = ranges_.at(range).lease.checkpoint;
     // One read for all the ranges, of max_read_size changes or, if more,
@@ -374,10 +406,20 @@ bool RangeWorker::log_round(pqxx::connection& conn, const std::vector<int>& grou
     try {
         auto ahead = read_ahead_.take(since, budget);
         rows = ahead ? std::move(*ahead)
-                     : fetch_positions(conn, s_.collection.table(), since, budget, s_.feed->mode, s_.scope);
+                     : fetch_positions(reader, s_.collection.table(), since, budget, s_.feed->mode, s_.scope);
     } catch (const Error& e) {
+        if (reads_standby() && standby_behind(e)) {
+            // The standby has not replayed these positions yet, or a replay
+            // conflict cancelled the read: a delay, read again shortly.
+            const auto at = Clock::now() + std::max(opt_.retry_delay, std::chrono::milliseconds(10));
+            for (int range : group) ranges_.at(range).retry_at = at;
+            return false;
+        }
         if (!unusable_checkpoint(e)) throw;
-        bool any = false;  // history loss is handled range by range
+        // History loss is handled range by range, on the primary: what a
+        // standby refuses (a key it lacks, a position newer than its replay)
+        // the primary may still read, and then it does, for this round.
+        bool any = false;
         for (int range : group) any |= step(conn, range, ranges_.at(range));
         return any;
     }

@@ -3,6 +3,8 @@
 // lease keeper's view), hands batches to the handler, stores the fenced
 // checkpoints, runs start_from_beginning backfills, and handles a lost
 // history (halt, or resync from the table).  It keeps each range's state.
+// With the read_connection option the log is read from a standby on a
+// connection of its own; everything else stays on the primary's.
 #pragma once
 
 #include "consumer_policy.hpp"
@@ -73,7 +75,7 @@ private:
         Clock::time_point next_retry = Clock::time_point::max();
     };
 
-    bool pass(pqxx::connection& conn);
+    bool pass(pqxx::connection& conn, pqxx::connection& reader);
     ReadPlan plan() const;
     void pause(std::chrono::milliseconds d);
     void sync_ranges(pqxx::connection& conn, const std::map<int, std::int64_t>& owned_now);
@@ -85,7 +87,8 @@ private:
     template <class F>
     bool fenced(int range, RangeState& st, F&& store);
     bool step(pqxx::connection& conn, int range, RangeState& st);
-    bool log_round(pqxx::connection& conn, const std::vector<int>& group);
+    bool log_round(pqxx::connection& conn, pqxx::connection& reader, const std::vector<int>& group);
+    bool reads_standby() const { return !opt_.read_connection.empty(); }
     bool deliver_in_batches(pqxx::connection& conn, int range, RangeState& st, std::vector<Change>& changes,
                             const std::vector<std::string>& positions, const std::string& resume_at,
                             std::vector<PendingCheckpoint>& pending);

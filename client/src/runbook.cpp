@@ -41,7 +41,15 @@ std::string history_lost_runbook(const std::string& table, const std::string& pr
             out += "What was lost: the checkpoint is not a valid position here (stored before an upgrade of"
                    " changefeed, or damaged); the feed cannot say which changes came after it.";
             break;
+        case LostBecause::other_history:
+            out += "What was lost: the checkpoint was taken on a history this server did not follow (a"
+                   " point-in-time restore, a standby promoted from an earlier point); reading on from it could"
+                   " skip changes of this history (docs/runbooks/position-other-history.md).";
+            break;
     }
+    // Only retention and a disabled capture leave changes out of the log;
+    // otherwise what the range had not read is still there to read.
+    const bool gone_from_log = why == LostBecause::retention || why == LostBecause::capture_disabled;
     out += " Server: " + server_message + "\n";
     out += "Runbook (docs/runbooks/history-lost.md), as the processor's owning role or a changefeed_admin:\n";
     out += "  1. See what is affected: SELECT * FROM changefeed.horizons WHERE table_name = " + literal(table) +
@@ -51,6 +59,11 @@ std::string history_lost_runbook(const std::string& table, const std::string& pr
                " with the resync option (re-reads the range as a backfill, then continues), or stop it, forget"
                " its leases and checkpoints (SELECT changefeed.drop_processor(" + args +
                ");) and start it with start_from_beginning.\n";
+    } else if (!gone_from_log) {
+        out += "  2. The changes after it are still in this log: do not move the processor to now. Resume it from"
+               " the time of the last change it handled (duplicates, never a gap): SELECT"
+               " changefeed.reset_checkpoint(" + args + ", \"position\" => changefeed.position_at(" +
+               literal(table) + ", '<time of the last change it handled>'));\n";
     } else {
         out += "  2. The intermediate versions and deletes in the gap are gone for good: record the gap for the"
                " consumers of this feed, reconcile from the table if the data owner accepts it, then move the"

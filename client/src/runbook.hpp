@@ -11,6 +11,7 @@ enum class LostBecause {
     other_database,   // CF005: taken in another database or cluster (a restore, a clone)
     invalid_position, // CF004: not a valid position here (from before an upgrade, or damaged)
     capture_disabled, // CF006: capture was off (disable, then enable) after it
+    other_history,    // CF017: taken on a history this server did not follow (a point-in-time restore)
 };
 
 // What was lost and how to rebuild, for `table`/`processor`/`range`;

@@ -17,14 +17,37 @@ void run(const std::string& cmd) {
 
 }  // namespace
 
-Cluster::Cluster(std::string name, int port, bool preload)
-    : dir_(std::string(CF_TEST_DIR) + "-" + name), port_(port), preload_(preload) {}
+Cluster::Cluster(std::string name, int port, bool preload, std::vector<std::string> conf, bool create_extension)
+    : dir_(std::string(CF_TEST_DIR) + "-" + name), port_(port), preload_(preload), conf_(std::move(conf)),
+      create_extension_(create_extension) {}
 
 void Cluster::start() {
+    std::string extra;
+    for (const auto& line : conf_) extra += " --conf \"" + line + "\"";
     run(std::string("bash ") + CF_CLUSTER_SH + " start " + dir_ + " --port " + std::to_string(port_) +
-        " --fsync-off" + (preload_ ? "" : " --no-preload"));
+        " --fsync-off" + (preload_ ? "" : " --no-preload") + extra);
     running_ = true;
-    exec("CREATE EXTENSION IF NOT EXISTS changefeed");
+    if (create_extension_) exec("CREATE EXTENSION IF NOT EXISTS changefeed");
+}
+
+Cluster Cluster::make_standby(const std::string& name, int port) const {
+    Cluster s(name, port, preload_, conf_, false);
+    run(std::string("bash ") + CF_CLUSTER_SH + " standby " + dir_ + " " + s.dir_ + " --port " + std::to_string(port));
+    s.running_ = true;
+    return s;
+}
+
+void Cluster::promote() { run(std::string("bash ") + CF_CLUSTER_SH + " promote " + dir_); }
+
+std::string multi_host_conninfo(const std::vector<const Cluster*>& clusters, const std::string& target_session_attrs) {
+    std::string hosts, ports;
+    for (const Cluster* c : clusters) {
+        hosts += (hosts.empty() ? "" : ",") + c->host();
+        ports += (ports.empty() ? "" : ",") + std::to_string(c->port());
+    }
+    // A short connect_timeout: a host that is gone must not hold up the next one.
+    return "host=" + hosts + " port=" + ports + " user=postgres dbname=postgres connect_timeout=2" +
+           " target_session_attrs=" + target_session_attrs;
 }
 
 void Cluster::stop(bool immediate) {

@@ -19,10 +19,21 @@ namespace cftest {
 
 class Cluster {
 public:
-    Cluster(std::string name, int port, bool preload);
+    // `conf`: postgresql.conf lines added at start; without `create_extension`
+    // start() leaves the database as initdb made it.
+    Cluster(std::string name, int port, bool preload, std::vector<std::string> conf = {},
+            bool create_extension = true);
     void start();
     void stop(bool immediate = false);
     void restart(bool immediate = false);
+    // A streaming hot standby of this (running) cluster, made now with
+    // pg_basebackup -R and started: it replays this cluster's WAL and
+    // takes read-only queries.  stop() stops it as any cluster.
+    Cluster make_standby(const std::string& name, int port) const;
+    // Promotes a standby: it takes writes once this returns.
+    void promote();
+    // The socket folder: a host entry of a multi-host connection string.
+    std::string host() const { return dir_; }
     std::string conninfo() const;  // as the superuser postgres
     // The same cluster as another role (trust auth on the socket: no password).
     std::string conninfo_as(const std::string& user) const;
@@ -35,8 +46,15 @@ private:
     std::string dir_;
     int port_;
     bool preload_;
+    std::vector<std::string> conf_;
+    bool create_extension_ = true;
     bool running_ = false;
 };
+
+// A connection string that tries each cluster in turn and takes the one
+// that accepts writes: how a processor follows a failover.
+std::string multi_host_conninfo(const std::vector<const Cluster*>& clusters,
+                                const std::string& target_session_attrs = "read-write");
 
 // The cluster of the current test binary (see CF_CLUSTER_ENVIRONMENT).
 Cluster& cluster();

@@ -35,6 +35,11 @@ enum class errc {
     duplicates_rising,                   // a projector skips more duplicates than duplicate_alert_share
     halted,                              // the recovery policy halted the processor or a range (see the runbook)
     publish_failed,                      // a bridge's publisher could not confirm a batch (broker down, timeout)
+    read_only_server,                    // the server is a standby (in recovery) or read-only (SQLSTATE 25006):
+                                         // leases and checkpoints need the primary
+    position_not_replayed,               // a hot standby has not replayed the position yet (CF016): retry later
+    other_history,                       // a position of a history this server did not follow (CF017): a
+                                         // point-in-time restore, a standby promoted from an earlier point
 };
 
 // The enumerator's name ("handler_failed"), as logs and metrics label codes.

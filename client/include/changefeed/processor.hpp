@@ -128,6 +128,17 @@ struct ProcessorOptions {
     // own (one more connection per processor): the handler's time and the
     // read's overlap.  Used when a read came back full.
     bool read_ahead = true;
+    // Read scale-out: a libpq connection string of a standby (a hot standby
+    // of the collection's primary) the feed is read from, while leases,
+    // checkpoints, backfills and maintenance stay on the collection's
+    // connection, which must be the primary.  A standby's snapshot is a
+    // valid position on the primary, so nothing is skipped; a standby that
+    // lags only delays (a position it has not replayed yet is read again
+    // later).  A lost history is confirmed on the primary, which then reads
+    // that range.  Empty: everything on the collection's connection.
+    // Several standbys: "host=s1,s2 target_session_attrs=prefer-standby".
+    // Refused by the in-memory provider (invalid_option).
+    std::string read_connection;
     // How often the processor runs changefeed.maintain() (partitions ahead,
     // retention, TTL): at start, then at this interval.  Zero: never (use the
     // preloaded worker or cron).  maintain() runs one at a time cluster-wide;
@@ -257,7 +268,9 @@ public:
     // belongs to another role on this collection), invalid_option (a tenant on
     // a collection without a tenant column), instance_name_in_use (another
     // live instance runs under this instance name), history_lost /
-    // malformed_position / foreign_position (start_time, start_position), ...
+    // malformed_position / foreign_position (start_time, start_position),
+    // read_only_server (the collection's connection reached a standby:
+    // connect the processor to the primary), ...
     void start();
     // Stops reading (waits for a running handler, whose stop token is
     // signalled) and releases the leases.  Idempotent.  Called from inside the
