@@ -5,6 +5,7 @@
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -170,8 +171,12 @@ void Delivery::store(pqxx::connection& conn, int range, std::int64_t epoch, cons
 // The changes recorded in the store are skipped; the ids of those the
 // projector was called for are recorded after the batch, or after it threw
 // (for the ones before), so a retry calls it only from the one that threw.
+// A record that fails (the connection broke under the batch) keeps its ids
+// here: they are recorded on the next healthy connection before anything is
+// read again (flush_unrecorded), and the re-read skips them.
 bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx,
                        const Guard& guard, std::int64_t& duplicates) {
+    flush_unrecorded(conn);
     std::vector<std::string> ids;
     ids.reserve(batch.size());
     for (const auto& c : batch) ids.push_back(c.event_id);
@@ -189,9 +194,29 @@ bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch,
             if (auto alert = counters_->count(duplicate)) alerts.push_back(std::move(*alert));
         }
     });
-    if (!done.empty()) dedup_record(conn, key_, done);
     for (const auto& a : alerts) events_.report(ctx.range_id, a);
+    if (!done.empty()) {
+        try {
+            dedup_record(conn, key_, done);
+        } catch (...) {
+            unrecorded_.insert(unrecorded_.end(), done.begin(), done.end());
+            throw;
+        }
+    }
     return ok;
+}
+
+void Delivery::flush_unrecorded(pqxx::connection& conn) {
+    if (unrecorded_.empty()) return;
+    // In parts within check_event_ids()' limit; a part recorded twice (its
+    // commit was in doubt) is harmless: dedup_record ignores known ids.
+    constexpr std::size_t part = 10000;
+    while (!unrecorded_.empty()) {
+        const std::size_t n = std::min(part, unrecorded_.size());
+        const auto end = unrecorded_.begin() + static_cast<std::ptrdiff_t>(n);
+        dedup_record(conn, key_, std::vector<std::string>(unrecorded_.begin(), end));
+        unrecorded_.erase(unrecorded_.begin(), end);
+    }
 }
 
 // Exactly once: the handler's writes and the checkpoint commit together.  The

@@ -7,7 +7,9 @@
 //   Projector             one dedup_applied() call for the batch, the
 //                         projector for the changes not recorded, one
 //                         dedup_record() for those it was called for (also
-//                         after it threw), then the checkpoint
+//                         after it threw; kept and recorded on the next
+//                         connection when the record failed), then the
+//                         checkpoint
 //   TransactionalHandler  a transaction on the worker's connection: the
 //                         handler's writes, the fenced checkpoint, one commit
 // The range worker decides what to read and keeps each range's state; every
@@ -101,6 +103,11 @@ public:
     void store(pqxx::connection& conn, int range, std::int64_t epoch, const Mark& after);
     // Whether the worker stores checkpoints itself (not in manual mode).
     bool automatic() const { return options_.checkpoint_mode == CheckpointMode::automatic; }
+    // A projector's: records the ids of changes it applied whose record
+    // failed with the connection (kept since).  The worker calls it on a new
+    // connection before it reads again; throws like any statement.
+    void flush_unrecorded(pqxx::connection& conn);
+    bool has_unrecorded() const { return !unrecorded_.empty(); }
 
 private:
     bool hand_over(pqxx::connection& conn, const std::vector<Change>& batch, Context& ctx, std::int64_t epoch,
@@ -118,6 +125,9 @@ private:
     ConsumerEvents& events_;
     std::shared_ptr<ProjectionCounters> counters_;
     std::shared_ptr<ManualCheckpoints> manual_;
+    // A projector's applied changes not yet in the dedup store (their record
+    // failed); the worker thread's own.
+    std::vector<std::string> unrecorded_;
 };
 
 // "<collection id>.b<16 hex digits>.": the event-id prefix of the rows of the

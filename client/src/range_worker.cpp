@@ -77,6 +77,9 @@ void RangeWorker::run() {
                 conn = connect(s_.collection.conninfo());
                 events_.telemetry().connected(ConnectionRole::worker);
                 ranges_.clear();  // reload every range from its stored checkpoint
+                // What a projector applied before the connection broke is
+                // recorded before anything is read again, so the re-read skips it.
+                delivery_.flush_unrecorded(*conn);
             }
             const bool busy = pass(*conn);
             backoff.reset();
@@ -117,6 +120,17 @@ void RangeWorker::run() {
             conn.reset();
             read_ahead_.drop();
             pause(backoff.next());
+        }
+    }
+    // Stopping: what a projector applied and could not record yet is
+    // recorded now if the server can be reached (best effort: else only a
+    // later instance's re-read can apply it again).
+    if (delivery_.has_unrecorded()) {
+        try {
+            if (!conn) conn = connect(s_.collection.conninfo());
+            delivery_.flush_unrecorded(*conn);
+        } catch (...) {
+            conn.reset();
         }
     }
     if (conn) store_idle_positions(*conn);

@@ -8,9 +8,13 @@
 // call the projector again for a change recorded there, however often the
 // change is redelivered.  The ids are recorded after the projector returned
 // and before the checkpoint, and also for the changes a batch applied before
-// the projector threw on a later one: what can be applied twice is only what
-// was applied when the process died and not yet recorded, so a projector must
-// still be idempotent, but duplicates stay rare and are counted.
+// the projector threw on a later one.  A record that fails because the
+// connection broke (a server restart, a failover, a terminated backend) is
+// kept in memory and made on the next connection before anything is read
+// again, so a connection blip re-applies nothing.  What can be applied twice
+// is only what was applied and not yet recorded when the process died, or
+// froze past its lease so another instance took the range over: a projector
+// must still be idempotent, but duplicates stay rare and are counted.
 //
 //   changefeed::Processor p(orders, "order-totals",
 //       [&](const changefeed::Change& c, const changefeed::Context&) {
