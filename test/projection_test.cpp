@@ -206,6 +206,51 @@ TEST(Projector, AppliesEachChangeOnceAcrossTerminatedBackends) {
     EXPECT_EQ(p.projection_stats().applied, 40);
 }
 
+// A lease that moves while its owner is in the middle of a batch: a second
+// instance joins and takes half the ranges at once (balancing steals from a
+// live instance).  The owner's batch runs fenced, so the taker waits for its
+// record and checkpoint and skips what it applied: each change projected once.
+TEST(Projector, ALeaseTakenMidBatchReappliesNothing) {
+    auto coll = table_for_role("pj_steal", 4);
+    std::mutex mu;
+    std::map<std::string, int> calls;  // event id -> projector calls
+    std::atomic<int> total{0};
+    auto projector = changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+        {
+            std::lock_guard lock(mu);
+            ++calls[c.event_id];
+        }
+        ++total;
+        std::this_thread::sleep_for(20ms);
+        return changefeed::ProjectionResult::applied;
+    });
+    auto options = [](const std::string& instance) {
+        changefeed::LatestVersionOptions o = cftest::fast_options(instance);
+        o.max_batch_size = 50;
+        return o;
+    };
+    changefeed::Processor a(coll, "pj_steal", projector, options("a"));
+    a.start();
+    ASSERT_TRUE(cftest::wait_running(a, 4u));
+    cluster().exec("INSERT INTO pj_steal (id, v) SELECT g, 'x' FROM generate_series(1, 400) g");
+    ASSERT_TRUE(cftest::eventually([&] { return total >= 10; }));  // a is mid-batch
+    changefeed::Processor b(coll, "pj_steal", projector, options("b"));
+    b.start();
+    ASSERT_TRUE(cftest::wait_running(b, 2u));
+    ASSERT_TRUE(cftest::eventually([&] {
+        return cluster().exec("SELECT count(*) FROM changefeed.applied WHERE processor = 'pj_steal'")[0][0]
+                       .as<int>() == 400 &&
+               cluster().exec("SELECT coalesce(sum(pending), 0) FROM changefeed.lag('pj_steal', 'pj_steal')")[0][0]
+                       .as<std::int64_t>() == 0;
+    }, 60s));
+    std::this_thread::sleep_for(300ms);
+    std::lock_guard lock(mu);
+    EXPECT_EQ(calls.size(), 400u);
+    for (const auto& [id, n] : calls) EXPECT_EQ(n, 1) << id;
+    EXPECT_EQ(total.load(), 400);
+    EXPECT_GT(b.projection_stats().applied, 0);  // b did take ranges with work left
+}
+
 TEST(Projector, DuplicatesRisingIsToldOncePerCrossing) {
     auto coll = table_for_role("pj_dups", 1);
     std::atomic<bool> skip{true};

@@ -477,11 +477,12 @@ bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState
                           std::vector<PendingCheckpoint>* pending) {
     const std::size_t pending_before = pending ? pending->size() : 0;
     const int range = ctx.range_id;
-    Mark after;
+    Mark before, after;
+    before.position = st.lease.checkpoint;
     after.position = position;
     bool delivered = false;
     if (!fenced(range, st, [&] {
-            delivered = delivery_.deliver(conn, batch, ctx, st.lease.epoch, after, stop_source_.get_token(),
+            delivered = delivery_.deliver(conn, batch, ctx, st.lease.epoch, before, after, stop_source_.get_token(),
                                           [&](const std::function<void()>& f) { return call_handler(f, ctx, st); },
                                           pending);
         }))
@@ -523,6 +524,11 @@ bool RangeWorker::backfill_step(pqxx::connection& conn, const Context& ctx, Rang
     const bool done = page.scanned < opt_.max_batch_size;
     auto after = page.last_key ? page.last_key : st.lease.backfill_after;
     auto rows = st.lease.backfill_rows + static_cast<std::int64_t>(page.changes.size());
+    Mark before;  // where the backfill stands now
+    before.backfill = true;
+    before.backfill_after = st.lease.backfill_after;
+    before.backfill_rows = st.lease.backfill_rows;
+    before.backfill_done = false;
     Mark mark;
     mark.backfill = true;
     mark.backfill_after = after;
@@ -537,7 +543,7 @@ bool RangeWorker::backfill_step(pqxx::connection& conn, const Context& ctx, Rang
         bool delivered = false;
         if (!fenced(range, st, [&] {
                 delivered = delivery_.deliver(
-                    conn, page.changes, ctx, st.lease.epoch, mark, stop_source_.get_token(),
+                    conn, page.changes, ctx, st.lease.epoch, before, mark, stop_source_.get_token(),
                     [&](const std::function<void()>& f) { return call_handler(f, ctx, st); });
             }))
             return false;
