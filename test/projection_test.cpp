@@ -251,6 +251,37 @@ TEST(Projector, ALeaseTakenMidBatchReappliesNothing) {
     EXPECT_GT(b.projection_stats().applied, 0);  // b did take ranges with work left
 }
 
+// A backfill's pages go through the same fenced transaction, the scan's
+// progress as its checkpoint: every row projected once, the backfill done.
+TEST(Projector, ProjectsABackfillOnce) {
+    auto coll = table_for_role("pj_backfill", 2);
+    cluster().exec("INSERT INTO pj_backfill (id, v) SELECT g, 'x' FROM generate_series(1, 45) g");
+    std::mutex mu;
+    std::map<std::string, int> calls;
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
+    o.start_from_beginning = true;
+    o.max_batch_size = 10;
+    changefeed::Processor p(coll, "pj_bf",
+                            changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+                                std::lock_guard lock(mu);
+                                ++calls[c.doc_id];
+                                return changefeed::ProjectionResult::applied;
+                            }),
+                            o);
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] {
+        return cluster().exec("SELECT bool_and(backfill_done) FROM changefeed.leases WHERE processor = 'pj_bf'")[0][0]
+            .as<bool>(false);
+    }));
+    cluster().exec("INSERT INTO pj_backfill (id, v) VALUES (46, 'after')");
+    ASSERT_TRUE(cftest::eventually([&] { return p.projection_stats().applied == 46; }));
+    std::this_thread::sleep_for(300ms);
+    std::lock_guard lock(mu);
+    EXPECT_EQ(calls.size(), 46u);
+    for (const auto& [id, n] : calls) EXPECT_EQ(n, 1) << id;
+    EXPECT_EQ(applied_rows("pj_bf"), 46);
+}
+
 TEST(Projector, DuplicatesRisingIsToldOncePerCrossing) {
     auto coll = table_for_role("pj_dups", 1);
     std::atomic<bool> skip{true};
