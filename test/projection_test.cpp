@@ -144,6 +144,144 @@ TEST(Projector, NotCalledAgainForTheChangesBeforeTheOneThatThrew) {
     EXPECT_EQ(applied_rows("pj"), 0);
 }
 
+// A connection blip while the process lives: every backend of the processor
+// (the worker's, which reads the batch and records what was applied, the
+// lease keeper's, the listener's) is terminated while the projector is in the
+// middle of a batch, twice.  The record of what it applied fails with the
+// connection; it is made on the next connection before the batch is read
+// again, and the re-read skips those changes: each is projected once.
+TEST(Projector, AppliesEachChangeOnceAcrossTerminatedBackends) {
+    const std::string role = "projection_blip_svc";
+    cftest::create_login_role(cluster(), role, {"changefeed_processor"});
+    cftest::create_table(cluster(), "pj_blip", 1);
+    cluster().exec("GRANT SELECT ON pj_blip TO " + role);
+    changefeed::Collection coll(cluster().conninfo_as(role), "pj_blip");
+    std::mutex mu;
+    std::map<std::string, int> calls;  // event id -> projector calls
+    std::atomic<int> total{0};
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
+    o.max_batch_size = 20;
+    changefeed::Processor p(coll, "pj_blip",
+                            changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+                                {
+                                    std::lock_guard lock(mu);
+                                    ++calls[c.event_id];
+                                }
+                                ++total;
+                                std::this_thread::sleep_for(100ms);
+                                return changefeed::ProjectionResult::applied;
+                            }),
+                            o);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p, 1u));
+    auto terminate_all = [&] {
+        return cluster()
+            .exec("SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity"
+                  " WHERE usename = '" + role + "'")[0][0]
+            .as<int>();
+    };
+    int terminated = 0;
+    for (int round = 0; round < 2; ++round) {
+        const int before = total;
+        const int from = round * 20 + 1;
+        cluster().exec("INSERT INTO pj_blip (id, v) SELECT g, 'x' FROM generate_series(" + std::to_string(from) +
+                       ", " + std::to_string(from + 19) + ") g");  // one transaction, one batch
+        ASSERT_TRUE(cftest::eventually([&] { return total >= before + 5; }));  // mid-batch
+        terminated += terminate_all();
+        // The batch is read again after the blip: its checkpoint comes after
+        // the re-read, so a re-application would have happened by then.
+        ASSERT_TRUE(cftest::eventually([&] {
+            return cluster().exec("SELECT count(*) FROM changefeed.applied WHERE processor = 'pj_blip'")[0][0]
+                           .as<int>() == (round + 1) * 20 &&
+                   cluster().exec("SELECT coalesce(sum(pending), 0) FROM changefeed.lag('pj_blip', 'pj_blip')")[0][0]
+                           .as<std::int64_t>() == 0;
+        }, 60s));
+    }
+    EXPECT_GE(terminated, 2);  // at least the worker's backend, each time
+    std::this_thread::sleep_for(300ms);
+    std::lock_guard lock(mu);
+    EXPECT_EQ(calls.size(), 40u);
+    for (const auto& [id, n] : calls) EXPECT_EQ(n, 1) << id;
+    EXPECT_EQ(total.load(), 40);
+    EXPECT_EQ(p.projection_stats().applied, 40);
+}
+
+// A lease that moves while its owner is in the middle of a batch: a second
+// instance joins and takes half the ranges at once (balancing steals from a
+// live instance).  The owner's batch runs fenced, so the taker waits for its
+// record and checkpoint and skips what it applied: each change projected once.
+TEST(Projector, ALeaseTakenMidBatchReappliesNothing) {
+    auto coll = table_for_role("pj_steal", 4);
+    std::mutex mu;
+    std::map<std::string, int> calls;  // event id -> projector calls
+    std::atomic<int> total{0};
+    auto projector = changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+        {
+            std::lock_guard lock(mu);
+            ++calls[c.event_id];
+        }
+        ++total;
+        std::this_thread::sleep_for(20ms);
+        return changefeed::ProjectionResult::applied;
+    });
+    auto options = [](const std::string& instance) {
+        changefeed::LatestVersionOptions o = cftest::fast_options(instance);
+        o.max_batch_size = 50;
+        return o;
+    };
+    changefeed::Processor a(coll, "pj_steal", projector, options("a"));
+    a.start();
+    ASSERT_TRUE(cftest::wait_running(a, 4u));
+    cluster().exec("INSERT INTO pj_steal (id, v) SELECT g, 'x' FROM generate_series(1, 400) g");
+    ASSERT_TRUE(cftest::eventually([&] { return total >= 10; }));  // a is mid-batch
+    changefeed::Processor b(coll, "pj_steal", projector, options("b"));
+    b.start();
+    ASSERT_TRUE(cftest::wait_running(b, 2u));
+    ASSERT_TRUE(cftest::eventually([&] {
+        return cluster().exec("SELECT count(*) FROM changefeed.applied WHERE processor = 'pj_steal'")[0][0]
+                       .as<int>() == 400 &&
+               cluster().exec("SELECT coalesce(sum(pending), 0) FROM changefeed.lag('pj_steal', 'pj_steal')")[0][0]
+                       .as<std::int64_t>() == 0;
+    }, 60s));
+    std::this_thread::sleep_for(300ms);
+    std::lock_guard lock(mu);
+    EXPECT_EQ(calls.size(), 400u);
+    for (const auto& [id, n] : calls) EXPECT_EQ(n, 1) << id;
+    EXPECT_EQ(total.load(), 400);
+    EXPECT_GT(b.projection_stats().applied, 0);  // b did take ranges with work left
+}
+
+// A backfill's pages go through the same fenced transaction, the scan's
+// progress as its checkpoint: every row projected once, the backfill done.
+TEST(Projector, ProjectsABackfillOnce) {
+    auto coll = table_for_role("pj_backfill", 2);
+    cluster().exec("INSERT INTO pj_backfill (id, v) SELECT g, 'x' FROM generate_series(1, 45) g");
+    std::mutex mu;
+    std::map<std::string, int> calls;
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
+    o.start_from_beginning = true;
+    o.max_batch_size = 10;
+    changefeed::Processor p(coll, "pj_bf",
+                            changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+                                std::lock_guard lock(mu);
+                                ++calls[c.doc_id];
+                                return changefeed::ProjectionResult::applied;
+                            }),
+                            o);
+    p.start();
+    ASSERT_TRUE(cftest::eventually([&] {
+        return cluster().exec("SELECT bool_and(backfill_done) FROM changefeed.leases WHERE processor = 'pj_bf'")[0][0]
+            .as<bool>(false);
+    }));
+    cluster().exec("INSERT INTO pj_backfill (id, v) VALUES (46, 'after')");
+    ASSERT_TRUE(cftest::eventually([&] { return p.projection_stats().applied == 46; }));
+    std::this_thread::sleep_for(300ms);
+    std::lock_guard lock(mu);
+    EXPECT_EQ(calls.size(), 46u);
+    for (const auto& [id, n] : calls) EXPECT_EQ(n, 1) << id;
+    EXPECT_EQ(applied_rows("pj_bf"), 46);
+}
+
 TEST(Projector, DuplicatesRisingIsToldOncePerCrossing) {
     auto coll = table_for_role("pj_dups", 1);
     std::atomic<bool> skip{true};

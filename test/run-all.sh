@@ -17,7 +17,8 @@
 #      Python example of the SQL read protocol (test/python_example.sh),
 #   4. the client's GoogleTest suites (they start their own clusters), and the
 #      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/asan.sh),
-#   5. the torture test in its short mode, and the benchmark harness on tiny sizes.
+#   5. the torture test in its short mode, the consumer fault stage
+#      (test/consumer_faults/run.sh), and the benchmark harness on tiny sizes.
 # Usage (as root on Debian 12): bash test/run-all.sh
 # Ends with `run-all: N passed, M failed`, counting the stages above.
 set -euo pipefail
@@ -121,6 +122,9 @@ if [ -f CMakeLists.txt ]; then
 
     echo "== torture test (short): concurrent writers, killed consumers, a checker"
     stage "torture test" bash test/torture/run.sh --short --build-dir build --no-build
+
+    echo "== consumer fault stage: transactional and projector consumers under kills, freezes, terminated backends"
+    stage "consumer fault stage" bash test/consumer_faults/run.sh --short --port 55478 --build-dir build --no-build
 
     echo "== benchmark harness, tiny sizes"
     stage "benchmark harness" bench_smoke

@@ -5,6 +5,7 @@
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -20,9 +21,8 @@ std::string json_array_of(const std::vector<std::string>& ids) {
     return boost::json::serialize(a);
 }
 
-std::set<std::string> dedup_applied(pqxx::connection& c, const LeaseKey& k, const std::vector<std::string>& ids) {
+std::set<std::string> dedup_applied(pqxx::transaction_base& tx, const LeaseKey& k, const std::vector<std::string>& ids) {
     return translated_names(k.processor, std::nullopt, [&] {
-        pqxx::read_transaction tx(c);
         auto r = tx.exec_params(
             "SELECT changefeed.dedup_applied($1::regclass, $2,"
             "       ARRAY(SELECT pg_catalog.jsonb_array_elements_text($3::jsonb)))",
@@ -33,13 +33,19 @@ std::set<std::string> dedup_applied(pqxx::connection& c, const LeaseKey& k, cons
     });
 }
 
-void dedup_record(pqxx::connection& c, const LeaseKey& k, const std::vector<std::string>& ids) {
+void dedup_record_in(pqxx::transaction_base& tx, const LeaseKey& k, const std::vector<std::string>& ids) {
     translated_names(k.processor, std::nullopt, [&] {
-        pqxx::work tx(c);
         tx.exec_params(
             "SELECT changefeed.dedup_record($1::regclass, $2,"
             "       ARRAY(SELECT pg_catalog.jsonb_array_elements_text($3::jsonb)))",
             k.table, k.processor, json_array_of(ids));
+    });
+}
+
+void dedup_record(pqxx::connection& c, const LeaseKey& k, const std::vector<std::string>& ids) {
+    translated_names(k.processor, std::nullopt, [&] {
+        pqxx::work tx(c);
+        dedup_record_in(tx, k, ids);
         tx.commit();
     });
 }
@@ -122,11 +128,11 @@ Delivery::Delivery(std::string conninfo, LeaseKey key, const Handlers& handlers,
 // Measured only with a Metrics object: the time spent in the guarded user
 // code, the duplicates a projector skipped, the age of the batch's last change.
 bool Delivery::deliver(pqxx::connection& conn, const std::vector<Change>& batch, Context ctx, std::int64_t epoch,
-                       const Mark& after, std::stop_token stop, const Guard& guard,
+                       const Mark& before, const Mark& after, std::stop_token stop, const Guard& guard,
                        std::vector<PendingCheckpoint>* deferred) {
     std::int64_t duplicates = 0;
     Telemetry& telemetry = events_.telemetry();
-    if (!telemetry.measuring()) return hand_over(conn, batch, ctx, epoch, after, stop, guard, deferred, duplicates);
+    if (!telemetry.measuring()) return hand_over(conn, batch, ctx, epoch, before, after, stop, guard, deferred, duplicates);
     std::chrono::nanoseconds spent{0};
     const Guard timed = [&](const std::function<void()>& user_code) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -134,14 +140,14 @@ bool Delivery::deliver(pqxx::connection& conn, const std::vector<Change>& batch,
         spent += std::chrono::steady_clock::now() - t0;
         return ok;
     };
-    if (!hand_over(conn, batch, ctx, epoch, after, stop, timed, deferred, duplicates)) return false;
+    if (!hand_over(conn, batch, ctx, epoch, before, after, stop, timed, deferred, duplicates)) return false;
     telemetry.delivered(ctx.range_id, static_cast<std::int64_t>(batch.size()), spent, duplicates,
                         after.backfill ? std::nullopt : batch.back().written_at);
     return true;
 }
 
 bool Delivery::hand_over(pqxx::connection& conn, const std::vector<Change>& batch, Context& ctx, std::int64_t epoch,
-                         const Mark& after, std::stop_token stop, const Guard& guard,
+                         const Mark& before, const Mark& after, std::stop_token stop, const Guard& guard,
                          std::vector<PendingCheckpoint>* deferred, std::int64_t& duplicates) {
     ctx.position = after.backfill ? std::string() : after.position;
     switch (handlers_.shape) {
@@ -150,8 +156,8 @@ bool Delivery::hand_over(pqxx::connection& conn, const std::vector<Change>& batc
         if (!guard([&] { handlers_.handler(batch, ctx, stop); })) return false;
         break;
     case HandlerShape::projector:
-        if (!project(conn, batch, ctx, guard, duplicates)) return false;
-        break;
+        // Its checkpoint commits with the record of what it applied.
+        return project(conn, batch, ctx, epoch, before, after, guard, duplicates);
     case HandlerShape::transactional:
         return transact(conn, batch, ctx, epoch, after, guard);
     }
@@ -167,15 +173,36 @@ void Delivery::store(pqxx::connection& conn, int range, std::int64_t epoch, cons
     if (automatic()) store_on(conn, key_, range, epoch, after);
 }
 
+// One transaction per batch, fenced from its start: the lease row is locked
+// (the checkpoint stored again as it is, CF010 if the range changed hands)
+// until the ids applied are recorded and the new checkpoint is stored.  An
+// instance taking the range over meanwhile (a steal while balancing, or an
+// expired lease) waits for that commit and then skips what was applied, so
+// a lease that moves re-applies nothing.  A process frozen mid-batch would
+// hold the lock: idle_in_transaction_session_timeout ends its transaction
+// after lease_duration, and what it applied then can come twice.
 // The changes recorded in the store are skipped; the ids of those the
 // projector was called for are recorded after the batch, or after it threw
-// (for the ones before), so a retry calls it only from the one that threw.
+// (for the ones before, without the checkpoint), so a retry calls it only
+// from the one that threw.  A record that fails (the connection broke under
+// the batch) keeps its ids here: they are recorded on the next connection
+// before anything is read again (flush_unrecorded), and the re-read skips them.
 bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx,
-                       const Guard& guard, std::int64_t& duplicates) {
+                       std::int64_t epoch, const Mark& before, const Mark& after, const Guard& guard,
+                       std::int64_t& duplicates) {
+    flush_unrecorded(conn);
     std::vector<std::string> ids;
     ids.reserve(batch.size());
     for (const auto& c : batch) ids.push_back(c.event_id);
-    const std::set<std::string> recorded = dedup_applied(conn, key_, ids);
+    std::unique_ptr<pqxx::work> tx = translated([&] { return std::make_unique<pqxx::work>(conn); });
+    std::set<std::string> recorded;
+    translated([&] {
+        const auto idle = std::max<std::int64_t>(1000, options_.lease_duration.count());
+        tx->exec("SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', '" + std::to_string(idle) +
+                 "', true)");
+    });
+    store_in(*tx, key_, ctx.range_id, epoch, before);  // the fence
+    recorded = dedup_applied(*tx, key_, ids);
     std::vector<std::string> done;
     std::vector<Error> alerts;
     const bool ok = guard([&] {
@@ -189,9 +216,31 @@ bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch,
             if (auto alert = counters_->count(duplicate)) alerts.push_back(std::move(*alert));
         }
     });
-    if (!done.empty()) dedup_record(conn, key_, done);
     for (const auto& a : alerts) events_.report(ctx.range_id, a);
+    try {
+        if (!done.empty()) dedup_record_in(*tx, key_, done);
+        if (ok) store_in(*tx, key_, ctx.range_id, epoch, after);
+        translated([&] { tx->commit(); });
+    } catch (...) {
+        // Not recorded, or in doubt (a commit whose answer was lost):
+        // recorded again on the next connection (a known id is ignored).
+        unrecorded_.insert(unrecorded_.end(), done.begin(), done.end());
+        throw;
+    }
     return ok;
+}
+
+void Delivery::flush_unrecorded(pqxx::connection& conn) {
+    if (unrecorded_.empty()) return;
+    // In parts within check_event_ids()' limit; a part recorded twice (its
+    // commit was in doubt) is harmless: dedup_record ignores known ids.
+    constexpr std::size_t part = 10000;
+    while (!unrecorded_.empty()) {
+        const std::size_t n = std::min(part, unrecorded_.size());
+        const auto end = unrecorded_.begin() + static_cast<std::ptrdiff_t>(n);
+        dedup_record(conn, key_, std::vector<std::string>(unrecorded_.begin(), end));
+        unrecorded_.erase(unrecorded_.begin(), end);
+    }
 }
 
 // Exactly once: the handler's writes and the checkpoint commit together.  The

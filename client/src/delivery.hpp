@@ -4,10 +4,13 @@
 //   Handler               the handler, then the fenced checkpoint -- or, with
 //                         CheckpointMode::manual, none: Context::checkpoint
 //                         stores it when the service says so
-//   Projector             one dedup_applied() call for the batch, the
-//                         projector for the changes not recorded, one
-//                         dedup_record() for those it was called for (also
-//                         after it threw), then the checkpoint
+//   Projector             a transaction fenced from its start (the lease
+//                         row locked): one dedup_applied() call for the
+//                         batch, the projector for the changes not recorded,
+//                         one dedup_record() for those it was called for
+//                         (also after it threw; kept and recorded on the next
+//                         connection when the record failed), the
+//                         checkpoint, one commit
 //   TransactionalHandler  a transaction on the worker's connection: the
 //                         handler's writes, the fenced checkpoint, one commit
 // The range worker decides what to read and keeps each range's state; every
@@ -93,21 +96,28 @@ public:
     // shapes, automatic mode) is appended there instead, for the caller to
     // store with the round's others in one call (checkpoint_many); a
     // TransactionalHandler's is always committed with its writes.
+    // `before` is where the range stands now (a projector's fence stores it
+    // again at the batch's start).
     bool deliver(pqxx::connection& conn, const std::vector<Change>& batch, Context ctx, std::int64_t epoch,
-                 const Mark& after, std::stop_token stop, const Guard& guard,
+                 const Mark& before, const Mark& after, std::stop_token stop, const Guard& guard,
                  std::vector<PendingCheckpoint>* deferred = nullptr);
     // Stores a mark without a batch (an empty backfill page).  Manual mode:
     // nothing (the next Context::checkpoint covers it).
     void store(pqxx::connection& conn, int range, std::int64_t epoch, const Mark& after);
     // Whether the worker stores checkpoints itself (not in manual mode).
     bool automatic() const { return options_.checkpoint_mode == CheckpointMode::automatic; }
+    // A projector's: records the ids of changes it applied whose record
+    // failed with the connection (kept since).  The worker calls it on a new
+    // connection before it reads again; throws like any statement.
+    void flush_unrecorded(pqxx::connection& conn);
+    bool has_unrecorded() const { return !unrecorded_.empty(); }
 
 private:
     bool hand_over(pqxx::connection& conn, const std::vector<Change>& batch, Context& ctx, std::int64_t epoch,
-                   const Mark& after, std::stop_token stop, const Guard& guard,
+                   const Mark& before, const Mark& after, std::stop_token stop, const Guard& guard,
                    std::vector<PendingCheckpoint>* deferred, std::int64_t& duplicates);
-    bool project(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx, const Guard& guard,
-                 std::int64_t& duplicates);
+    bool project(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx, std::int64_t epoch,
+                 const Mark& before, const Mark& after, const Guard& guard, std::int64_t& duplicates);
     bool transact(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx,
                   std::int64_t epoch, const Mark& after, const Guard& guard);
 
@@ -118,6 +128,9 @@ private:
     ConsumerEvents& events_;
     std::shared_ptr<ProjectionCounters> counters_;
     std::shared_ptr<ManualCheckpoints> manual_;
+    // A projector's applied changes not yet in the dedup store (their record
+    // failed); the worker thread's own.
+    std::vector<std::string> unrecorded_;
 };
 
 // "<collection id>.b<16 hex digits>.": the event-id prefix of the rows of the

@@ -65,11 +65,14 @@ struct NatsPublisher::Impl {
         std::string first_error;
     };
 
-    static void on_ack(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
+    static void on_ack(jsCtx* ctx, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
         auto* self = static_cast<Impl*>(closure);
         {
             std::lock_guard lock(self->ack_mu);
-            if (pa) {
+            if (ctx != self->acking) {
+                // A late answer to a context already given up (a failed batch):
+                // it must not count for the batch now in flight.
+            } else if (pa) {
                 ++self->batch.acked;
                 ++self->published;
                 if (pa->Duplicate) {
@@ -107,17 +110,28 @@ struct NatsPublisher::Impl {
         jo.PublishAsync.AckHandlerClosure = this;
         s = natsConnection_JetStream(&js, nc, &jo);
         if (s != NATS_OK) {
+            js = nullptr;
             std::string text = status_text(s);
             disconnect();
             fail("no JetStream context: " + text);
         }
+        {
+            std::lock_guard lock(ack_mu);
+            acking = js;
+        }
         ensured.clear();  // the server may have restarted without its store
     }
 
+    // Safe in every state the publisher can be left in: not connected,
+    // connected without a JetStream context, a context that never published
+    // (js_PublishAsyncGetPendingList would crash on it in libnats 3.4), or
+    // one with publishes still unacknowledged (jsCtx_Destroy frees those).
     void disconnect() {
+        {
+            std::lock_guard lock(ack_mu);
+            acking = nullptr;
+        }
         if (js) {
-            natsMsgList pending{};
-            if (js_PublishAsyncGetPendingList(&pending, js) == NATS_OK) natsMsgList_Destroy(&pending);
             jsCtx_Destroy(js);
             js = nullptr;
         }
@@ -153,6 +167,8 @@ struct NatsPublisher::Impl {
             ensured.insert(name);
             return;
         }
+        if (s == NATS_NO_RESPONDERS)
+            fail("cannot look up stream " + name + ": the server has no JetStream (not enabled, or not ready yet)");
         if (s != NATS_NOT_FOUND && code != JSStreamNotFoundErr) fail("cannot look up stream " + name + ": " + status_text(s));
         std::vector<std::string> subjects;
         if (options.layout == StreamLayout::one_stream) {
@@ -242,6 +258,7 @@ struct NatsPublisher::Impl {
     jsCtx* js = nullptr;
     std::set<std::string> ensured;
     std::mutex ack_mu;
+    jsCtx* acking = nullptr;  // the context whose acknowledgements count (under ack_mu)
     Batch batch;
     std::atomic<std::int64_t> published{0}, duplicates{0}, failures{0};
 };

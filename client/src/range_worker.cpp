@@ -100,6 +100,9 @@ void RangeWorker::run() {
                 // instance had read (or read ahead) on the old one.
                 ranges_.clear();
                 read_ahead_.drop();
+                // What a projector applied before the connection broke is
+                // recorded before anything is read again, so the re-read skips it.
+                delivery_.flush_unrecorded(*conn);
             }
             if (reads_standby() && !reader) reader = connect(opt_.read_connection);
             const bool busy = pass(*conn, reader ? *reader : *conn);
@@ -149,6 +152,17 @@ void RangeWorker::run() {
             reader.reset();
             read_ahead_.drop();
             pause(backoff.next());
+        }
+    }
+    // Stopping: what a projector applied and could not record yet is
+    // recorded now if the server can be reached (best effort: else only a
+    // later instance's re-read can apply it again).
+    if (delivery_.has_unrecorded()) {
+        try {
+            if (!conn) conn = connect(s_.collection.conninfo());
+            delivery_.flush_unrecorded(*conn);
+        } catch (...) {
+            conn.reset();
         }
     }
     if (conn) store_idle_positions(*conn);
@@ -505,11 +519,12 @@ bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState
                           std::vector<PendingCheckpoint>* pending) {
     const std::size_t pending_before = pending ? pending->size() : 0;
     const int range = ctx.range_id;
-    Mark after;
+    Mark before, after;
+    before.position = st.lease.checkpoint;
     after.position = position;
     bool delivered = false;
     if (!fenced(range, st, [&] {
-            delivered = delivery_.deliver(conn, batch, ctx, st.lease.epoch, after, stop_source_.get_token(),
+            delivered = delivery_.deliver(conn, batch, ctx, st.lease.epoch, before, after, stop_source_.get_token(),
                                           [&](const std::function<void()>& f) { return call_handler(f, ctx, st); },
                                           pending);
         }))
@@ -551,6 +566,11 @@ bool RangeWorker::backfill_step(pqxx::connection& conn, const Context& ctx, Rang
     const bool done = page.scanned < opt_.max_batch_size;
     auto after = page.last_key ? page.last_key : st.lease.backfill_after;
     auto rows = st.lease.backfill_rows + static_cast<std::int64_t>(page.changes.size());
+    Mark before;  // where the backfill stands now
+    before.backfill = true;
+    before.backfill_after = st.lease.backfill_after;
+    before.backfill_rows = st.lease.backfill_rows;
+    before.backfill_done = false;
     Mark mark;
     mark.backfill = true;
     mark.backfill_after = after;
@@ -565,7 +585,7 @@ bool RangeWorker::backfill_step(pqxx::connection& conn, const Context& ctx, Rang
         bool delivered = false;
         if (!fenced(range, st, [&] {
                 delivered = delivery_.deliver(
-                    conn, page.changes, ctx, st.lease.epoch, mark, stop_source_.get_token(),
+                    conn, page.changes, ctx, st.lease.epoch, before, mark, stop_source_.get_token(),
                     [&](const std::function<void()>& f) { return call_handler(f, ctx, st); });
             }))
             return false;

@@ -57,8 +57,8 @@ struct Js {
 
 }  // namespace
 
-NatsServer::NatsServer(std::string name, int port)
-    : dir_(std::string(CF_TEST_DIR) + "-nats-" + name), port_(port) {
+NatsServer::NatsServer(std::string name, int port, bool jetstream)
+    : dir_(std::string(CF_TEST_DIR) + "-nats-" + name), port_(port), jetstream_(jetstream) {
     std::system(("rm -rf '" + dir_ + "' && mkdir -p '" + dir_ + "/store'").c_str());
 }
 
@@ -66,8 +66,9 @@ NatsServer::~NatsServer() { stop(); }
 
 void NatsServer::start() {
     if (running()) return;
-    std::vector<std::string> args = {"nats-server", "-js", "-sd", dir_ + "/store", "-a", "127.0.0.1",
-                                     "-p", std::to_string(port_), "-l", dir_ + "/nats.log"};
+    std::vector<std::string> args = {"nats-server", "-a", "127.0.0.1", "-p", std::to_string(port_),
+                                     "-l", dir_ + "/nats.log"};
+    if (jetstream_) args.insert(args.end(), {"-js", "-sd", dir_ + "/store"});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -83,6 +84,7 @@ void NatsServer::start() {
     }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < deadline) {
+        if (accepts(port_) && !jetstream_) return;
         if (accepts(port_)) {
             // JetStream answers once the server accepts clients; make sure.
             try {
@@ -176,6 +178,28 @@ std::vector<std::string> stream_names(const std::string& url) {
         jsStreamNamesList_Destroy(names);
     }
     return out;
+}
+
+void add_stream(const std::string& url, const std::string& name, const std::vector<std::string>& subjects,
+                std::int64_t max_msgs) {
+    Js j(url);
+    std::vector<const char*> subject_ptrs;
+    for (const auto& sub : subjects) subject_ptrs.push_back(sub.c_str());
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = name.c_str();
+    cfg.Subjects = subject_ptrs.data();
+    cfg.SubjectsLen = static_cast<int>(subject_ptrs.size());
+    cfg.Storage = js_FileStorage;
+    if (max_msgs >= 0) {
+        cfg.MaxMsgs = max_msgs;
+        cfg.Discard = js_DiscardNew;
+    }
+    jsStreamInfo* si = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    natsStatus s = js_AddStream(&si, j.js, &cfg, nullptr, &code);
+    if (s != NATS_OK) throw std::runtime_error("cannot add stream " + name + ": " + natsStatus_GetText(s));
+    jsStreamInfo_Destroy(si);
 }
 
 }  // namespace cftest

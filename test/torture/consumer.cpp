@@ -9,6 +9,10 @@
 //                                      handler: torture.exact_projection and one torture.exact_applied
 //                                      row per event id are written in the transaction that stores
 //                                      the checkpoint (exactly once: a second application counts up)
+//   torture_consumer project INSTANCE  all-versions Projector processors "torture-project": each
+//                                      projector call is one torture.project_calls row (event id,
+//                                      process id, time), committed before the projector returns,
+//                                      on a connection of its own (application_name torture_projection)
 //   torture_consumer broken SLOT       a deliberately wrong consumer that reads changefeed.log by
 //                                      "seq > last seen" instead of changefeed.read(); handles the
 //                                      ranges with range_id % 3 = SLOT (shows the checker catches it)
@@ -148,10 +152,29 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
     o.log = [](const changefeed::LogRecord&) {};
     std::vector<changefeed::Processor> procs;
     Sink sinks[2];
+    std::unique_ptr<pqxx::connection> calls[2];  // the projectors' (kind project)
     for (int t = 0; t < 2; ++t) {
         changefeed::Collection coll(kConninfo, kTables[t]);
         Sink* sink = &sinks[t];
-        if (kind == "exact") {
+        if (kind == "project") {
+            const std::string pid = num(getpid());
+            std::unique_ptr<pqxx::connection>* conn = &calls[t];
+            procs.emplace_back(
+                coll, "torture-project",
+                changefeed::Projector([conn, t, pid](const changefeed::Change& c, const changefeed::Context&) {
+                    try {
+                        if (!*conn) *conn = std::make_unique<pqxx::connection>("application_name=torture_projection");
+                        pqxx::nontransaction tx(**conn);
+                        tx.exec("INSERT INTO torture.project_calls (event_id, tbl, seq, pid) VALUES (" +
+                                tx.quote(c.event_id) + "," + num(t) + "," + num(c.seq) + "," + pid + ")");
+                    } catch (...) {
+                        conn->reset();
+                        throw;  // called again for this change
+                    }
+                    return changefeed::ProjectionResult::applied;
+                }),
+                changefeed::AllVersionsOptions(o));
+        } else if (kind == "exact") {
             procs.emplace_back(
                 coll, "torture-exact",
                 changefeed::TransactionalHandler([t](const std::vector<changefeed::Change>& batch,
@@ -289,7 +312,7 @@ int run_broken(int slot, sigset_t& set, int max_seconds) {
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: torture_consumer all|latest|exact|broken INSTANCE|SLOT [--batch N] [--max-seconds N]\n");
+        std::fprintf(stderr, "usage: torture_consumer all|latest|exact|project|broken INSTANCE|SLOT [--batch N] [--max-seconds N]\n");
         return 2;
     }
     std::string mode = argv[1];
@@ -305,7 +328,7 @@ int main(int argc, char** argv) {
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     try {
-        if (mode == "all" || mode == "latest" || mode == "exact")
+        if (mode == "all" || mode == "latest" || mode == "exact" || mode == "project")
             return run_processors(mode, argv[2], set, max_seconds, batch);
         if (mode == "broken") return run_broken(std::atoi(argv[2]), set, max_seconds);
     } catch (const std::exception& e) {

@@ -8,9 +8,16 @@
 // call the projector again for a change recorded there, however often the
 // change is redelivered.  The ids are recorded after the projector returned
 // and before the checkpoint, and also for the changes a batch applied before
-// the projector threw on a later one: what can be applied twice is only what
-// was applied when the process died and not yet recorded, so a projector must
-// still be idempotent, but duplicates stay rare and are counted.
+// the projector threw on a later one.  A batch runs in one transaction that
+// holds its lease's fence from the start, so an instance taking the range
+// over (balancing, an expired lease) waits for the record and skips what was
+// applied.  A record that fails because the connection broke (a server
+// restart, a failover, a terminated backend) is kept in memory and made on
+// the next connection before anything is read again, so a connection blip
+// re-applies nothing.  What can be applied twice is only what was applied and
+// not yet recorded when the process died, or froze past its lease (its
+// transaction ends after lease_duration idle and the range moves): a
+// projector must still be idempotent, but duplicates stay rare and are counted.
 //
 //   changefeed::Processor p(orders, "order-totals",
 //       [&](const changefeed::Change& c, const changefeed::Context&) {
