@@ -19,7 +19,7 @@
 --   CF011  an invalid processor or instance name (null, empty or too long)
 --   CF012  a processor that never ran (lag, reset_checkpoint)
 --   CF013  a DDL refused because it would let writes escape capture (see "What is refused")
---   CF014  a write refused because it would escape capture: replica mode on a table enabled without `replicated => true`, or a capture column missing
+--   CF014  a write refused because it would escape capture: replica mode on a table enabled without `replicated => true`, or a capture column missing, or a virtual generated column (PostgreSQL 18)
 --   CF015  another live instance of the processor runs under this instance name
 --   42501  not allowed: no `SELECT` on the table, a processor of another role, not the table's owner, another tenant
 --   42809  not a table (a view, a sequence…)
