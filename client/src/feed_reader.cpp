@@ -5,6 +5,7 @@
 #include "feed_reader.hpp"
 
 #include "db.hpp"
+#include "pqxx_compat.hpp"
 #include "server_time.hpp"
 
 #include <boost/json/array.hpp>
@@ -79,7 +80,7 @@ bool belongs_to(const boost::json::value& row, const TenantScope& scope) {
     return boost::json::serialize(it->value()) == scope.tenant;
 }
 
-using ReadTx = pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only>;
+using ReadTx = ReadOnlySnapshotTx;  // pqxx_compat.hpp
 
 }  // namespace
 
@@ -134,7 +135,7 @@ BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int ra
     return translated([&] {
         // One snapshot per page: rows changed between pages come again from
         // the log, which continues from the position taken before the scan.
-        pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
+        ReadTx tx(c);
         auto r = tx.exec_params(
             "SELECT doc_id, partition_key, key::text, current::text"
             "  FROM changefeed.backfill_page($1::regclass, $2, $3::jsonb, $4)",
