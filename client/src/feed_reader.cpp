@@ -211,7 +211,7 @@ pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, cons
                                    "                  WITH ORDINALITY AS t(e, i) ORDER BY i),"
                                    "       $4, $5, tenant => $6)";
     return translated([&] {
-        c.prepare("changefeed_read_positions", sql);
+        prepare_once(c, "changefeed_read_positions", sql);  // pqxx_compat.hpp
         // One statement, no transaction block: read_ranges() reads in the
         // statement's snapshot, where idle ranges resume too.
         pqxx::nontransaction tx(c);
