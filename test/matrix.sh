@@ -5,9 +5,12 @@
 # reused when present), a copy of the checkout is built and installed, a
 # cluster with the library preloaded is started as the root's postgres user
 # (test/cluster.sh) and `make installcheck` runs the pg_regress and isolation
-# suites.
+# suites.  On trixie the client is also built against that root's libpqxx
+# (7.10), Boost.JSON and GoogleTest, and a representative part of its suites
+# runs there (processors, leases, projections); its build folder stays in the
+# root, so a later run rebuilds only what changed.
 #
-#   test/matrix.sh [--legs "17 18"] [--cache DIR] [--port-base N] [--keep-roots]
+#   test/matrix.sh [--legs "17 18"] [--cache DIR] [--port-base N] [--no-client]
 #
 # Run as root. Prints each leg's timings; exits non-zero when a leg fails.
 # Mounts and servers are cleaned up on every exit.
@@ -18,11 +21,18 @@ checkout=$(pwd)
 legs="17 18"
 cache=${CHANGEFEED_MATRIX_CACHE:-/var/cache/changefeed-matrix}
 port_base=55470
+client=yes
+# The PostgreSQL majors whose root also builds and tests the client, and the
+# suites run there.
+client_legs="17"
+client_suites='^(lease_test|processor_errors_test|projection_test)$'
+client_packages=(libpqxx-dev libboost-json-dev libgtest-dev cmake pkg-config)
 while [ $# -gt 0 ]; do
     case "$1" in
         --legs) legs=$2; shift ;;
         --cache) cache=$2; shift ;;
         --port-base) port_base=$2; shift ;;
+        --no-client) client= ;;
         *) echo "matrix.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -160,17 +170,48 @@ leg_steps() {
         cat "$root/src/regression.diffs" "$root/src/output_iso/regression.diffs" 2>/dev/null | head -200 || true
     fi
     in_root "$root" PGBIN="$pgbin" bash /src/test/cluster.sh stop "$c" || rc=1
-    t_tests=$(($(date +%s) - t))
+    t_tests=$(($(date +%s) - t)) t=$(date +%s)
+    if [ -n "$client" ] && [[ " $client_legs " == *" $major "* ]]; then
+        client_steps "$root" "$pgbin" $((port + 100)) || rc=1
+        t_client=$(($(date +%s) - t))
+    fi
     umount_in "$root"
     return $rc
+}
+
+# client_steps ROOT PGBIN PORT_BASE: builds the client in the root and runs
+# $client_suites there (their clusters take ports from PORT_BASE up).
+client_steps() {
+    local root=$1 pgbin=$2 ports=$3 missing=() p
+    for p in "${client_packages[@]}"; do
+        in_root "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+            || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "matrix: installing ${missing[*]} in $root"
+        { apt_in "$root" update && apt_in "$root" install -y --no-install-recommends "${missing[@]}"; } \
+            >"$root/client-apt.log" 2>&1 || { tail -20 "$root/client-apt.log"; return 1; }
+    fi
+    echo "matrix: building the client in $root and running its suites"
+    local build=/var/tmp/changefeed-client-build
+    if ! in_root "$root" bash -c "cmake -S /src -B $build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DCHANGEFEED_BUILD_TESTS=ON -DCHANGEFEED_TEST_PORT_BASE=$ports >/dev/null \
+            && cmake --build $build -j2 --target lease_test processor_errors_test projection_test" \
+            >"$root/client-build.log" 2>&1; then
+        grep -E 'error' "$root/client-build.log" | head -40 || tail -20 "$root/client-build.log"
+        return 1
+    fi
+    in_root "$root" PGBIN="$pgbin" ctest --test-dir "$build" -R "$client_suites" --output-on-failure \
+        >"$root/client-tests.log" 2>&1 || { tail -60 "$root/client-tests.log"; return 1; }
+    grep -E 'tests passed|tests failed' "$root/client-tests.log"
 }
 
 # run_leg MAJOR PORT: one leg, its outcome and timings noted.
 run_leg() {
     local t0 rc=0
-    t0=$(date +%s) t_root=- t_build=- t_tests=-
+    t0=$(date +%s) t_root=- t_build=- t_tests=- t_client=
     leg_steps "$@" || rc=1
-    timings+=("PostgreSQL $1 ($(suite_of "$1")): root ${t_root}s, build ${t_build}s, tests ${t_tests}s, leg $(($(date +%s) - t0))s$([ $rc -eq 0 ] || echo ' FAILED')")
+    timings+=("PostgreSQL $1 ($(suite_of "$1")): root ${t_root}s, build ${t_build}s, SQL tests ${t_tests}s,${t_client:+ client ${t_client}s,} leg $(($(date +%s) - t0))s$([ $rc -eq 0 ] || echo ' FAILED')")
     return $rc
 }
 
