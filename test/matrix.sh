@@ -7,7 +7,8 @@
 # (test/cluster.sh) and `make installcheck` runs the pg_regress and isolation
 # suites.  On trixie the client is also built against that root's libpqxx
 # (7.10), Boost.JSON and GoogleTest, and a representative part of its suites
-# runs there (processors, leases, projections); its build folder stays in the
+# runs there (processors, leases, projections), then test/upgrade.sh (the
+# last release updated in place); the client's build folder stays in the
 # root, so a later run rebuilds only what changed.
 #
 #   test/matrix.sh [--legs "17 18"] [--cache DIR] [--port-base N] [--no-client]
@@ -204,6 +205,10 @@ client_steps() {
     in_root "$root" PGBIN="$pgbin" ctest --test-dir "$build" -R "$client_suites" --output-on-failure \
         >"$root/client-tests.log" 2>&1 || { tail -60 "$root/client-tests.log"; return 1; }
     grep -E 'tests passed|tests failed' "$root/client-tests.log"
+    # The upgrade from the last release (it needs the client's processor runner).
+    in_root "$root" PGBIN="$pgbin" bash /src/test/upgrade.sh --port $((ports + 80)) --build-dir "$build" --no-build \
+        >"$root/upgrade.log" 2>&1 || { grep -vE '^ok' "$root/upgrade.log" | tail -40; return 1; }
+    echo "matrix: upgrade from the last release: $(tail -1 "$root/upgrade.log")"
 }
 
 # run_leg MAJOR PORT: one leg, its outcome and timings noted.
