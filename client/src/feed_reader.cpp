@@ -15,7 +15,7 @@
 namespace changefeed::detail {
 namespace {
 
-boost::json::value json_of(const pqxx::field& f) {
+boost::json::value json_of(const FieldView& f) {
     if (f.is_null()) return nullptr;
     return boost::json::parse(f.c_str());
 }
@@ -36,7 +36,7 @@ const std::string read_columns =
     "       ttl_expired, " + epoch_microseconds_sql("written_at") + ", tenant, \"position\", txid::text, event_id";
 
 // One change row of changefeed.read() or read_ranges() (read_columns).
-Change change_of(const pqxx::row& row, const TenantScope& scope) {
+Change change_of(const RowView& row, const TenantScope& scope) {
     Change ch;
     ch.seq = row[0].as<std::int64_t>();
     ch.range_id = row[1].as<int>();
