@@ -5,11 +5,11 @@
 # reused when present), a copy of the checkout is built and installed, a
 # cluster with the library preloaded is started as the root's postgres user
 # (test/cluster.sh) and `make installcheck` runs the pg_regress and isolation
-# suites.  On trixie the client is also built against that root's libpqxx
-# (7.10), Boost.JSON and GoogleTest, and a representative part of its suites
-# runs there (processors, leases, projections), then test/upgrade.sh (the
-# last release updated in place); the client's build folder stays in the
-# root, so a later run rebuilds only what changed.
+# suites.  In each root the client is also built against that root's libpqxx
+# (trixie 7.10, forky 8.0), Boost.JSON and GoogleTest, and a representative
+# part of its suites runs there (processors, leases, projections), then
+# test/upgrade.sh (the last release updated in place); the client's build
+# folder stays in the root, so a later run rebuilds only what changed.
 #
 #   test/matrix.sh [--legs "17 18"] [--cache DIR] [--port-base N] [--no-client]
 #
@@ -25,7 +25,7 @@ port_base=55470
 client=yes
 # The PostgreSQL majors whose root also builds and tests the client, and the
 # suites run there.
-client_legs="17"
+client_legs="17 18"
 client_suites='^(lease_test|processor_errors_test|projection_test)$'
 client_packages=(libpqxx-dev libboost-json-dev libgtest-dev cmake pkg-config)
 while [ $# -gt 0 ]; do
