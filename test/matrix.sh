@@ -66,17 +66,18 @@ fi
 mounted=() clusters=()
 cleanup() {
     local i
-    for i in "${clusters[@]+"${clusters[@]}"}"; do
-        local r=${i%%|*} c=${i#*|}
+    for i in "${clusters[@]+"${clusters[@]}"}"; do  # ROOT|DIR|PGBIN
+        local r=${i%%|*} rest=${i#*|}
+        local c=${rest%%|*} bin=${rest#*|}
         [ -f "$r$c/data/postmaster.pid" ] || continue
-        in_root "$r" PGBIN="$(cat "$r$c/pgbin")" bash /src/test/cluster.sh stop "$c" --immediate \
-            >/dev/null 2>&1 || true
+        in_root "$r" PGBIN="$bin" bash /src/test/cluster.sh stop "$c" --immediate >/dev/null 2>&1 || true
     done
     for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
         umount -l "${mounted[$i]}" 2>/dev/null || true
     done
 }
 trap cleanup EXIT
+trap "exit 130" INT TERM
 mount_in() {  # mount_in ROOT: /proc and a private /dev/shm (POSIX shared memory)
     local r=$1
     mkdir -p "$r/proc" "$r/dev/shm"
@@ -109,7 +110,9 @@ make_root() {
     root=$cache/$suite
     [ -f "$root/.changefeed-matrix-ready" ] && return 0
     tmp=$cache/$suite.partial
-    rm -rf "$tmp"
+    # A creation that was killed may have left mounts in its partial root.
+    awk -v p="$tmp/" 'index($2, p) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount -l
+    rm -rf --one-file-system "$tmp"
     mkdir -p "$cache"
     # Debian 12's debootstrap has no script for forky; sid's is the same.
     [ -e "/usr/share/debootstrap/scripts/$suite" ] || script=/usr/share/debootstrap/scripts/sid
@@ -146,7 +149,7 @@ leg_steps() {
     make_root "$major" || return 1
     t_root=$(($(date +%s) - t)) t=$(date +%s)
     # A fresh copy of the checkout (without build output) at /src in the root.
-    rm -rf "$root/src"
+    rm -rf --one-file-system "$root/src"
     mkdir -p "$root/src"
     tar -C "$checkout" --exclude-vcs --exclude='./build*' --exclude='./results' --exclude='./output_iso' \
         --exclude='./extension/*.o' --exclude='./extension/*.d' --exclude='./*.so' -cf - . \
@@ -160,10 +163,9 @@ leg_steps() {
     fi
     t_build=$(($(date +%s) - t)) t=$(date +%s)
     local c=/tmp/matrix-pg$major
-    clusters+=("$root|$c")
+    clusters+=("$root|$c|$pgbin")
     in_root "$root" PGBIN="$pgbin" bash /src/test/cluster.sh start "$c" --port "$port" --fsync-off \
         --conf "changefeed.maintain_interval = 0" || return 1
-    echo "$pgbin" >"$root$c/pgbin"
     echo "matrix: PostgreSQL $major ($suite): make installcheck (pg_regress + isolation)"
     in_root "$root" bash -c "cd /src && eval \"\$(bash test/cluster.sh env $c)\" \
         && make -s installcheck PG_CONFIG=$pgbin/pg_config" || rc=1

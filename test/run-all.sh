@@ -10,7 +10,9 @@
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
 #      and logical replication into enabled tables (test/replication.sh),
 #      and the SQL tests again on PostgreSQL 17 and 18, each in a Debian root
-#      (trixie, forky) cached in /var/cache/changefeed-matrix (test/matrix.sh),
+#      (trixie, forky) cached in /var/cache/changefeed-matrix, with the client
+#      built there on libpqxx 7.10 and 8.0, three of its suites and the
+#      upgrade test (test/matrix.sh),
 #   3. PostgreSQL's own regression suite with and without the extension, a
 #      dump and restore round trip of a database using it, and an upgrade from
 #      the last release (test/upgrade.sh; it builds the client's processor
