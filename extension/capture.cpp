@@ -99,6 +99,12 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
     if (t->tgnargs < 9) bad_arguments("Expected at least 9 arguments.");
     MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
     TupleDesc desc = RelationGetDescr(rel);
+    if (changefeed_has_virtual_generated_columns(desc))
+        ereport(ERROR, (errcode(changefeed::kWriteRefused),
+                        errmsg("table %s has a virtual generated column: the write cannot be captured",
+                               relation_name(rel)),
+                        errdetail("A row trigger sees virtual generated columns as null."),
+                        errhint("Make the column STORED, or disable capture with changefeed.disable().")));
     st = (CaptureState *)MemoryContextAllocZero(cxt, sizeof(CaptureState));
     st->trigger_oid = t->tgoid;
     st->relid = RelationGetRelid(rel);

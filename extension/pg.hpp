@@ -29,6 +29,9 @@ extern "C" {
 #include "utils/memutils.h"
 }
 
+// Where the server API differs between PostgreSQL majors.
+#include "pg_compat.hpp"
+
 namespace changefeed {
 
 // Library loaded through shared_preload_libraries (set in _PG_init).

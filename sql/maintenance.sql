@@ -72,6 +72,9 @@ CREATE FUNCTION escalate() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     ALTER ROLE regress_cf_owner SUPERUSER;
     RETURN OLD;
+EXCEPTION WHEN insufficient_privilege THEN
+    -- The refusal is worded differently by each PostgreSQL major.
+    RAISE insufficient_privilege USING MESSAGE = 'ALTER ROLE regress_cf_owner SUPERUSER refused';
 END
 $$;
 CREATE TRIGGER escalate BEFORE DELETE ON owned_evil FOR EACH ROW EXECUTE FUNCTION escalate();

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Throwaway PostgreSQL 15 clusters for tests, the demo and benchmarks.
+# Throwaway PostgreSQL clusters for tests, the demo and benchmarks: the host's
+# PostgreSQL 15 unless PGBIN names another major's binaries (test/matrix.sh
+# runs 17 and 18 this way, inside Debian roots).
 #
 #   test/cluster.sh start DIR [--port N] [--no-preload] [--fsync-off] [--conf 'key = value']...
 #   test/cluster.sh stop DIR [--immediate]

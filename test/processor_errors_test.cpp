@@ -102,7 +102,7 @@ std::string sqlstate_of(const std::string& sql) {
     try {
         cluster().exec(sql);
     } catch (const pqxx::sql_error& e) {
-        return e.sqlstate();
+        return std::string(e.sqlstate());
     }
     return "";
 }

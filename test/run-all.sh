@@ -9,6 +9,10 @@
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
 #      and logical replication into enabled tables (test/replication.sh),
+#      and the SQL tests again on PostgreSQL 17 and 18, each in a Debian root
+#      (trixie, forky) cached in /var/cache/changefeed-matrix, with the client
+#      built there on libpqxx 7.10 and 8.0, three of its suites and the
+#      upgrade test (test/matrix.sh),
 #   3. PostgreSQL's own regression suite with and without the extension, a
 #      dump and restore round trip of a database using it, and an upgrade from
 #      the last release (test/upgrade.sh; it builds the client's processor
@@ -94,6 +98,9 @@ echo "== SQL tests, library not preloaded (NOTIFY fallback)"
 bash test/cluster.sh start "$scratch/plain" --port 55491 --fsync-off --no-preload
 stage "SQL tests, library not preloaded" run_sql_tests "$scratch/plain" REGRESS_PRELOADED=
 bash test/cluster.sh stop "$scratch/plain"
+
+echo "== PostgreSQL 17 and 18: the SQL tests in Debian trixie and forky roots"
+stage "PostgreSQL 17 and 18" bash test/matrix.sh --port-base 55470
 
 echo "== logical replication into enabled tables (own cluster, wal_level = logical)"
 stage "logical replication" bash test/replication.sh --port 55496

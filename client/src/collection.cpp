@@ -9,7 +9,7 @@ namespace changefeed {
 namespace {
 
 // A text[] sent as a JSON array (column names may hold any character).
-std::vector<std::string> names_of(const pqxx::field& f) {
+std::vector<std::string> names_of(const detail::FieldView& f) {
     std::vector<std::string> out;
     const auto list = boost::json::parse(f.c_str());
     for (const auto& v : list.as_array()) out.emplace_back(v.as_string());

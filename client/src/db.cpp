@@ -36,7 +36,7 @@ errc code_of_sqlstate(const std::string& state) {
 // libpqxx 6 drops the SQLSTATE of some errors it throws as a typed exception
 // (insufficient_privilege among them): recover it from the type.
 std::string sqlstate_of(const pqxx::sql_error& err) {
-    if (!err.sqlstate().empty()) return err.sqlstate();
+    if (!err.sqlstate().empty()) return std::string(err.sqlstate());
     if (dynamic_cast<const pqxx::insufficient_privilege*>(&err)) return "42501";
     if (dynamic_cast<const pqxx::undefined_table*>(&err)) return "42P01";
     return {};

@@ -4,6 +4,7 @@
 #include <changefeed/error.hpp>
 
 #include "names.hpp"
+#include "pqxx_compat.hpp"
 
 #include <exception>
 #include <memory>

@@ -5,6 +5,7 @@
 #include "feed_reader.hpp"
 
 #include "db.hpp"
+#include "pqxx_compat.hpp"
 #include "server_time.hpp"
 
 #include <boost/json/array.hpp>
@@ -14,7 +15,7 @@
 namespace changefeed::detail {
 namespace {
 
-boost::json::value json_of(const pqxx::field& f) {
+boost::json::value json_of(const FieldView& f) {
     if (f.is_null()) return nullptr;
     return boost::json::parse(f.c_str());
 }
@@ -35,7 +36,7 @@ const std::string read_columns =
     "       ttl_expired, " + epoch_microseconds_sql("written_at") + ", tenant, \"position\", txid::text, event_id";
 
 // One change row of changefeed.read() or read_ranges() (read_columns).
-Change change_of(const pqxx::row& row, const TenantScope& scope) {
+Change change_of(const RowView& row, const TenantScope& scope) {
     Change ch;
     ch.seq = row[0].as<std::int64_t>();
     ch.range_id = row[1].as<int>();
@@ -79,7 +80,7 @@ bool belongs_to(const boost::json::value& row, const TenantScope& scope) {
     return boost::json::serialize(it->value()) == scope.tenant;
 }
 
-using ReadTx = pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only>;
+using ReadTx = ReadOnlySnapshotTx;  // pqxx_compat.hpp
 
 }  // namespace
 
@@ -134,7 +135,7 @@ BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int ra
     return translated([&] {
         // One snapshot per page: rows changed between pages come again from
         // the log, which continues from the position taken before the scan.
-        pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
+        ReadTx tx(c);
         auto r = tx.exec_params(
             "SELECT doc_id, partition_key, key::text, current::text"
             "  FROM changefeed.backfill_page($1::regclass, $2, $3::jsonb, $4)",
@@ -210,7 +211,7 @@ pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, cons
                                    "                  WITH ORDINALITY AS t(e, i) ORDER BY i),"
                                    "       $4, $5, tenant => $6)";
     return translated([&] {
-        c.prepare("changefeed_read_positions", sql);
+        prepare_once(c, "changefeed_read_positions", sql);  // pqxx_compat.hpp
         // One statement, no transaction block: read_ranges() reads in the
         // statement's snapshot, where idle ranges resume too.
         pqxx::nontransaction tx(c);

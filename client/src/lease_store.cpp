@@ -5,6 +5,7 @@
 #include "lease_store.hpp"
 
 #include "db.hpp"
+#include "pqxx_compat.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -156,7 +157,7 @@ std::vector<int> checkpoint_many(pqxx::connection& c, const LeaseKey& k, const s
         // Prepared once per connection: it runs after every round.  One
         // round trip: the statement is its own transaction, and set_config(...,
         // true) lasts until its commit (as SET LOCAL in checkpoint()).
-        c.prepare("changefeed_checkpoint_many",
+        prepare_once(c, "changefeed_checkpoint_many",  // pqxx_compat.hpp
                   "SELECT changefeed.lease_checkpoint_many($1::regclass, $2, $3,"
                   "       ARRAY(SELECT e::int FROM pg_catalog.jsonb_array_elements_text($4::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
                   "       ARRAY(SELECT e::bigint FROM pg_catalog.jsonb_array_elements_text($5::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"

@@ -114,7 +114,7 @@ void Hub::add(const std::shared_ptr<SubscriptionState>& s, const Collection& col
                 try {  // refuse a bad filter now rather than on the first read
                     tx.exec_params("SELECT $1::jsonpath, $2::jsonb", *s->filter.jsonpath, *s->filter.vars);
                 } catch (const pqxx::sql_error& e) {
-                    throw Error(errc::invalid_option, std::string("filter refused: ") + e.what(), e.sqlstate());
+                    throw Error(errc::invalid_option, std::string("filter refused: ") + e.what(), std::string(e.sqlstate()));
                 }
             }
             tx.exec("SELECT changefeed.ensure_notifier()");

@@ -108,7 +108,7 @@ std::string sqlstate_as(Cluster& c, const std::string& user, const std::string& 
     } catch (const pqxx::insufficient_privilege&) {
         return "42501";  // libpqxx 6 leaves sqlstate() empty for this one
     } catch (const pqxx::sql_error& e) {
-        return e.sqlstate().empty() ? "(unknown)" : e.sqlstate();
+        return e.sqlstate().empty() ? std::string("(unknown)") : std::string(e.sqlstate());
     }
     return "";
 }

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# The extension on the newer PostgreSQL majors: in a Debian trixie root
+# (PostgreSQL 17) and a Debian forky root (PostgreSQL 18), each made with
+# debootstrap into a cache folder outside the checkout (made when missing,
+# reused when present), a copy of the checkout is built and installed, a
+# cluster with the library preloaded is started as the root's postgres user
+# (test/cluster.sh) and `make installcheck` runs the pg_regress and isolation
+# suites.  In each root the client is also built against that root's libpqxx
+# (trixie 7.10, forky 8.0), Boost.JSON and GoogleTest, and a representative
+# part of its suites runs there (processors, leases, projections), then
+# test/upgrade.sh (the last release updated in place); the client's build
+# folder stays in the root, so a later run rebuilds only what changed.
+#
+#   test/matrix.sh [--legs "17 18"] [--cache DIR] [--port-base N] [--no-client]
+#
+# Run as root. Prints each leg's timings; exits non-zero when a leg fails.
+# Mounts and servers are cleaned up on every exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+checkout=$(pwd)
+
+legs="17 18"
+cache=${CHANGEFEED_MATRIX_CACHE:-/var/cache/changefeed-matrix}
+port_base=55470
+client=yes
+# The PostgreSQL majors whose root also builds and tests the client, and the
+# suites run there.
+client_legs="17 18"
+client_suites='^(lease_test|processor_errors_test|projection_test)$'
+client_packages=(libpqxx-dev libboost-json-dev libgtest-dev cmake pkg-config)
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --legs) legs=$2; shift ;;
+        --cache) cache=$2; shift ;;
+        --port-base) port_base=$2; shift ;;
+        --no-client) client= ;;
+        *) echo "matrix.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+suite_of() {  # PostgreSQL major -> the Debian suite that ships it
+    case "$1" in
+        17) echo trixie ;;
+        18) echo forky ;;
+        *) echo "matrix.sh: no Debian suite known for PostgreSQL $1" >&2; return 1 ;;
+    esac
+}
+
+# The Debian mirror the host's apt uses (its main archive, not -security).
+host_mirror() {
+    local uri
+    uri=$(grep -hs -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+              /etc/apt/sources.list.d/*.sources 2>/dev/null \
+          | grep -oE 'https?://[^ ]+/debian/?( |$)' | grep -v security | head -1 | tr -d ' ')
+    echo "${uri:-http://deb.debian.org/debian}"
+}
+
+if ! command -v debootstrap >/dev/null; then
+    echo "matrix: installing debootstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null \
+        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+fi
+
+# Everything mounted or started, undone on exit (in reverse order).
+mounted=() clusters=()
+cleanup() {
+    local i
+    for i in "${clusters[@]+"${clusters[@]}"}"; do  # ROOT|DIR|PGBIN
+        local r=${i%%|*} rest=${i#*|}
+        local c=${rest%%|*} bin=${rest#*|}
+        [ -f "$r$c/data/postmaster.pid" ] || continue
+        in_root "$r" PGBIN="$bin" bash /src/test/cluster.sh stop "$c" --immediate >/dev/null 2>&1 || true
+    done
+    for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+        umount -l "${mounted[$i]}" 2>/dev/null || true
+    done
+}
+trap cleanup EXIT
+trap "exit 130" INT TERM
+mount_in() {  # mount_in ROOT: /proc and a private /dev/shm (POSIX shared memory)
+    local r=$1
+    mkdir -p "$r/proc" "$r/dev/shm"
+    mount -t proc proc "$r/proc" && mounted+=("$r/proc")
+    mount -t tmpfs -o mode=1777 shm "$r/dev/shm" && mounted+=("$r/dev/shm")
+}
+umount_in() {  # umount_in ROOT: undoes mount_in
+    local keep=() m
+    for m in "${mounted[@]+"${mounted[@]}"}"; do
+        case "$m" in
+            "$1"/*) umount -l "$m" 2>/dev/null || true ;;
+            *) keep+=("$m") ;;
+        esac
+    done
+    mounted=("${keep[@]+"${keep[@]}"}")
+}
+in_root() {  # in_root ROOT COMMAND...: runs COMMAND in the root, with none of the host's PG* settings
+    chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "${@:2}"
+}
+apt_in() {  # apt_in ROOT ARGS...: apt-get inside the root, quietly
+    in_root "$1" DEBIAN_FRONTEND=noninteractive apt-get -qq "${@:2}"
+}
+
+# make_root MAJOR: $cache/SUITE with PostgreSQL MAJOR and the build tools.
+# Built beside its final place and renamed at the end, so that a root that
+# exists is a complete one.
+make_root() {
+    local major=$1 suite root tmp script=
+    suite=$(suite_of "$major")
+    root=$cache/$suite
+    [ -f "$root/.changefeed-matrix-ready" ] && return 0
+    tmp=$cache/$suite.partial
+    # A creation that was killed may have left mounts in its partial root.
+    awk -v p="$tmp/" 'index($2, p) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount -l
+    rm -rf --one-file-system "$tmp"
+    mkdir -p "$cache"
+    # Debian 12's debootstrap has no script for forky; sid's is the same.
+    [ -e "/usr/share/debootstrap/scripts/$suite" ] || script=/usr/share/debootstrap/scripts/sid
+    echo "matrix: creating the $suite root in $root (mirror $(host_mirror))"
+    debootstrap --variant=minbase "$suite" "$tmp" "$(host_mirror)" $script >"$cache/$suite.debootstrap.log" 2>&1 \
+        || { tail -20 "$cache/$suite.debootstrap.log"; return 1; }
+    # A testing suite's Release file can be past its Valid-Until.
+    echo 'Acquire::Check-Valid-Until "false";' >"$tmp/etc/apt/apt.conf.d/99changefeed-matrix"
+    # No services start inside the root, and no default cluster is made.
+    printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
+    chmod 755 "$tmp/usr/sbin/policy-rc.d"
+    mkdir -p "$tmp/etc/postgresql-common"
+    echo "create_main_cluster = false" >"$tmp/etc/postgresql-common/createcluster.conf"
+    mount_in "$tmp"
+    apt_in "$tmp" update
+    apt_in "$tmp" install -y --no-install-recommends \
+        "postgresql-$major" "postgresql-server-dev-$major" g++ make libssl-dev >"$cache/$suite.apt.log" 2>&1 \
+        || { tail -20 "$cache/$suite.apt.log"; return 1; }
+    apt_in "$tmp" clean
+    umount_in "$tmp"
+    touch "$tmp/.changefeed-matrix-ready"
+    rm -rf "$root"
+    mv "$tmp" "$root"
+}
+
+# leg_steps MAJOR PORT: builds, installs and tests the extension in the root;
+# sets t_root, t_build and t_tests (seconds) as it goes.
+leg_steps() {
+    local major=$1 port=$2 suite root pgbin t rc=0
+    suite=$(suite_of "$major")
+    root=$cache/$suite
+    pgbin=/usr/lib/postgresql/$major/bin
+    t=$(date +%s)
+    make_root "$major" || return 1
+    t_root=$(($(date +%s) - t)) t=$(date +%s)
+    # A fresh copy of the checkout (without build output) at /src in the root.
+    rm -rf --one-file-system "$root/src"
+    mkdir -p "$root/src"
+    tar -C "$checkout" --exclude-vcs --exclude='./build*' --exclude='./results' --exclude='./output_iso' \
+        --exclude='./extension/*.o' --exclude='./extension/*.d' --exclude='./*.so' -cf - . \
+        | tar -C "$root/src" -xf -
+    mount_in "$root"
+    echo "matrix: PostgreSQL $major ($suite): building and installing the extension"
+    if ! in_root "$root" bash -c "cd /src && make -s clean >/dev/null && make -s PG_CONFIG=$pgbin/pg_config \
+            && make -s install PG_CONFIG=$pgbin/pg_config >/dev/null" >"$root/build.log" 2>&1; then
+        grep -E 'error|Error' "$root/build.log" | head -40 || tail -20 "$root/build.log"
+        return 1
+    fi
+    t_build=$(($(date +%s) - t)) t=$(date +%s)
+    local c=/tmp/matrix-pg$major
+    clusters+=("$root|$c|$pgbin")
+    in_root "$root" PGBIN="$pgbin" bash /src/test/cluster.sh start "$c" --port "$port" --fsync-off \
+        --conf "changefeed.maintain_interval = 0" || return 1
+    echo "matrix: PostgreSQL $major ($suite): make installcheck (pg_regress + isolation)"
+    in_root "$root" bash -c "cd /src && eval \"\$(bash test/cluster.sh env $c)\" \
+        && make -s installcheck PG_CONFIG=$pgbin/pg_config" || rc=1
+    if [ $rc -ne 0 ]; then
+        cat "$root/src/regression.diffs" "$root/src/output_iso/regression.diffs" 2>/dev/null | head -200 || true
+    fi
+    in_root "$root" PGBIN="$pgbin" bash /src/test/cluster.sh stop "$c" || rc=1
+    t_tests=$(($(date +%s) - t)) t=$(date +%s)
+    if [ -n "$client" ] && [[ " $client_legs " == *" $major "* ]]; then
+        client_steps "$root" "$pgbin" $((port + 100)) || rc=1
+        t_client=$(($(date +%s) - t))
+    fi
+    umount_in "$root"
+    return $rc
+}
+
+# client_steps ROOT PGBIN PORT_BASE: builds the client in the root and runs
+# $client_suites there (their clusters take ports from PORT_BASE up).
+client_steps() {
+    local root=$1 pgbin=$2 ports=$3 missing=() p
+    for p in "${client_packages[@]}"; do
+        in_root "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+            || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "matrix: installing ${missing[*]} in $root"
+        { apt_in "$root" update && apt_in "$root" install -y --no-install-recommends "${missing[@]}"; } \
+            >"$root/client-apt.log" 2>&1 || { tail -20 "$root/client-apt.log"; return 1; }
+    fi
+    echo "matrix: building the client in $root and running its suites"
+    local build=/var/tmp/changefeed-client-build
+    if ! in_root "$root" bash -c "cmake -S /src -B $build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DCHANGEFEED_BUILD_TESTS=ON -DCHANGEFEED_TEST_PORT_BASE=$ports >/dev/null \
+            && cmake --build $build -j2 --target lease_test processor_errors_test projection_test" \
+            >"$root/client-build.log" 2>&1; then
+        grep -E 'error' "$root/client-build.log" | head -40 || tail -20 "$root/client-build.log"
+        return 1
+    fi
+    in_root "$root" PGBIN="$pgbin" ctest --test-dir "$build" -R "$client_suites" --output-on-failure \
+        >"$root/client-tests.log" 2>&1 || { tail -60 "$root/client-tests.log"; return 1; }
+    grep -E 'tests passed|tests failed' "$root/client-tests.log"
+    # The upgrade from the last release (it needs the client's processor runner).
+    in_root "$root" PGBIN="$pgbin" bash /src/test/upgrade.sh --port $((ports + 80)) --build-dir "$build" --no-build \
+        >"$root/upgrade.log" 2>&1 || { grep -vE '^ok' "$root/upgrade.log" | tail -40; return 1; }
+    echo "matrix: upgrade from the last release: $(tail -1 "$root/upgrade.log")"
+}
+
+# run_leg MAJOR PORT: one leg, its outcome and timings noted.
+run_leg() {
+    local t0 rc=0
+    t0=$(date +%s) t_root=- t_build=- t_tests=- t_client=
+    leg_steps "$@" || rc=1
+    timings+=("PostgreSQL $1 ($(suite_of "$1")): root ${t_root}s, build ${t_build}s, SQL tests ${t_tests}s,${t_client:+ client ${t_client}s,} leg $(($(date +%s) - t0))s$([ $rc -eq 0 ] || echo ' FAILED')")
+    return $rc
+}
+
+timings=() failed=()
+i=0
+for major in $legs; do
+    run_leg "$major" $((port_base + i)) || failed+=("$major")
+    i=$((i + 1))
+done
+echo "matrix timings:"
+for t in "${timings[@]+"${timings[@]}"}"; do echo "  $t"; done
+if [ ${#failed[@]} -ne 0 ]; then
+    echo "matrix: FAILED on PostgreSQL ${failed[*]}"
+    exit 1
+fi
+echo "matrix: PostgreSQL $legs passed"
