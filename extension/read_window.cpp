@@ -8,10 +8,10 @@
 // page), read its page by index scans of the log by (collection, range,
 // txid), rows after `after` visible in hi, in seq order, each with the
 // position after it, straight into the result; roll over into the next
-// window until the page is full or a window up to now was read.  The
-// executor did the same with two index scans, two sorts, a materialized page,
-// a backlog count that fetched every heap row and per-row function calls, and
-// PL/pgSQL copied the rows once more per window.
+// window until the page is full or a window up to now was read.  In C
+// because this loop is a processor's drain rate: rows go from the index scans
+// straight into the result, with no materialized page and no per-row
+// function call.
 //
 // "Not visible in lo" is "txid >= xmax(lo) or txid in xip(lo)": a range scan
 // from xmax(lo) and one lookup per xid of xip(lo), so an old open
@@ -886,7 +886,8 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
 
 // window_backlog(collection_id int, ranges int[], lo pg_snapshot, upto pg_snapshot,
 //                stop_at int) -> int
-// count_window() for read()'s SQL statement (mode 'latest', jsonpath filters).
+// count_window() for read()'s SQL statement, the path of reads with a jsonpath
+// filter (either mode).
 Datum changefeed_window_backlog(PG_FUNCTION_ARGS) {
     for (int i = 0; i < 5; i++)
         if (PG_ARGISNULL(i))
