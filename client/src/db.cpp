@@ -10,8 +10,8 @@ errc code_of_sqlstate(const std::string& state) {
     if (state == "CF003") return errc::invalid_option;
     if (state == "CF004") return errc::malformed_position;
     if (state == "CF005") return errc::foreign_position;
-    // CF006 is reserved for "history lost" by the retention work.
-    if (state == "CF006") return errc::history_lost;
+    // History lost: retention dropped it (CF006), or capture was off (CF019).
+    if (state == "CF006" || state == "CF019") return errc::history_lost;
     if (state == "CF009") return errc::read_in_writing_transaction;
     if (state == "CF010") return errc::lease_lost;
     if (state == "CF015") return errc::instance_name_in_use;

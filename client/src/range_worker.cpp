@@ -4,12 +4,11 @@
 #include "runbook.hpp"
 
 #include <algorithm>
-#include <string_view>
 
 namespace changefeed::detail {
 namespace {
 
-// A checkpoint the feed cannot resume from: history lost (CF006), or a
+// A checkpoint the feed cannot resume from: history lost (CF006, CF019), or a
 // position of another database or cluster (CF005: a restored database), of
 // a history this server did not follow (CF017) or damaged (CF004: a
 // checkpoint from before an upgrade).  Each is a lost history for this
@@ -23,8 +22,7 @@ LostBecause lost_because(const Error& e) {
     if (e.code() == make_error_code(errc::foreign_position)) return LostBecause::other_database;
     if (e.code() == make_error_code(errc::other_history)) return LostBecause::other_history;
     if (e.code() == make_error_code(errc::malformed_position)) return LostBecause::invalid_position;
-    if (std::string_view(e.what()).find("capture was disabled") != std::string_view::npos)
-        return LostBecause::capture_disabled;
+    if (e.sqlstate() == "CF019") return LostBecause::capture_disabled;
     return LostBecause::retention;
 }
 
@@ -34,11 +32,9 @@ bool standby_behind(const Error& e) {
     return e.code() == make_error_code(errc::position_not_replayed) || e.sqlstate() == "40001";
 }
 
-// A read of a range the collection no longer has (22023 from read_ranges()
+// A read of a range the collection no longer has (CF020 from read_ranges()
 // or read()): its number of ranges changed under this instance.
-bool ranges_changed(const Error& e) {
-    return e.sqlstate() == "22023" && std::string_view(e.what()).find("range ids must be between") != std::string_view::npos;
-}
+bool ranges_changed(const Error& e) { return e.sqlstate() == "CF020"; }
 
 }  // namespace
 

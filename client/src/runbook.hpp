@@ -10,7 +10,7 @@ enum class LostBecause {
     retention,        // CF006: retention dropped changes after it
     other_database,   // CF005: taken in another database or cluster (a restore, a clone)
     invalid_position, // CF004: not a valid position here (from before an upgrade, or damaged)
-    capture_disabled, // CF006: capture was off (disable, then enable) after it
+    capture_disabled, // CF019: capture was off (disable, then enable) after it
     other_history,    // CF017: taken on a history this server did not follow (a point-in-time restore)
 };
 

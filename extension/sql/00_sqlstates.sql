@@ -24,6 +24,8 @@
 --   CF016  a position this standby has not replayed yet (taken later on the primary, or on a timeline the standby has not reached): retry, it passes once the standby catches up
 --   CF017  a position of a history this server did not follow (a point-in-time restore, or a standby promoted from an earlier point): resume from a checkpoint taken on this history or from position_at(), never from now
 --   CF018  a per-processor limit reached: too many live instances, too many event ids in one deduplication call
+--   CF019  history lost: capture was off (disable, then enable) after the position or the start time, so writes of that time were never logged
+--   CF020  a range id the collection does not have: its number of ranges changed (changefeed.alter ranges) since the caller learnt it, or a wrong id
 --   42501  not allowed: no `SELECT` on the table, a processor of another role or reserved for one, not the table's owner, a TTL column set without `DELETE` on the table, another tenant
 --   42809  not a table (a view, a sequence…)
---   22023  a bad read argument (mode, max_changes, range id)
+--   22023  a bad read argument (mode, max_changes, a range id twice, arrays of different lengths)

@@ -203,10 +203,7 @@ BEGIN
                   DETAIL = 'changefeed identifies documents by their primary key.',
                   HINT = 'Add a primary key, then enable the table.';
     END IF;
-    IF ranges IS NULL OR ranges < 1 OR ranges > 4096 THEN
-        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(ranges::text, 'null')
-            USING ERRCODE = 'CF003';
-    END IF;
+    PERFORM changefeed.check_ranges_count(ranges);
     PERFORM changefeed.check_retention(retention);
     IF keep_previous IS NULL THEN
         RAISE EXCEPTION 'keep_previous must not be null' USING ERRCODE = 'CF003';

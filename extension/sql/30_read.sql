@@ -48,7 +48,7 @@ $$;
 -- before the log is searched: a transaction committing in between either has
 -- its rows found (then m covers it) or was in progress in S.
 -- CF003 for a NULL or infinite time, CF006 when retention dropped changes
--- written after `at`.
+-- written after `at`, CF019 when capture was off after `at`.
 CREATE FUNCTION changefeed.position_since(c changefeed.collection, at timestamptz) RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -66,7 +66,7 @@ BEGIN
     SELECT * INTO h FROM changefeed.horizon WHERE collection_id = c.id;
     IF FOUND AND at < h.dropped_before AND h.cause = 'disabled' THEN
         RAISE EXCEPTION 'history lost for %: capture was disabled after the start time', c.relid::regclass
-            USING ERRCODE = 'CF006',
+            USING ERRCODE = 'CF019',
                   DETAIL = format('The start time is %s; capture of %s was off from %s until %s.',
                                   at, c.relid::regclass, h.disabled_from, h.dropped_before),
                   HINT = 'Start from a later time, or rebuild the consumer from the table '
@@ -248,14 +248,7 @@ DECLARE
     lo_xip xid8[];
     tick_rows int := coalesce(nullif(current_setting('changefeed.tick_rows', true), '')::int, 1000);
 BEGIN
-    IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
-        RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF max_changes IS NULL OR max_changes < 1 OR max_changes > 100000 THEN
-        RAISE EXCEPTION 'max_changes must be between 1 and 100000, not %', coalesce(max_changes::text, 'null')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM changefeed.check_read_args(mode, max_changes);
     c := changefeed.collection_of(tbl);
     tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
     IF since IS NULL THEN
@@ -275,7 +268,7 @@ BEGIN
     ELSE
         IF EXISTS (SELECT 1 FROM unnest(ranges) r WHERE r IS NULL OR r < 0 OR r >= c.ranges) THEN
             RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
-                USING ERRCODE = 'invalid_parameter_value';
+                USING ERRCODE = 'CF020';
         END IF;
         wanted := ranges;
     END IF;
@@ -429,7 +422,8 @@ BEGIN
                k.ttl_expired, k.written_at,
                CASE WHEN k.seen = 'd' AND k.op = 'm' THEN k.previous_tenant ELSE k.tenant END,
                CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
-                    -- The page's last row: read_ranges() learns where it stopped.
+                    -- The page's last row: its position is also left in
+                    -- changefeed.read_position (docs/options.md).
                     ELSE pg_catalog.set_config('changefeed.read_position',
                              CASE WHEN e.total <= remaining
                                   THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
@@ -526,14 +520,7 @@ DECLARE
     outside int;
     distinct_ranges int;
 BEGIN
-    IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
-        RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF max_changes IS NULL OR max_changes < 1 OR max_changes > 100000 THEN
-        RAISE EXCEPTION 'max_changes must be between 1 and 100000, not %', coalesce(max_changes::text, 'null')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM changefeed.check_read_args(mode, max_changes);
     c := changefeed.collection_of(tbl);
     -- The rights are checked here too: an empty call reads nothing but still needs them.
     tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
@@ -547,7 +534,7 @@ BEGIN
       INTO outside, distinct_ranges FROM unnest(ranges) x;
     IF outside > 0 THEN
         RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
-            USING ERRCODE = 'invalid_parameter_value';
+            USING ERRCODE = 'CF020';
     END IF;
     IF distinct_ranges <> coalesce(array_length(ranges, 1), 0) THEN
         RAISE EXCEPTION 'a range id must not be given twice' USING ERRCODE = 'invalid_parameter_value';

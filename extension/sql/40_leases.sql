@@ -500,25 +500,12 @@ BEGIN
 END
 $$;
 
--- 22023 unless every id of `range_ids` (null = all) is a range of `c`.
-CREATE FUNCTION changefeed.check_range_ids(c changefeed.collection, range_ids int[]) RETURNS void
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    IF range_ids IS NOT NULL
-       AND (cardinality(range_ids) = 0
-            OR EXISTS (SELECT 1 FROM unnest(range_ids) r WHERE r IS NULL OR r < 0 OR r >= c.ranges)) THEN
-        RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-END
-$$;
-
 -- Moves a processor's checkpoints (all ranges, or `range_ids`) to `position`
 -- (default: now), for its owner or an admin.  Every moved lease is freed with
 -- a new epoch, so running instances are fenced and re-acquire from there.
 -- Skipping changes this way is deliberate; the function says how many leases
--- moved.  A position whose history retention already dropped is refused
--- (CF006): the processor would only halt on it.
+-- moved.  A position whose history is lost is refused (CF006, CF019): the
+-- processor would only halt on it.
 CREATE FUNCTION changefeed.reset_checkpoint(tbl regclass, processor text, "position" text DEFAULT NULL,
                                             range_ids int[] DEFAULT NULL)
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -526,22 +513,39 @@ RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor);
     pos text := coalesce("position", changefeed.current_position());
-    n int;
 BEGIN
     PERFORM changefeed.check_range_ids(c, range_ids);
     PERFORM changefeed.check_history(c, (changefeed.position_decode(pos)).lo);
+    RETURN changefeed.restart_leases(c, processor, range_ids, pos, backfill => false);
+END
+$$;
+
+-- What reset_checkpoint() and resync_processor() do once their checks
+-- passed (check_range_ids among them): the processor's leases (all, or `range_ids`) restart from `pos`,
+-- as a backfill of the table first if `backfill`, each freed with a new
+-- epoch so that running instances are fenced.  Returns how many moved;
+-- CF012 for a processor that never ran.
+CREATE FUNCTION changefeed.restart_leases(c changefeed.collection, processor text, range_ids int[], pos text,
+                                          backfill bool) RETURNS int
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    n int;
+BEGIN
     PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
       WHERE l.collection_id = c.id AND l.processor = processor
         AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
       ORDER BY l.range_id FOR NO KEY UPDATE;
     UPDATE changefeed.lease l
        SET checkpoint = pos, owner = NULL, expires_at = NULL, epoch = l.epoch + 1,
-           backfill_done = true, backfill_after = NULL, backfill_position = NULL, updated_at = now()
+           backfill_done = NOT backfill, backfill_after = NULL,
+           backfill_rows = CASE WHEN backfill THEN 0 ELSE l.backfill_rows END,
+           backfill_position = CASE WHEN backfill THEN pos END, updated_at = now()
      WHERE l.collection_id = c.id AND l.processor = processor
        AND (range_ids IS NULL OR l.range_id = ANY (range_ids));
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n = 0 THEN
-        RAISE EXCEPTION 'processor "%" has never run on %', processor, tbl
+        RAISE EXCEPTION 'processor "%" has never run on %', processor, c.relid::regclass
             USING ERRCODE = 'CF012', HINT = 'Leases are created when a processor first starts.';
     END IF;
     RETURN n;

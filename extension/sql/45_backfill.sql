@@ -99,25 +99,8 @@ RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor);
-    pos text := changefeed.current_position();
-    n int;
 BEGIN
     PERFORM changefeed.check_range_ids(c, range_ids);
-    PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
-      WHERE l.collection_id = c.id AND l.processor = processor
-        AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
-      ORDER BY l.range_id FOR NO KEY UPDATE;
-    UPDATE changefeed.lease l
-       SET checkpoint = pos, owner = NULL, expires_at = NULL, epoch = l.epoch + 1,
-           backfill_done = false, backfill_after = NULL, backfill_rows = 0, backfill_position = pos,
-           updated_at = now()
-     WHERE l.collection_id = c.id AND l.processor = processor
-       AND (range_ids IS NULL OR l.range_id = ANY (range_ids));
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n = 0 THEN
-        RAISE EXCEPTION 'processor "%" has never run on %', processor, tbl
-            USING ERRCODE = 'CF012', HINT = 'Leases are created when a processor first starts.';
-    END IF;
-    RETURN n;
+    RETURN changefeed.restart_leases(c, processor, range_ids, changefeed.current_position(), backfill => true);
 END
 $$;

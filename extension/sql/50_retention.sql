@@ -16,7 +16,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_tem
 $$;
 
 -- Raises CF006 when retention dropped changes that a reader at `lo` has not
--- read, or when capture was off (disable, then enable) after `lo`.
+-- read, CF019 when capture was off (disable, then enable) after `lo`.
 CREATE FUNCTION changefeed.check_history(c changefeed.collection, lo pg_snapshot) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -26,7 +26,7 @@ BEGIN
     IF FOUND AND NOT changefeed.snapshot_covers(lo, h.dropped_txid) THEN
         IF h.cause = 'disabled' THEN
             RAISE EXCEPTION 'history lost for %: capture was disabled after this position', c.relid::regclass
-                USING ERRCODE = 'CF006',
+                USING ERRCODE = 'CF019',
                       DETAIL = format('Capture of %s was off from %s until %s (transaction %s); writes of that time were not logged.',
                                       c.relid::regclass, h.disabled_from, h.dropped_before, h.dropped_txid),
                       HINT = 'The feed cannot resume from this position. Rebuild the consumer from the table '
@@ -512,8 +512,8 @@ BEGIN
     IF retention IS NOT NULL THEN
         PERFORM changefeed.check_retention(retention);
     END IF;
-    IF ranges IS NOT NULL AND (ranges < 1 OR ranges > 4096) THEN
-        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', ranges USING ERRCODE = 'CF003';
+    IF ranges IS NOT NULL THEN
+        PERFORM changefeed.check_ranges_count(ranges);
     END IF;
     IF ttl_column IS NOT NULL THEN
         PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');

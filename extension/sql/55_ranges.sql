@@ -69,10 +69,7 @@ DECLARE
     classes changefeed.lease[];
     fresh changefeed.lease[];
 BEGIN
-    IF n IS NULL OR n < 1 OR n > 4096 THEN
-        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(n::text, 'null')
-            USING ERRCODE = 'CF003';
-    END IF;
+    PERFORM changefeed.check_ranges_count(n);
     -- Writers wait from here to commit (and those in progress finish first):
     -- no row is logged under either layout meanwhile.  The table first, then
     -- the collection row, as disable() and enable() lock them.

@@ -61,7 +61,7 @@ BEGIN
             SELECT count(*), min(r.written_at) INTO pending, oldest_pending
               FROM changefeed.read_windows(c.id, ARRAY[l.range_id], p.lo, p.hi, p.last_seq, count_limit,
                                            NULL, tenants, false) r;
-        EXCEPTION WHEN SQLSTATE 'CF006' THEN
+        EXCEPTION WHEN SQLSTATE 'CF006' OR SQLSTATE 'CF019' THEN
             history_lost := true;
             pending := NULL;
             oldest_pending := NULL;

@@ -2651,3 +2651,812 @@ REVOKE ALL ON FUNCTION changefeed.expire_step(int, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION changefeed._reserve_processor(regclass, text, regrole) FROM PUBLIC;
 REVOKE ALL ON FUNCTION changefeed.reserve_processor(regclass, text, regrole) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION changefeed.reserve_processor(regclass, text, regrole) TO changefeed_admin;
+
+-- ---- own SQLSTATEs for lost capture and changed ranges; shared argument checks ----
+-- History lost because capture was off raises CF019 (retention's stays CF006),
+-- a range id the collection does not have CF020 (was 22023); the checks of
+-- the number of ranges, of read arguments and reset/resync's lease restart
+-- are written once (17_validators.sql, restart_leases).
+
+CREATE OR REPLACE FUNCTION changefeed.check_ranges_count(n int) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF n IS NULL OR n < 1 OR n > 4096 THEN
+        RAISE EXCEPTION 'ranges must be between 1 and 4096, not %', coalesce(n::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.check_read_args(mode text, max_changes int) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
+        RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF max_changes IS NULL OR max_changes < 1 OR max_changes > 100000 THEN
+        RAISE EXCEPTION 'max_changes must be between 1 and 100000, not %', coalesce(max_changes::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.check_range_ids(c changefeed.collection, range_ids int[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF range_ids IS NOT NULL
+       AND (cardinality(range_ids) = 0
+            OR EXISTS (SELECT 1 FROM unnest(range_ids) r WHERE r IS NULL OR r < 0 OR r >= c.ranges)) THEN
+        RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+            USING ERRCODE = 'CF020';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.position_since(c changefeed.collection, at timestamptz) RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    h changefeed.horizon;
+    s pg_snapshot;
+    m xid8;
+    t xid8;
+    lo_xmax xid8;
+    xips xid8[];
+BEGIN
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'start time must be a finite time, not %', coalesce(at::text, 'null')
+            USING ERRCODE = 'CF003';
+    END IF;
+    SELECT * INTO h FROM changefeed.horizon WHERE collection_id = c.id;
+    IF FOUND AND at < h.dropped_before AND h.cause = 'disabled' THEN
+        RAISE EXCEPTION 'history lost for %: capture was disabled after the start time', c.relid::regclass
+            USING ERRCODE = 'CF019',
+                  DETAIL = format('The start time is %s; capture of %s was off from %s until %s.',
+                                  at, c.relid::regclass, h.disabled_from, h.dropped_before),
+                  HINT = 'Start from a later time, or rebuild the consumer from the table '
+                         '(see docs/runbooks/history-lost.md).';
+    ELSIF FOUND AND at < h.dropped_before THEN
+        RAISE EXCEPTION 'history lost for %: retention dropped changes written after the start time',
+                        c.relid::regclass
+            USING ERRCODE = 'CF006',
+                  DETAIL = format('The start time is %s; changes written before %s were dropped at %s; the retention of %s is %s.',
+                                  at, h.dropped_before, h.dropped_at, c.relid::regclass, c.retention),
+                  HINT = 'Start from a later time, or rebuild the consumer from the table '
+                         '(see docs/runbooks/history-lost.md).';
+    END IF;
+    s := changefeed.snapshot_now();   -- our own changes are not delivered yet
+    -- One index descent per range, over the partitions since `at` only.
+    FOR r IN 0 .. c.ranges - 1 LOOP
+        SELECT l.txid INTO t FROM changefeed.log l
+         WHERE l.collection_id = c.id AND l.range_id = r AND l.written_at >= at
+         ORDER BY l.txid LIMIT 1;
+        IF FOUND AND (m IS NULL OR t < m) THEN m := t; END IF;
+    END LOOP;
+    IF m IS NULL THEN
+        RETURN changefeed.position_encode(s, NULL, 0);
+    END IF;
+    lo_xmax := least(pg_snapshot_xmax(s), m);
+    xips := ARRAY(SELECT x FROM pg_snapshot_xip(s) x WHERE x < lo_xmax ORDER BY x);
+    RETURN changefeed.position_encode(
+        format('%s:%s:%s', coalesce(xips[1], lo_xmax), lo_xmax, array_to_string(xips, ','))::pg_snapshot,
+        NULL, 0);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.check_history(c changefeed.collection, lo pg_snapshot) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    h changefeed.horizon;
+BEGIN
+    SELECT * INTO h FROM changefeed.horizon WHERE collection_id = c.id;
+    IF FOUND AND NOT changefeed.snapshot_covers(lo, h.dropped_txid) THEN
+        IF h.cause = 'disabled' THEN
+            RAISE EXCEPTION 'history lost for %: capture was disabled after this position', c.relid::regclass
+                USING ERRCODE = 'CF019',
+                      DETAIL = format('Capture of %s was off from %s until %s (transaction %s); writes of that time were not logged.',
+                                      c.relid::regclass, h.disabled_from, h.dropped_before, h.dropped_txid),
+                      HINT = 'The feed cannot resume from this position. Rebuild the consumer from the table '
+                             '(see docs/runbooks/history-lost.md), then continue from a new position.';
+        END IF;
+        RAISE EXCEPTION 'history lost for %: retention dropped changes that this position had not read',
+                        c.relid::regclass
+            USING ERRCODE = 'CF006',
+                  DETAIL = format('Changes up to transaction %s, written before %s, were dropped at %s; the retention of %s is %s.',
+                                  h.dropped_txid, h.dropped_before, h.dropped_at, c.relid::regclass, c.retention),
+                  HINT = 'The feed cannot resume from this position. Rebuild the consumer from the table '
+                         '(see docs/runbooks/history-lost.md), then continue from a new position.';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._read(
+    tbl regclass,
+    since text,
+    max_changes int DEFAULT 1000,
+    ranges int[] DEFAULT NULL,
+    mode text DEFAULT 'all',
+    filter jsonpath DEFAULT NULL,
+    filter_vars jsonb DEFAULT NULL,
+    doc_ids text[] DEFAULT NULL,
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
+RETURNS TABLE (
+    seq bigint,
+    txid xid8,
+    range_id int,
+    operation text,
+    doc_id text,
+    partition_key text,
+    current jsonb,
+    previous jsonb,
+    ttl_expired bool,
+    written_at timestamptz,
+    tenant text,
+    "position" text,
+    event_id text)   -- the change's identity, the same on every redelivery
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET plan_cache_mode = force_generic_plan SET work_mem = '64MB' AS $$
+#variable_conflict use_column
+DECLARE
+    c changefeed.collection;
+    p record;
+    lo pg_snapshot;
+    hi pg_snapshot;
+    after bigint;
+    remaining int := max_changes;
+    wanted int[];
+    n int;
+    windows int := 0;
+    at_current bool;
+    current_snap pg_snapshot;
+    backlog int;
+    tenants text[];
+    lo_xmax xid8;
+    hi_xmax xid8;
+    lo_xip xid8[];
+    tick_rows int := coalesce(nullif(current_setting('changefeed.tick_rows', true), '')::int, 1000);
+BEGIN
+    PERFORM changefeed.check_read_args(mode, max_changes);
+    c := changefeed.collection_of(tbl);
+    tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    IF since IS NULL THEN
+        RAISE EXCEPTION 'position must not be null'
+            USING ERRCODE = 'CF004',
+                  HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
+    END IF;
+    p := changefeed.position_decode(since);
+    PERFORM changefeed.check_history(c, p.lo);
+    IF changefeed.captured_in_this_transaction() THEN
+        RAISE EXCEPTION 'cannot read the change feed in a transaction that captured changes itself'
+            USING ERRCODE = 'CF009',
+                  DETAIL = 'Its own uncommitted changes would be delivered before they commit.';
+    END IF;
+    IF ranges IS NULL THEN
+        wanted := ARRAY(SELECT generate_series(0, c.ranges - 1));
+    ELSE
+        IF EXISTS (SELECT 1 FROM unnest(ranges) r WHERE r IS NULL OR r < 0 OR r >= c.ranges) THEN
+            RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+                USING ERRCODE = 'CF020';
+        END IF;
+        wanted := ranges;
+    END IF;
+
+    IF filter IS NULL THEN
+        -- What processors read: in C, the same rows (read_window.cpp).
+        RETURN QUERY SELECT * FROM changefeed.read_windows(c.id, wanted, p.lo, p.hi, p.last_seq, max_changes,
+                                                           doc_ids, tenants, mode = 'latest');
+        RETURN;
+    END IF;
+    lo := p.lo;
+    hi := p.hi;
+    after := p.last_seq;
+    LOOP
+        at_current := false;
+        -- What `lo` has not delivered: transactions from its xmax on, and
+        -- those it saw in progress (its xip, a short list).  A window is
+        -- scanned by those two sets, never from xmin(lo): a transaction
+        -- left open for long (idle in transaction, a long batch job) keeps
+        -- xmin(lo) back, but costs one index lookup of its xid per read.
+        lo_xmax := pg_snapshot_xmax(lo);
+        lo_xip := ARRAY(SELECT pg_snapshot_xip(lo));
+        IF hi IS NULL THEN
+            -- Open the next window, up to this statement's snapshot: later
+            -- statements see at least as much, so every row visible in `hi`
+            -- is visible to the scan below.
+            current_snap := pg_current_snapshot();
+            IF pg_snapshot_xmax(current_snap) < pg_snapshot_xmax(lo) THEN
+                RETURN;  -- the position is newer than our snapshot: nothing yet
+            END IF;
+            -- More than the page's backlog is read in windows bounded by
+            -- ticks, less in a single window up to now.  Counting stops one
+            -- row past the page, from the index alone (an upper bound: rows
+            -- of aborted transactions count too).
+            backlog := changefeed.window_backlog(c.id, wanted, lo, current_snap, remaining + 1);
+            IF backlog > remaining THEN
+                -- A tick taken after `lo` (larger xmax) sees everything `lo`
+                -- sees.  The notifier ticks every tick_rows changes (of all
+                -- collections), so a window of the page's size spans about
+                -- remaining / tick_rows ticks: one window per page, not one
+                -- per tick.
+                SELECT t.snap INTO hi FROM changefeed.tick t
+                 WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
+                 ORDER BY t.snap_xmax
+                OFFSET greatest(remaining / tick_rows - 1, 0) LIMIT 1;
+                IF hi IS NULL THEN
+                    SELECT t.snap INTO hi FROM changefeed.tick t
+                     WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
+                     ORDER BY t.snap_xmax DESC LIMIT 1;
+                END IF;
+            END IF;
+            IF hi IS NULL THEN
+                hi := current_snap;
+                at_current := true;
+            END IF;
+            after := 0;
+        END IF;
+        hi_xmax := pg_snapshot_xmax(hi);
+
+        -- The window: visible in `hi`, not in `lo`.  "Not visible in lo" is
+        -- exactly "txid >= xmax(lo) or txid in xip(lo)"; the two parts are
+        -- disjoint (xip(lo) < xmax(lo)), each an index scan of its own.
+        -- A page is the window's rows after `after`, one past the budget:
+        -- that extra row only tells whether the window goes on.  Each row
+        -- carries the position after it; the last row of an exhausted
+        -- window carries `hi` alone.
+        -- One statement for both modes: the arm of the other mode is gated
+        -- off by `mode` and never runs (nor does window_rows in mode 'all').
+        RETURN QUERY
+        WITH window_rows AS (
+            SELECT l.* FROM changefeed.log l
+             WHERE l.collection_id = c.id
+               AND l.range_id = ANY (wanted)
+               AND l.txid >= lo_xmax
+               AND l.txid < hi_xmax
+               AND pg_visible_in_snapshot(l.txid, hi)
+            UNION ALL
+            SELECT l.* FROM changefeed.log l
+             WHERE l.collection_id = c.id
+               AND l.range_id = ANY (wanted)
+               AND l.txid = ANY (lo_xip)
+               AND pg_visible_in_snapshot(l.txid, hi)
+        ),
+        page AS MATERIALIZED (
+            -- 'all': every row after `after`, scanned directly.
+            SELECT a.* FROM (
+                SELECT w.*, s.seen FROM (
+                    SELECT l.* FROM changefeed.log l
+                     WHERE l.collection_id = c.id
+                       AND l.range_id = ANY (wanted)
+                       AND l.txid >= lo_xmax
+                       AND l.txid < hi_xmax
+                       AND pg_visible_in_snapshot(l.txid, hi)
+                       AND l.seq > after
+                    UNION ALL
+                    SELECT l.* FROM changefeed.log l
+                     WHERE l.collection_id = c.id
+                       AND l.range_id = ANY (wanted)
+                       AND l.txid = ANY (lo_xip)
+                       AND pg_visible_in_snapshot(l.txid, hi)
+                       AND l.seq > after) w
+                -- What the read's tenants see of the change (op_seen).
+                CROSS JOIN LATERAL (SELECT CASE WHEN tenants IS NULL AND w.op <> 'm' THEN w.op
+                                                ELSE changefeed.op_seen(w.op, w.tenant, w.previous_tenant, tenants)
+                                           END AS seen) s
+                 WHERE mode = 'all'
+                   AND (doc_ids IS NULL OR w.op = 't' OR w.doc_id = ANY (doc_ids))
+                   AND s.seen IS NOT NULL
+                   AND (filter IS NULL OR changefeed.filter_matches(s.seen, w.current, w.previous, filter, filter_vars))
+                 ORDER BY w.seq
+                 LIMIT remaining + 1) a
+            UNION ALL
+            -- 'latest': per document the window's last version, unless a
+            -- delete or a later clear of its range ends it.
+            SELECT b.* FROM (
+                SELECT v.*, s.seen FROM (
+                    SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
+                      FROM window_rows w
+                     WHERE mode = 'latest' AND w.op <> 't'
+                     ORDER BY w.range_id, w.doc_id, w.seq DESC
+                ) v
+                -- The last clear of each range: one row per range that has one,
+                -- so the join stays small whatever plan is chosen.
+                LEFT JOIN (SELECT t.range_id, max(t.seq) AS seq
+                             FROM window_rows t WHERE t.op = 't' GROUP BY t.range_id) cl
+                       ON cl.range_id = v.range_id
+                -- A move away from the read's tenants ends the document as a delete does.
+                CROSS JOIN LATERAL (SELECT CASE WHEN tenants IS NULL AND v.op <> 'm' THEN v.op
+                                                ELSE changefeed.op_seen(v.op, v.tenant, v.previous_tenant, tenants)
+                                           END AS seen) s
+                 WHERE s.seen <> 'd' AND v.seq > after
+                   AND (cl.seq IS NULL OR v.seq > cl.seq)
+                   AND (doc_ids IS NULL OR v.doc_id = ANY (doc_ids))
+                   AND (filter IS NULL OR changefeed.filter_matches(s.seen, v.current, v.previous, filter, filter_vars))
+                 ORDER BY v.seq
+                 LIMIT remaining + 1) b
+        ),
+        bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
+        ends AS MATERIALIZED (SELECT b.total, b.top,
+                        CASE WHEN b.total <= remaining THEN b.top
+                             ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
+                   FROM bounds b)
+        SELECT k.seq, k.txid, k.range_id,
+               CASE k.seen WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
+                           WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
+               k.doc_id, k.partition_key,
+               -- A move: the tenant it went to gets no image from before, the
+               -- one it left no image after.
+               CASE WHEN k.seen = 'd' THEN NULL ELSE k.current END,
+               CASE WHEN k.seen = 'c' THEN NULL ELSE k.previous END,
+               k.ttl_expired, k.written_at,
+               CASE WHEN k.seen = 'd' AND k.op = 'm' THEN k.previous_tenant ELSE k.tenant END,
+               CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
+                    -- The page's last row: its position is also left in
+                    -- changefeed.read_position (docs/options.md).
+                    ELSE pg_catalog.set_config('changefeed.read_position',
+                             CASE WHEN e.total <= remaining
+                                  THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
+                                  ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
+               c.id::text || '.' || k.txid::text || '.' || k.seq::text
+                   -- The two sides of a move are two events.
+                   || CASE WHEN k.op = 'm' AND k.seen = 'c' THEN '.create'
+                           WHEN k.op = 'm' AND k.seen = 'd' THEN '.delete' ELSE '' END
+          FROM page k CROSS JOIN ends e
+         WHERE k.seq <= e.last
+         ORDER BY k.seq;
+        GET DIAGNOSTICS n = ROW_COUNT;
+
+        remaining := remaining - n;
+        windows := windows + 1;
+        -- Stop when the page is full or a window up to now was read: an empty
+        -- result then means nothing is pending up to this statement's
+        -- snapshot (in REPEATABLE READ, current_position()).  Tick windows
+        -- roll on into the next window.
+        EXIT WHEN remaining = 0 OR at_current;
+        lo := hi;
+        hi := NULL;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.read_ranges_plan(
+    tbl regclass,
+    ranges int[],
+    positions text[],
+    max_changes int,
+    mode text,
+    only_tenant text)
+RETURNS TABLE (collection_id int, tenants text[],
+               pos text, rs int[], lo pg_snapshot, hi pg_snapshot, last_seq bigint, upto xid8)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection;
+    g record;
+    outside int;
+    distinct_ranges int;
+BEGIN
+    PERFORM changefeed.check_read_args(mode, max_changes);
+    c := changefeed.collection_of(tbl);
+    -- The rights are checked here too: an empty call reads nothing but still needs them.
+    tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    IF ranges IS NULL OR positions IS NULL
+       OR coalesce(array_length(ranges, 1), 0) <> coalesce(array_length(positions, 1), 0) THEN
+        RAISE EXCEPTION 'ranges and positions must be arrays of the same length'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- One statement for both checks: this runs on every wake-up.
+    SELECT count(*) FILTER (WHERE x IS NULL OR x < 0 OR x >= c.ranges), count(DISTINCT x)
+      INTO outside, distinct_ranges FROM unnest(ranges) x;
+    IF outside > 0 THEN
+        RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+            USING ERRCODE = 'CF020';
+    END IF;
+    IF distinct_ranges <> coalesce(array_length(ranges, 1), 0) THEN
+        RAISE EXCEPTION 'a range id must not be given twice' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_position(positions, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'position must not be null' USING ERRCODE = 'CF004',
+              HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
+    END IF;
+    collection_id := c.id;
+    -- Grouped by what the positions hold, not by their text: texts of one
+    -- snapshot taken at different WAL positions read alike.
+    FOR g IN
+        SELECT q.pos, q.rs, q.lo, q.hi, q.last_seq, pg_snapshot_xmax(coalesce(q.hi, q.lo)) AS upto,
+               CASE WHEN h.dropped_txid IS NULL THEN true
+                    ELSE changefeed.snapshot_covers(q.lo, h.dropped_txid) END AS covered
+          FROM (SELECT min(t.pos) AS pos, array_agg(x ORDER BY x) AS rs, (array_agg(d.lo))[1] AS lo,
+                       (array_agg(d.hi))[1] AS hi, d.last_seq
+                  FROM (SELECT p.pos, array_agg(p.r) AS rs
+                          FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) t
+                  CROSS JOIN LATERAL changefeed.position_decode(t.pos) d
+                  CROSS JOIN LATERAL unnest(t.rs) x
+                 GROUP BY d.lo::text, d.hi::text, d.last_seq) q
+          LEFT JOIN changefeed.horizon h ON h.collection_id = c.id
+         ORDER BY pg_snapshot_xmax(q.lo), q.hi IS NOT NULL, pg_snapshot_xmax(q.hi), q.last_seq, q.pos
+    LOOP
+        IF NOT g.covered THEN
+            PERFORM changefeed.check_history(c, g.lo);   -- raises CF006, saying why
+        END IF;
+        pos := g.pos; rs := g.rs; lo := g.lo; hi := g.hi; last_seq := g.last_seq; upto := g.upto;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._enable(
+    tbl regclass,
+    partition_key text[] DEFAULT NULL,
+    ranges int DEFAULT 16,
+    retention interval DEFAULT '7 days',
+    keep_previous bool DEFAULT true,
+    tenant_column text DEFAULT NULL,
+    ttl_column text DEFAULT NULL,
+    replicated bool DEFAULT false)
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    kind "char";
+    keys text[];
+    existing changefeed.collection;
+    c changefeed.collection;
+    ttl_type regtype;
+    holes text[];
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    SELECT relkind INTO kind FROM pg_class WHERE oid = tbl;
+    IF kind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '% is not a table', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  DETAIL = 'Only ordinary and partitioned tables can be enabled.';
+    END IF;
+    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'enable the change feed of');
+    -- Shapes whose writes could escape capture (the guard keeps them out later).
+    holes := changefeed.shape_problems(tbl);
+    IF cardinality(holes) > 0 THEN
+        RAISE EXCEPTION 'table % cannot be enabled: writes could escape capture', tbl
+            USING ERRCODE = 'CF013',
+                  DETAIL = array_to_string(holes, '; ') || '.',
+                  HINT = 'Enable the partitioned root of a partition tree; detach inheritance children '
+                         '(ALTER TABLE ... NO INHERIT) first.';
+    END IF;
+    SELECT array_agg(a.attname::text ORDER BY k.ord) INTO keys
+      FROM pg_index i
+      CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+     WHERE i.indrelid = tbl AND i.indisprimary;
+    IF keys IS NULL THEN
+        RAISE EXCEPTION 'table % has no primary key', tbl
+            USING ERRCODE = 'CF001',
+                  DETAIL = 'changefeed identifies documents by their primary key.',
+                  HINT = 'Add a primary key, then enable the table.';
+    END IF;
+    PERFORM changefeed.check_ranges_count(ranges);
+    PERFORM changefeed.check_retention(retention);
+    IF keep_previous IS NULL THEN
+        RAISE EXCEPTION 'keep_previous must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    IF replicated IS NULL THEN
+        RAISE EXCEPTION 'replicated must not be null' USING ERRCODE = 'CF003';
+    END IF;
+    IF partition_key IS NULL THEN
+        partition_key := keys;
+    ELSIF cardinality(partition_key) = 0 THEN
+        RAISE EXCEPTION 'partition_key must name at least one column' USING ERRCODE = 'CF003';
+    END IF;
+    PERFORM changefeed.attnums_of(tbl, partition_key, 'partition key');
+    IF tenant_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[tenant_column], 'tenant');
+    END IF;
+    IF ttl_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
+        SELECT atttypid::regtype INTO ttl_type FROM pg_attribute
+         WHERE attrelid = tbl AND attname = ttl_column;
+        IF ttl_type NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype) THEN
+            RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date, not %', ttl_column, ttl_type
+                USING ERRCODE = 'CF003';
+        END IF;
+    END IF;
+
+    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl;
+    IF FOUND AND existing.disabled_at IS NOT NULL THEN
+        -- The table, then the collection row, as disable() and alter() lock them.
+        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    END IF;
+    SELECT * INTO existing FROM changefeed.collection WHERE relid = tbl FOR UPDATE;
+    -- A TTL column makes the extension delete rows: only for a role that may.
+    IF ttl_column IS NOT NULL AND (existing.id IS NULL OR existing.ttl_column IS DISTINCT FROM ttl_column) THEN
+        PERFORM changefeed.require_delete_rows(tbl, changefeed.caller(), 'set a TTL column on');
+    END IF;
+    IF existing.id IS NOT NULL AND existing.disabled_at IS NOT NULL THEN
+        RETURN changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
+                                 tenant_column, ttl_column, replicated);
+    ELSIF existing.id IS NOT NULL THEN
+        IF (existing.partition_key, existing.ranges, existing.retention, existing.keep_previous,
+            existing.tenant_column, existing.ttl_column, existing.replicated)
+           IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
+                                 replicated) THEN
+            RETURN existing.id;
+        END IF;
+        RAISE EXCEPTION 'table % is already enabled with other options', tbl
+            USING ERRCODE = 'CF008',
+                  HINT = 'Change retention, previous images, the TTL column or the ranges with changefeed.alter(); '
+                         'for other options, disable it (its checkpoints are kept) and enable it again.';
+    END IF;
+
+    INSERT INTO changefeed.collection AS col
+           (relid, key_columns, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
+            replicated)
+    VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated)
+    RETURNING * INTO c;
+    PERFORM changefeed.install_triggers(c);
+    -- Partitions are made here rather than in the install script, so that
+    -- retention may drop them (extension members cannot be dropped alone).
+    PERFORM changefeed.create_partitions(7);
+    PERFORM changefeed.ensure_notifier();
+    RETURN c.id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._alter(tbl regclass, retention interval DEFAULT NULL,
+                                 keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL,
+                                 ranges int DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'alter the change feed of');
+    -- The table, then the collection row (as disable() locks them): a
+    -- concurrent disable() is seen here, not undone by the triggers below.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    PERFORM 1 FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
+    c := changefeed.collection_of(tbl);
+    IF retention IS NOT NULL THEN
+        PERFORM changefeed.check_retention(retention);
+    END IF;
+    IF ranges IS NOT NULL THEN
+        PERFORM changefeed.check_ranges_count(ranges);
+    END IF;
+    IF ttl_column IS NOT NULL THEN
+        PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
+        -- The TTL sweep deletes rows as the table owner: only for a role that
+        -- may delete them itself (an admin without DELETE may not).
+        IF ttl_column IS DISTINCT FROM c.ttl_column THEN
+            PERFORM changefeed.require_delete_rows(tbl, changefeed.caller(), 'set a TTL column on');
+        END IF;
+        IF (SELECT atttypid FROM pg_attribute WHERE attrelid = tbl AND attname = ttl_column)
+           NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype) THEN
+            RAISE EXCEPTION 'ttl column "%" must be a timestamptz, timestamp or date', ttl_column
+                USING ERRCODE = 'CF003';
+        END IF;
+    END IF;
+    IF ranges IS NOT NULL AND ranges <> c.ranges THEN
+        c := changefeed.change_ranges(c, ranges);
+    END IF;
+    UPDATE changefeed.collection AS col
+       SET retention = coalesce($2, col.retention),        -- retention
+           keep_previous = coalesce($3, col.keep_previous),  -- keep_previous
+           ttl_column = coalesce($4, col.ttl_column)         -- ttl_column
+     WHERE id = c.id
+    RETURNING * INTO c;
+    PERFORM changefeed.install_triggers(c);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.change_ranges(c changefeed.collection, n int) RETURNS changefeed.collection
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    old int := c.ranges;
+    g int;
+    p text;
+    l changefeed.lease;
+    top bigint;
+    checkpoints text[];
+    cp text;
+    classes changefeed.lease[];
+    fresh changefeed.lease[];
+BEGIN
+    PERFORM changefeed.check_ranges_count(n);
+    -- Writers wait from here to commit (and those in progress finish first):
+    -- no row is logged under either layout meanwhile.  The table first, then
+    -- the collection row, as disable() and enable() lock them.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', c.relid::regclass);
+    SELECT * INTO c FROM changefeed.collection x WHERE x.id = c.id FOR UPDATE;
+    old := c.ranges;
+    IF n = old THEN
+        RETURN c;
+    END IF;
+    -- Leases in the order lease writers lock them.
+    PERFORM 1 FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY x.processor, x.range_id FOR UPDATE;
+
+    -- 1. The logged rows.
+    UPDATE changefeed.log x SET range_id = changefeed.range_of(x.partition_key, n)
+     WHERE x.collection_id = c.id AND x.partition_key IS NOT NULL
+       AND x.range_id <> changefeed.range_of(x.partition_key, n);
+    -- A TRUNCATE logged one clear per range, ranges 0 .. old-1 in seq order,
+    -- with no other row of the collection between them: new range r takes the
+    -- place (seq) of old range r mod old.
+    WITH gone AS (
+        DELETE FROM changefeed.log x WHERE x.collection_id = c.id AND x.op = 't'
+        RETURNING x.seq, x.txid, x.range_id, x.written_at)
+    INSERT INTO changefeed.log (seq, txid, collection_id, range_id, op, written_at)
+    SELECT gone.seq, gone.txid, c.id, r, 't', gone.written_at
+      FROM gone CROSS JOIN LATERAL generate_series(0, n - 1) r
+     WHERE gone.range_id = r % old;
+
+    -- 2, 3. The leases, processor by processor.  New range r is fed by the
+    -- old ranges of its class r mod g: what each class inherits is worked
+    -- out once.
+    g := gcd(old, n);
+    FOR p IN SELECT DISTINCT x.processor FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY 1 LOOP
+        SELECT max(x.epoch) + 1 INTO top FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p;
+        classes := '{}';
+        FOR k IN 0 .. g - 1 LOOP
+            SELECT * INTO l FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p AND x.range_id = k;
+            IF old > g THEN
+                -- Several old ranges: the oldest of their checkpoints.  A
+                -- backfill still running in one of them runs again over the
+                -- new range, with the log from that checkpoint after it.
+                SELECT array_agg(x.checkpoint ORDER BY x.range_id), bool_and(x.backfill_done)
+                  INTO checkpoints, l.backfill_done
+                  FROM changefeed.lease x
+                 WHERE x.collection_id = c.id AND x.processor = p AND x.range_id % g = k;
+                BEGIN
+                    l.checkpoint := changefeed.oldest_position(checkpoints);
+                EXCEPTION WHEN SQLSTATE 'CF004' OR SQLSTATE 'CF005' THEN
+                    -- One is no position here (a restored database, a damaged
+                    -- checkpoint): it is kept, and the range reports history lost.
+                    FOREACH cp IN ARRAY checkpoints LOOP
+                        BEGIN
+                            PERFORM changefeed.position_decode(cp);
+                        EXCEPTION WHEN SQLSTATE 'CF004' OR SQLSTATE 'CF005' THEN
+                            l.checkpoint := cp;
+                            EXIT;
+                        END;
+                    END LOOP;
+                END;
+                l.backfill_after := NULL;
+                l.backfill_rows := 0;
+                l.backfill_position := CASE WHEN NOT l.backfill_done THEN l.checkpoint END;
+            END IF;
+            classes := classes || l;
+        END LOOP;
+        fresh := '{}';
+        FOR r IN 0 .. n - 1 LOOP
+            l := classes[r % g + 1];
+            CONTINUE WHEN l.collection_id IS NULL;   -- a lease set is complete; nothing to inherit otherwise
+            l.range_id := r;
+            l.owner := NULL;
+            l.expires_at := NULL;
+            l.epoch := top;
+            l.updated_at := now();
+            fresh := fresh || l;
+        END LOOP;
+        DELETE FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p;
+        INSERT INTO changefeed.lease SELECT * FROM unnest(fresh);
+    END LOOP;
+
+    UPDATE changefeed.collection x SET ranges = n WHERE x.id = c.id RETURNING * INTO c;
+    RETURN c;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._lag(tbl regclass, processor text, count_limit int DEFAULT 10000)
+RETURNS TABLE (
+    range_id int,
+    owner text,
+    live bool,
+    epoch bigint,
+    checkpoint_age interval,
+    pending bigint,
+    pending_exact bool,
+    oldest_pending timestamptz,
+    retention_used numeric,
+    history_lost bool)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor);
+    who oid := changefeed.caller();
+    l changefeed.lease;
+    p record;
+    tenants text[];
+BEGIN
+    BEGIN
+        tenants := changefeed.require_read(tbl, who, c.tenant_column, NULL);
+    EXCEPTION WHEN insufficient_privilege THEN
+        IF NOT changefeed.is_admin(who) THEN
+            RAISE;
+        END IF;
+        tenants := nullif(changefeed.tenants_of(who), '{}');
+    END;
+    IF count_limit IS NULL OR count_limit < 1 OR count_limit > 100000 THEN
+        RAISE EXCEPTION 'count_limit must be between 1 and 100000' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = processor) THEN
+        RAISE EXCEPTION 'processor "%" has never run on %', processor, tbl
+            USING ERRCODE = 'CF012', HINT = 'Leases are created when a processor first starts.';
+    END IF;
+    FOR l IN SELECT * FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = processor
+              ORDER BY x.range_id LOOP
+        range_id := l.range_id;
+        owner := l.owner;
+        live := l.owner IS NOT NULL AND l.expires_at > now();
+        epoch := l.epoch;
+        checkpoint_age := now() - l.updated_at;
+        history_lost := false;
+        BEGIN
+            p := changefeed.position_decode(l.checkpoint);
+            PERFORM changefeed.check_history(c, p.lo);
+            SELECT count(*), min(r.written_at) INTO pending, oldest_pending
+              FROM changefeed.read_windows(c.id, ARRAY[l.range_id], p.lo, p.hi, p.last_seq, count_limit,
+                                           NULL, tenants, false) r;
+        EXCEPTION WHEN SQLSTATE 'CF006' OR SQLSTATE 'CF019' THEN
+            history_lost := true;
+            pending := NULL;
+            oldest_pending := NULL;
+        END;
+        pending_exact := pending IS NOT NULL AND pending < count_limit;
+        retention_used := CASE WHEN history_lost THEN 1
+                               WHEN oldest_pending IS NULL THEN 0
+                               ELSE round((extract(epoch FROM now() - oldest_pending)
+                                           / extract(epoch FROM c.retention))::numeric, 4) END;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._reset_checkpoint(tbl regclass, processor text, "position" text DEFAULT NULL,
+                                            range_ids int[] DEFAULT NULL)
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor);
+    pos text := coalesce("position", changefeed.current_position());
+BEGIN
+    PERFORM changefeed.check_range_ids(c, range_ids);
+    PERFORM changefeed.check_history(c, (changefeed.position_decode(pos)).lo);
+    RETURN changefeed.restart_leases(c, processor, range_ids, pos, backfill => false);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.restart_leases(c changefeed.collection, processor text, range_ids int[], pos text,
+                                          backfill bool) RETURNS int
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    n int;
+BEGIN
+    PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
+      WHERE l.collection_id = c.id AND l.processor = processor
+        AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
+      ORDER BY l.range_id FOR NO KEY UPDATE;
+    UPDATE changefeed.lease l
+       SET checkpoint = pos, owner = NULL, expires_at = NULL, epoch = l.epoch + 1,
+           backfill_done = NOT backfill, backfill_after = NULL,
+           backfill_rows = CASE WHEN backfill THEN 0 ELSE l.backfill_rows END,
+           backfill_position = CASE WHEN backfill THEN pos END, updated_at = now()
+     WHERE l.collection_id = c.id AND l.processor = processor
+       AND (range_ids IS NULL OR l.range_id = ANY (range_ids));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 0 THEN
+        RAISE EXCEPTION 'processor "%" has never run on %', processor, c.relid::regclass
+            USING ERRCODE = 'CF012', HINT = 'Leases are created when a processor first starts.';
+    END IF;
+    RETURN n;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed._resync_processor(tbl regclass, processor text, range_ids int[] DEFAULT NULL)
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor);
+BEGIN
+    PERFORM changefeed.check_range_ids(c, range_ids);
+    RETURN changefeed.restart_leases(c, processor, range_ids, changefeed.current_position(), backfill => true);
+END
+$$;
+REVOKE ALL ON FUNCTION changefeed.check_ranges_count(int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.check_read_args(text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.restart_leases(changefeed.collection, text, int[], text, bool) FROM PUBLIC;

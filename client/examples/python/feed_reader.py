@@ -10,7 +10,7 @@ cleanly (--exit-when-idle, SIGTERM, Ctrl-C) resumes exactly where it left off.
     python3 feed_reader.py --dsn "dbname=app" --table public.orders --state orders.pos
 
 Exit codes: 0 stopped, 2 usage, 3 history lost (CF006: retention dropped
-changes the saved position had not read), 4 the saved position is not usable
+changes the saved position had not read; CF019: capture was off after it), 4 the saved position is not usable
 here (CF004 malformed, CF005 from another cluster or database), 5 the table is
 not enabled (CF002) or may not be read (42501).
 """
@@ -25,7 +25,8 @@ import time
 import psycopg
 from psycopg import sql
 
-NOT_ENABLED, HISTORY_LOST, BAD_POSITION, FOREIGN_POSITION = "CF002", "CF006", "CF004", "CF005"
+NOT_ENABLED, BAD_POSITION, FOREIGN_POSITION = "CF002", "CF004", "CF005"
+HISTORY_LOST = ("CF006", "CF019")  # retention dropped it; capture was off
 PERMISSION_DENIED = "42501"
 
 READ = """
@@ -185,7 +186,7 @@ def main():
             return 0
         except psycopg.errors.Error as e:
             state = e.sqlstate
-            if state == HISTORY_LOST:
+            if state in HISTORY_LOST:
                 print(f"history lost: {e}\n(see docs/runbooks/history-lost.md)", file=sys.stderr)
                 return 3
             if state in (BAD_POSITION, FOREIGN_POSITION):
