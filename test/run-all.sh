@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of changefeed on throwaway local clusters:
 #   0. an incremental build after touching a header rebuilds its dependants,
-#      the SQLSTATE registry agrees with the sources and the README, every
+#      the SQLSTATE registry agrees with the sources and the README, the
+#      README's Measured section with bench/RESULTS.md, every
 #      runbook named exists, the
 #      position codec cannot include PostgreSQL's headers, and released
 #      install scripts are unchanged with an upgrade path to this version, and
@@ -77,6 +78,8 @@ echo "== incremental build: touching a header rebuilds its dependants"
 stage "incremental build" bash test/incremental_build.sh
 echo "== SQLSTATE registry: every code raised is listed, the README agrees"
 stage "SQLSTATE registry" bash test/sqlstates.sh
+echo "== the README's Measured section agrees with bench/RESULTS.md"
+stage "measured figures" bash test/measured.sh
 echo "== every runbook the code names exists"
 stage "runbooks" bash test/runbooks.sh
 echo "== the position codec keeps PostgreSQL's headers out"

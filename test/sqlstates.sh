@@ -35,8 +35,8 @@ if grep -ln "MAKE_SQLSTATE('C', 'F'" extension/*.cpp extension/*.hpp | grep -vx 
     echo "sqlstates: the files above define a CF code outside extension/pg.hpp" >&2
     failed=1
 fi
-# The README's table: the lines after "### Errors" from its header to the first non-table line.
-readme=$(awk '/^### Errors/ { on = 1; next } on && /^\|/ { print; seen = 1; next } seen { exit }' README.md)
+# The README's table: the lines after "## Errors" from its header to the first non-table line.
+readme=$(awk '/^##+ Errors$/ { on = 1; next } on && /^\|/ { print; seen = 1; next } seen { exit }' README.md)
 if [ "$readme" != "$(readme_table)" ]; then
     echo "sqlstates: README.md's Errors table differs from $registry:" >&2
     diff <(echo "$readme") <(readme_table) >&2 || true

@@ -18,7 +18,7 @@
 --   CF010  lease lost: a checkpoint by an instance that no longer owns the range (fenced)
 --   CF011  an invalid processor or instance name (null, empty or too long)
 --   CF012  a processor that never ran: lag, reset_checkpoint, or a lease, instance or deduplication call before lease_init() claimed the name
---   CF013  a DDL refused because it would let writes escape capture (see "What is refused")
+--   CF013  a DDL refused because it would let writes escape capture (see "What is refused" in docs/sql.md)
 --   CF014  a write refused because it would escape capture: replica mode on a table enabled without `replicated => true`, or a capture column missing, or a virtual generated column (PostgreSQL 18)
 --   CF015  another live instance of the processor runs under this instance name
 --   CF016  a position this standby has not replayed yet (taken later on the primary, or on a timeline the standby has not reached): retry, it passes once the standby catches up

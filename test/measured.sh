@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The README's "Measured" section is printed from bench/RESULTS.md, the
+# figures of the last `bash bench/run.sh`.  Fails when the README's section
+# differs from what RESULTS.md gives (after a benchmark run, paste the new one).
+# Usage: bash test/measured.sh            check
+#        bash test/measured.sh --readme   print the section's body from bench/RESULTS.md
+set -euo pipefail
+cd "$(dirname "$0")/.."
+results=bench/RESULTS.md
+
+# cell SECTION KEY COLUMN: the COLUMN-th cell (1-based) of the row of the
+# table under the "## SECTION..." heading whose first cells read KEY
+# ("a | b" for two cells).  Fails when there is no such row.
+cell() {
+    local v
+    v=$(awk -v section="$1" -v key="$2" -v col="$3" '
+        /^## / { on = index($0, "## " section) == 1; next }
+        on && /^\|/ {
+            line = $0; sub(/^\| */, "", line); sub(/ *\|$/, "", line)
+            n = split(line, c, / *\| */)
+            k = c[1]; for (i = 2; i <= n && length(k) < length(key); i++) k = k " | " c[i]
+            if (k == key) { print c[col]; exit }
+        }' "$results")
+    [ -n "$v" ] || { echo "measured: no \"$2\" row under \"## $1\" in $results" >&2; exit 2; }
+    echo "$v"
+}
+# The highest rate of the latency table.
+top_rate() { awk '/^## Commit-to-handler/ { on = 1; next } /^## / { on = 0 } on && /^\| *[0-9]/ { split($0, c, / *\| */); r = c[2] } END { print r }' "$results"; }
+thousands() { awk -v n="$1" 'BEGIN { printf "%.0fk", n / 1000 }'; }
+
+section() {
+    local w=Write r=$(top_rate) l=Commit-to-handler d="Consumer throughput" p=Retention
+    local run
+    run=$(sed -n 's/^Produced by `bash bench\/run.sh` on \([0-9-]*\), \([^,]*\),.*/\1, \2/p' "$results")
+    cat <<EOF
+From \`bench/RESULTS.md\` (one run of \`bash bench/run.sh\`, $run; medians of its rounds, ratios of
+variants measured side by side; printed by \`bash test/measured.sh --readme\`):
+
+- Write overhead, pgbench, synchronous_commit on, TPS against the plain table: single-row update
+  $(cell $w "update sync=on | changefeed" 4) (PgQ's trigger $(cell $w "update sync=on | pgq" 4), PL/pgSQL + NOTIFY $(cell $w "update sync=on | plpgsql-notify" 4), changefeed without preload
+  $(cell $w "update sync=on | changefeed-no-preload" 4): NOTIFY's commit lock), insert $(cell $w "insert sync=on | changefeed" 4) (PgQ $(cell $w "insert sync=on | pgq" 4)). With
+  synchronous_commit off: update $(cell $w "update sync=off | changefeed" 4), insert $(cell $w "insert sync=off | changefeed" 4).
+- Commit-to-handler latency at $r transactions/s: p50 $(cell $l "$r | changefeed" 4) ms, p99 $(cell $l "$r | changefeed" 6) ms (INSERT + NOTIFY
+  alone $(cell $l "$r | floor" 4) / $(cell $l "$r | floor" 6) ms; PgQ at its fastest tick $(cell $l "$r | pgq-pgqd-fastest" 4) / $(cell $l "$r | pgq-pgqd-fastest" 6) ms, at pgqd's defaults
+  $(cell $l "$r | pgq-pgqd-default" 4) / $(cell $l "$r | pgq-pgqd-default" 6) ms; wal2json $(cell $l "$r | wal2json" 4) / $(cell $l "$r | wal2json" 6) ms).
+- Draining a backlog: $(thousands "$(cell "$d" "changefeed x1, default options" 2)") changes/s with one processor instance and default options,
+  $(thousands "$(cell "$d" "changefeed x2" 2)")/s with two (a raw COPY of the same log rows $(thousands "$(cell "$d" "raw COPY of the log" 2)")/s; PgQ batches $(thousands "$(cell "$d" "pgq" 2)")/s;
+  wal2json $(thousands "$(cell "$d" "wal2json" 2)")/s).
+- Retention: dropping a day of 1M changes takes $(cell $p "1000000 rows" 2) ms against $(cell $p "1000000 rows" 3) ms for \`DELETE\`
+  (100k: $(cell $p "100000 rows" 2) vs $(cell $p "100000 rows" 3) ms; 10k: $(cell $p "10000 rows" 2) vs $(cell $p "10000 rows" 3) ms): prune time barely grows with the rows.
+EOF
+}
+if [ "${1:-}" = --readme ]; then section; exit 0; fi
+
+expected=$(section)
+# The README's section: the lines after "## Measured" up to the next heading,
+# without the blank lines around it.
+readme=$(awk '/^## Measured/ { on = 1; next } on && /^#/ { exit } on' README.md | sed -e '/./,$!d' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}')
+if [ "$readme" != "$expected" ]; then
+    echo "measured: README.md's Measured section differs from $results:" >&2
+    diff <(echo "$readme") <(echo "$expected") >&2 || true
+    echo "(bash test/measured.sh --readme prints the section to paste)" >&2
+    exit 1
+fi
+echo "measured: README's Measured section agrees with $results"
