@@ -31,3 +31,8 @@ inline bool pg_snapshot_visible(const PgSnapshot *s, FullTransactionId x) {
     }
     return true;
 }
+
+// The active (statement's) snapshot as a pg_snapshot, right on a hot standby
+// too, where pg_current_snapshot() lists no transaction in progress
+// (position.cpp).
+extern "C" PgSnapshot *changefeed_statement_snapshot(void);

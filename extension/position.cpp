@@ -10,6 +10,7 @@ extern "C" {
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "storage/procarray.h"
+#include "utils/snapmgr.h"
 }
 
 // A position over this is refused before anything is decoded or allocated:
@@ -139,14 +140,60 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 
-// snapshot_now() -> pg_snapshot: pg_current_snapshot() with our own
+// Plain C helpers of statement_snapshot().
+static FullTransactionId xid_relative_to(FullTransactionId next, TransactionId xid) {
+    // As xid8funcs.c does: the xid lies within 2^31 of the next one.
+    return FullTransactionIdFromU64(U64FromFullTransactionId(next) + (int32)(xid - XidFromFullTransactionId(next)));
+}
+
+static int compare_full_xids(const void *a, const void *b) {
+    uint64 x = U64FromFullTransactionId(*(const FullTransactionId *)a);
+    uint64 y = U64FromFullTransactionId(*(const FullTransactionId *)b);
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+// The statement's snapshot as a pg_snapshot.  pg_current_snapshot() copies
+// the snapshot's xip only; a snapshot taken during recovery (a hot standby)
+// keeps every transaction in progress in subxip instead (procarray.c), so
+// there pg_current_snapshot() lists none in progress, and a position cut
+// from it would count transactions still running on the primary as
+// delivered: their changes would be skipped once they commit.  The top-level
+// transactions are always among them (subtransactions may be missing when
+// overflowed, and the log names top-level transactions only).
+PgSnapshot *changefeed_statement_snapshot(void) {
+    Snapshot cur = GetActiveSnapshot();
+    if (cur == NULL) elog(ERROR, "no active snapshot set");
+    if (!cur->takenDuringRecovery)
+        return (PgSnapshot *)DatumGetPointer(DirectFunctionCall1(pg_current_snapshot, (Datum)0));
+    FullTransactionId next = ReadNextFullTransactionId();
+    uint32 cap = cur->xcnt + (cur->subxcnt > 0 ? (uint32)cur->subxcnt : 0);
+    PgSnapshot *s = (PgSnapshot *)palloc(offsetof(PgSnapshot, xip) + sizeof(FullTransactionId) * Max(cap, 1));
+    s->xmin = xid_relative_to(next, cur->xmin);
+    s->xmax = xid_relative_to(next, cur->xmax);
+    uint32 n = 0;
+    for (uint32 i = 0; i < cap; i++) {
+        TransactionId xid = i < cur->xcnt ? cur->xip[i] : cur->subxip[i - cur->xcnt];
+        FullTransactionId f = xid_relative_to(next, xid);
+        if (!FullTransactionIdPrecedes(f, s->xmin) && FullTransactionIdPrecedes(f, s->xmax)) s->xip[n++] = f;
+    }
+    if (n > 1) qsort(s->xip, n, sizeof(FullTransactionId), compare_full_xids);
+    uint32 k = 0;
+    for (uint32 i = 0; i < n; i++)  // sorted, without duplicates, as pg_snapshot keeps them
+        if (k == 0 || !FullTransactionIdEquals(s->xip[k - 1], s->xip[i])) s->xip[k++] = s->xip[i];
+    s->nxip = k;
+    SET_VARSIZE(s, offsetof(PgSnapshot, xip) + sizeof(FullTransactionId) * k);
+    return s;
+}
+
+// snapshot_now() -> pg_snapshot: the statement's snapshot with our own
 // transaction id among the in-progress ones.  PostgreSQL leaves the current
 // transaction out of its snapshot, so a position cut from it inside a
 // transaction that has written would count that transaction's changes as
 // delivered before they commit; for every other session it is in progress.
 Datum changefeed_snapshot_now(PG_FUNCTION_ARGS) {
-    Datum current = DirectFunctionCall1(pg_current_snapshot, (Datum)0);
-    const PgSnapshot *s = (const PgSnapshot *)DatumGetPointer(current);
+    PgSnapshot *snapshot = changefeed_statement_snapshot();
+    Datum current = PointerGetDatum(snapshot);
+    const PgSnapshot *s = snapshot;
     FullTransactionId own = GetTopFullTransactionIdIfAny();
     if (!FullTransactionIdIsValid(own) || !FullTransactionIdPrecedes(own, s->xmax)) PG_RETURN_DATUM(current);
     for (uint32 i = 0; i < s->nxip; i++)

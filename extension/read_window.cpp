@@ -671,7 +671,7 @@ int32 read_windows_into(Window *w, int32 remaining, Partition *parts, int nparts
         if (w->hi == NULL) {
             // The next window, up to this statement's snapshot (the one the
             // scans use, so every row visible in it is found).
-            const PgSnapshot *now = (const PgSnapshot *)DatumGetPointer(DirectFunctionCall1(pg_current_snapshot, (Datum)0));
+            const PgSnapshot *now = changefeed_statement_snapshot();
             if (FullTransactionIdPrecedes(now->xmax, w->lo->xmax)) break;  // the position is newer: nothing yet
             // More than the page's backlog is read in windows bounded by
             // ticks (about remaining / tick_rows ticks ahead: one window per

@@ -151,6 +151,29 @@ wait_replayed
 check "standby (replay resumed): the same position reads" "OK 0" "$(try "$standby" "SELECT count(*) FROM changefeed.read('docs', '$p2')")"
 check "standby: still no key file after every read" none "$(no_key_file "$standby")"
 
+echo "== 3b. a transaction still open on the primary while the standby cuts positions"
+# A hot standby's snapshots keep the transactions in progress where
+# pg_current_snapshot() does not look: a position cut there must still count
+# the open transaction as in progress, or its changes are skipped at commit.
+"$PGBIN/psql" -X -q -h "$primary" -p "$port" -U postgres -d postgres \
+    -c "BEGIN; INSERT INTO docs VALUES (901, 'open'); SELECT pg_sleep(3); COMMIT" >/dev/null &
+open_writer=$!
+sleep 1
+q "$primary" "INSERT INTO docs VALUES (902, 'after')"
+wait_replayed
+s3=$(q "$standby" "SELECT changefeed.current_position()")
+s4=$(q "$standby" "SELECT \"position\" FROM changefeed.read('docs', '$p2', max_changes => 100000) ORDER BY seq DESC LIMIT 1")
+check "standby: the position after the change committed later is the one after 902" 902 \
+    "$(q "$standby" "SELECT doc_id FROM changefeed.read('docs', '$p2', max_changes => 100000) ORDER BY seq DESC LIMIT 1")"
+wait "$open_writer"
+q "$primary" "SELECT 1" >/dev/null
+wait_replayed
+check "standby: current_position() cut while 901 was open reads 901 once it commits" "901" \
+    "$(changes "$standby" "$s3" | awk '{ print $2 }' | tr '\n' ' ' | sed 's/ $//')"
+check "primary: and so does the primary" "901" "$(changes "$primary" "$s3" | awk '{ print $2 }' | tr '\n' ' ' | sed 's/ $//')"
+check "standby: a read's last position, cut while 901 was open, reads 901 once it commits" "901" \
+    "$(changes "$standby" "$s4" | awk '{ print $2 }' | tr '\n' ' ' | sed 's/ $//')"
+
 echo "== an installation of the last release, updated while the standby runs"
 release=$(cd extension/releases && ls changefeed--*.sql | sed 's/^changefeed--\(.*\)\.sql$/\1/' | sort -V | tail -1)
 q "$primary" "CREATE DATABASE old"

@@ -2862,7 +2862,7 @@ BEGIN
             -- Open the next window, up to this statement's snapshot: later
             -- statements see at least as much, so every row visible in `hi`
             -- is visible to the scan below.
-            current_snap := pg_current_snapshot();
+            current_snap := changefeed.snapshot_now();  -- right on a hot standby too
             IF pg_snapshot_xmax(current_snap) < pg_snapshot_xmax(lo) THEN
                 RETURN;  -- the position is newer than our snapshot: nothing yet
             END IF;
