@@ -87,6 +87,9 @@ stage "releases" bash test/releases.sh
 echo "== docs/options.md lists every option of the SQL functions and the client"
 stage "options reference" bash test/options_doc.sh
 
+echo "== META.json and debian/changelog agree with the project's version"
+stage "package metadata" bash test/package_meta.sh
+
 echo "== SQL tests, library preloaded"
 # The worker's periodic maintain() would race the retention test; the notifier
 # test turns it on for itself.
