@@ -5,14 +5,16 @@
 #      runbook named exists, the
 #      position codec cannot include PostgreSQL's headers, and released
 #      install scripts are unchanged with an upgrade path to this version, and
-#      docs/options.md lists every option,
+#      docs/options.md lists every option, and META.json and debian/changelog
+#      carry the project's version (test/package_meta.sh),
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
 #      and logical replication into enabled tables (test/replication.sh),
 #      and the SQL tests again on PostgreSQL 17 and 18, each in a Debian root
 #      (trixie, forky) cached in /var/cache/changefeed-matrix, with the client
 #      built there on libpqxx 7.10 and 8.0, three of its suites and the
-#      upgrade test (test/matrix.sh),
+#      upgrade test (test/matrix.sh), and the Debian packages built in the
+#      trixie root and installed on a minimal one (test/packages.sh),
 #   3. PostgreSQL's own regression suite with and without the extension, a
 #      dump and restore round trip of a database using it, and an upgrade from
 #      the last release (test/upgrade.sh; it builds the client's processor
@@ -104,6 +106,9 @@ bash test/cluster.sh stop "$scratch/plain"
 
 echo "== PostgreSQL 17 and 18: the SQL tests in Debian trixie and forky roots"
 stage "PostgreSQL 17 and 18" bash test/matrix.sh --port-base 55470
+
+echo "== Debian packages: built in the trixie root, installed on a minimal one"
+stage "Debian packages" bash test/packages.sh --port 55498
 
 echo "== logical replication into enabled tables (own cluster, wal_level = logical)"
 stage "logical replication" bash test/replication.sh --port 55496
