@@ -152,6 +152,12 @@ for suite in $suites; do
     elapsed["$suite total"]=$(($(date +%s) - t0))
     i=$((i + 1))
 done
+# The overlays' changes (gigabytes) are dropped; their logs stay.
+cleanup
+mounted=() clusters=()
+for suite in $suites; do
+    rm -rf --one-file-system "$scratch/build-$suite" "$scratch/install-$suite"
+done
 echo "packages timings:"
 for k in "${!elapsed[@]}"; do echo "  $k: ${elapsed[$k]}s"; done | sort
 if [ ${#failed[@]} -ne 0 ]; then
