@@ -39,104 +39,10 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-suite_of() {  # PostgreSQL major -> the Debian suite that ships it
-    case "$1" in
-        17) echo trixie ;;
-        18) echo forky ;;
-        *) echo "matrix.sh: no Debian suite known for PostgreSQL $1" >&2; return 1 ;;
-    esac
-}
-
-# The Debian mirror the host's apt uses (its main archive, not -security).
-host_mirror() {
-    local uri
-    uri=$(grep -hs -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-              /etc/apt/sources.list.d/*.sources 2>/dev/null \
-          | grep -oE 'https?://[^ ]+/debian/?( |$)' | grep -v security | head -1 | tr -d ' ')
-    echo "${uri:-http://deb.debian.org/debian}"
-}
-
-if ! command -v debootstrap >/dev/null; then
-    echo "matrix: installing debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null \
-        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
-fi
-
-# Everything mounted or started, undone on exit (in reverse order).
-mounted=() clusters=()
-cleanup() {
-    local i
-    for i in "${clusters[@]+"${clusters[@]}"}"; do  # ROOT|DIR|PGBIN
-        local r=${i%%|*} rest=${i#*|}
-        local c=${rest%%|*} bin=${rest#*|}
-        [ -f "$r$c/data/postmaster.pid" ] || continue
-        in_root "$r" PGBIN="$bin" bash /src/test/cluster.sh stop "$c" --immediate >/dev/null 2>&1 || true
-    done
-    for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
-        umount -l "${mounted[$i]}" 2>/dev/null || true
-    done
-}
+# suite_of, in_root, apt_in, make_root, mount_in, umount_in, cleanup (on exit).
+. test/support/debian_roots.sh
 trap cleanup EXIT
 trap "exit 130" INT TERM
-mount_in() {  # mount_in ROOT: /proc and a private /dev/shm (POSIX shared memory)
-    local r=$1
-    mkdir -p "$r/proc" "$r/dev/shm"
-    mount -t proc proc "$r/proc" && mounted+=("$r/proc")
-    mount -t tmpfs -o mode=1777 shm "$r/dev/shm" && mounted+=("$r/dev/shm")
-}
-umount_in() {  # umount_in ROOT: undoes mount_in
-    local keep=() m
-    for m in "${mounted[@]+"${mounted[@]}"}"; do
-        case "$m" in
-            "$1"/*) umount -l "$m" 2>/dev/null || true ;;
-            *) keep+=("$m") ;;
-        esac
-    done
-    mounted=("${keep[@]+"${keep[@]}"}")
-}
-in_root() {  # in_root ROOT COMMAND...: runs COMMAND in the root, with none of the host's PG* settings
-    chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "${@:2}"
-}
-apt_in() {  # apt_in ROOT ARGS...: apt-get inside the root, quietly
-    in_root "$1" DEBIAN_FRONTEND=noninteractive apt-get -qq "${@:2}"
-}
-
-# make_root MAJOR: $cache/SUITE with PostgreSQL MAJOR and the build tools.
-# Built beside its final place and renamed at the end, so that a root that
-# exists is a complete one.
-make_root() {
-    local major=$1 suite root tmp script=
-    suite=$(suite_of "$major")
-    root=$cache/$suite
-    [ -f "$root/.changefeed-matrix-ready" ] && return 0
-    tmp=$cache/$suite.partial
-    # A creation that was killed may have left mounts in its partial root.
-    awk -v p="$tmp/" 'index($2, p) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount -l
-    rm -rf --one-file-system "$tmp"
-    mkdir -p "$cache"
-    # Debian 12's debootstrap has no script for forky; sid's is the same.
-    [ -e "/usr/share/debootstrap/scripts/$suite" ] || script=/usr/share/debootstrap/scripts/sid
-    echo "matrix: creating the $suite root in $root (mirror $(host_mirror))"
-    debootstrap --variant=minbase "$suite" "$tmp" "$(host_mirror)" $script >"$cache/$suite.debootstrap.log" 2>&1 \
-        || { tail -20 "$cache/$suite.debootstrap.log"; return 1; }
-    # A testing suite's Release file can be past its Valid-Until.
-    echo 'Acquire::Check-Valid-Until "false";' >"$tmp/etc/apt/apt.conf.d/99changefeed-matrix"
-    # No services start inside the root, and no default cluster is made.
-    printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
-    chmod 755 "$tmp/usr/sbin/policy-rc.d"
-    mkdir -p "$tmp/etc/postgresql-common"
-    echo "create_main_cluster = false" >"$tmp/etc/postgresql-common/createcluster.conf"
-    mount_in "$tmp"
-    apt_in "$tmp" update
-    apt_in "$tmp" install -y --no-install-recommends \
-        "postgresql-$major" "postgresql-server-dev-$major" g++ make libssl-dev >"$cache/$suite.apt.log" 2>&1 \
-        || { tail -20 "$cache/$suite.apt.log"; return 1; }
-    apt_in "$tmp" clean
-    umount_in "$tmp"
-    touch "$tmp/.changefeed-matrix-ready"
-    rm -rf "$root"
-    mv "$tmp" "$root"
-}
 
 # leg_steps MAJOR PORT: builds, installs and tests the extension in the root;
 # sets t_root, t_build and t_tests (seconds) as it goes.

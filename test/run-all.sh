@@ -6,14 +6,16 @@
 #      runbook named exists, the
 #      position codec cannot include PostgreSQL's headers, and released
 #      install scripts are unchanged with an upgrade path to this version, and
-#      docs/options.md lists every option,
+#      docs/options.md lists every option, and META.json and debian/changelog
+#      carry the project's version (test/package_meta.sh),
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
 #      and logical replication into enabled tables (test/replication.sh),
 #      and the SQL tests again on PostgreSQL 17 and 18, each in a Debian root
 #      (trixie, forky) cached in /var/cache/changefeed-matrix, with the client
 #      built there on libpqxx 7.10 and 8.0, three of its suites and the
-#      upgrade test (test/matrix.sh),
+#      upgrade test (test/matrix.sh); the Debian packages (test/packages.sh,
+#      about 10 minutes a release) run outside this script,
 #   3. PostgreSQL's own regression suite with and without the extension, a
 #      dump and restore round trip of a database using it, and an upgrade from
 #      the last release (test/upgrade.sh; it builds the client's processor
@@ -89,6 +91,9 @@ stage "releases" bash test/releases.sh
 
 echo "== docs/options.md lists every option of the SQL functions and the client"
 stage "options reference" bash test/options_doc.sh
+
+echo "== META.json and debian/changelog agree with the project's version"
+stage "package metadata" bash test/package_meta.sh
 
 echo "== SQL tests, library preloaded"
 # The worker's periodic maintain() would race the retention test; the notifier
