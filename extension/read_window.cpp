@@ -1,17 +1,17 @@
-// read() in C (30_read.sql) without a jsonpath filter, what processors read:
-// the window loop and the pages, every version or the latest ones.
+// read() in C (30_read.sql): the window loop and the pages, every version or
+// the latest ones, with or without a jsonpath filter.
 //
 // A window is what committed between two snapshots, lo and hi, of one
 // collection's ranges.  read() checks the call (rights, position, history)
 // in PL/pgSQL and hands the rest to changefeed.read_windows(): choose the
 // window (up to now, or up to a tick when the backlog is larger than the
 // page), read its page by index scans of the log by (collection, range,
-// txid), rows after `after` visible in hi, in seq order, each with the
-// position after it, straight into the result; roll over into the next
-// window until the page is full or a window up to now was read.  In C
-// because this loop is a processor's drain rate: rows go from the index scans
-// straight into the result, with no materialized page and no per-row
-// function call.
+// txid), rows after `after` visible in hi that pass doc_ids, tenants and the
+// filter, in seq order, each with the position after it, straight into the
+// result; roll over into the next window until the page is full or a window
+// up to now was read.  In C because this loop is a processor's drain rate:
+// rows go from the index scans straight into the result, with no
+// materialized page and no per-row function call but the filter's.
 //
 // "Not visible in lo" is "txid >= xmax(lo) or txid in xip(lo)": a range scan
 // from xmax(lo) and one lookup per xid of xip(lo), so an old open
@@ -43,7 +43,6 @@ extern "C" {
 
 PG_FUNCTION_INFO_V1(changefeed_read_windows);
 PG_FUNCTION_INFO_V1(changefeed_read_ranges);
-PG_FUNCTION_INFO_V1(changefeed_window_backlog);
 
 Datum changefeed_snapshot_now(PG_FUNCTION_ARGS);  // position.cpp
 }
@@ -135,8 +134,8 @@ int by_int32(const void *a, const void *b) {
     return x < y ? -1 : x > y ? 1 : 0;
 }
 
-// The wanted range ids, sorted and without duplicates (the SQL read() takes
-// `range_id = ANY (wanted)`, which would not return a row twice either).
+// The wanted range ids, sorted and without duplicates (a range asked for
+// twice is read once).
 int32 *range_ids(ArrayType *arr, int *count) {
     Datum *elems;
     bool *nulls;
@@ -241,10 +240,12 @@ bool in_set(const TextSet *set, Datum value, bool isnull) {
     return false;
 }
 
-// The operation a read scoped to `tenants` sees (0: none, the change is not
-// the tenants'), as op_seen() in 30_read.sql: a move (op 'm') is a replace
-// when both tenants are read or the read is not scoped, a create for the
-// tenant it went to, a delete for the one it left.  Clears pass.
+// The operation a read scoped to `tenants` sees of a change (0: none, the
+// change is not the tenants'): a row that moved from one tenant to another
+// (op 'm') is a replace for a read of both or of all, a create (without its
+// image from before) for the tenant it went to and a delete (without its
+// image after) for the one it left: no tenant sees another's row.  Clears
+// pass.
 char seen_op(const TextSet *tenants, char op, Datum tenant, bool tenant_null, Datum previous_tenant,
              bool previous_null) {
     if (tenants->n < 0) return op == 'm' ? 'r' : op;
@@ -253,6 +254,56 @@ char seen_op(const TextSet *tenants, char op, Datum tenant, bool tenant_null, Da
     if (op != 'm') return now_in ? op : 0;
     bool was_in = in_set(tenants, previous_tenant, previous_null);
     return now_in ? (was_in ? 'r' : 'c') : (was_in ? 'd' : 0);
+}
+
+// A read's jsonpath filter, evaluated by PostgreSQL's own
+// jsonb_path_match(document, filter, vars, silent => true), the function a
+// filter in SQL would call: a result that is not true (false, null, not a
+// boolean, an error the silent mode suppresses) is no match.  Errors silent
+// mode does not suppress (vars not an object, a variable missing from vars)
+// end the read.  Each evaluation's memory is freed with `scratch`.
+struct Filter {
+    FmgrInfo match;  // jsonb_path_match(jsonb, jsonpath, jsonb, bool)
+    Datum path;
+    Datum vars;
+    MemoryContext scratch;
+};
+
+Filter *filter_of(FunctionCallInfo fcinfo, int path_arg, int vars_arg) {
+    if (PG_ARGISNULL(path_arg)) return NULL;
+    Filter *f = (Filter *)palloc0(sizeof(Filter));
+    fmgr_info(F_JSONB_PATH_MATCH, &f->match);
+    f->path = PointerGetDatum(PG_DETOAST_DATUM(PG_GETARG_DATUM(path_arg)));  // unpacked once, not per row
+    f->vars = PG_ARGISNULL(vars_arg) ? DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))
+                                     : PointerGetDatum(PG_DETOAST_DATUM(PG_GETARG_DATUM(vars_arg)));
+    f->scratch = AllocSetContextCreate(CurrentMemoryContext, "changefeed read filter", ALLOCSET_SMALL_SIZES);
+    return f;
+}
+
+bool path_matches(Filter *f, Datum document) {
+    MemoryContext caller = MemoryContextSwitchTo(f->scratch);
+    LOCAL_FCINFO(call, 4);
+    InitFunctionCallInfoData(*call, &f->match, 4, InvalidOid, NULL, NULL);
+    call->args[0].value = document, call->args[0].isnull = false;
+    call->args[1].value = f->path, call->args[1].isnull = false;
+    call->args[2].value = f->vars, call->args[2].isnull = false;
+    call->args[3].value = BoolGetDatum(true), call->args[3].isnull = false;
+    Datum result = FunctionCallInvoke(call);
+    bool matches = !call->isnull && DatumGetBool(result);
+    MemoryContextSwitchTo(caller);
+    MemoryContextReset(f->scratch);
+    return matches;
+}
+
+// Whether a change the read sees as `seen` (seen_op()) passes the filter:
+// creates and replaces are tested on the document after the write, deletes
+// (a tenant's side of a move away included) on the one before it when the
+// collection keeps previous images (passed through otherwise), clears always
+// pass.  No filter: every change passes.
+bool filter_passes(Filter *f, char seen, Datum current, bool current_null, Datum previous, bool previous_null) {
+    if (f == NULL || seen == 't') return true;
+    if (seen == 'd') return previous_null || path_matches(f, previous);
+    return !current_null && path_matches(f, current);
 }
 
 struct Window {
@@ -265,6 +316,7 @@ struct Window {
     TextSet doc_ids;  // n < 0: no filter; clears always pass
     TextSet tenants;
     bool latest;      // mode 'latest': per document the window's last version
+    Filter *filter;   // null: none
 };
 
 void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nkeys, TupleTableSlot *slot,
@@ -283,8 +335,9 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
             continue;
         }
         if (seq <= w->after) continue;
-        if (w->doc_ids.n >= 0 || w->tenants.n >= 0) {
+        if (w->doc_ids.n >= 0 || w->tenants.n >= 0 || w->filter != NULL) {
             char op = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull));
+            char seen = op == 'm' ? 'r' : op;
             bool nul;
             if (op != 't' && w->doc_ids.n >= 0) {
                 Datum d = slot_getattr(slot, p->att[kDocId], &nul);
@@ -296,7 +349,14 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
                 Datum prev = op == 'm' && p->att[kPreviousTenant] != InvalidAttrNumber
                                  ? slot_getattr(slot, p->att[kPreviousTenant], &prev_nul)
                                  : (Datum)0;
-                if (seen_op(&w->tenants, op, d, nul, prev, prev_nul) == 0) continue;
+                seen = seen_op(&w->tenants, op, d, nul, prev, prev_nul);
+                if (seen == 0) continue;
+            }
+            if (w->filter != NULL && seen != 't') {
+                bool current_null, previous_null;
+                Datum current = slot_getattr(slot, p->att[kCurrent], &current_null);
+                Datum previous = slot_getattr(slot, p->att[kPrevious], &previous_null);
+                if (!filter_passes(w->filter, seen, current, current_null, previous, previous_null)) continue;
             }
         }
         page_add(pg, seq, ExecCopySlotHeapTuple(slot), part);
@@ -526,7 +586,8 @@ void emit_marker(Emitter *out, text *pos, const int32 *ranges, int nranges) {
 
 // Mode 'latest': of every row of the window in `pg`, per document the last
 // version, unless it is a delete or a later clear of its range ends it; then
-// only those after w->after and passing doc_ids and tenants, in seq order.
+// only those after w->after and passing doc_ids, tenants and the filter, in
+// seq order.
 struct Version {
     int row;
     int32 range;
@@ -583,16 +644,25 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg) {
         Partition *p = &parts[row->part];
         bool nul;
         if (w->doc_ids.n >= 0 && !in_set(&w->doc_ids, PointerGetDatum(v[i].doc), false)) continue;
+        TupleDesc desc = RelationGetDescr(p->heap);
+        char seen = v[i].op == 'm' ? 'r' : v[i].op;
         if (w->tenants.n >= 0) {
             // A move away from the read's tenants ends the document as a delete does.
-            TupleDesc desc = RelationGetDescr(p->heap);
             bool prev_nul = true;
             Datum tenant = heap_getattr(row->tuple, p->att[kTenant], desc, &nul);
             Datum prev = v[i].op == 'm' && p->att[kPreviousTenant] != InvalidAttrNumber
                              ? heap_getattr(row->tuple, p->att[kPreviousTenant], desc, &prev_nul)
                              : (Datum)0;
-            char seen = seen_op(&w->tenants, v[i].op, tenant, nul, prev, prev_nul);
+            seen = seen_op(&w->tenants, v[i].op, tenant, nul, prev, prev_nul);
             if (seen == 0 || seen == 'd') continue;
+        }
+        // The filter tests the latest version: a document whose latest
+        // version fails it does not appear, whatever its earlier ones were.
+        if (w->filter != NULL) {
+            bool current_null, previous_null;
+            Datum current = heap_getattr(row->tuple, p->att[kCurrent], desc, &current_null);
+            Datum previous = heap_getattr(row->tuple, p->att[kPrevious], desc, &previous_null);
+            if (!filter_passes(w->filter, seen, current, current_null, previous, previous_null)) continue;
         }
         chosen[v[i].row] = true;
     }
@@ -780,15 +850,17 @@ extern "C" {
 
 // read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
 //              after bigint, max_changes int, doc_ids text[], tenants text[],
-//              latest bool) -> read()'s rows
-// read() without a jsonpath filter from the position (lo, hi, after) (hi
-// null: between windows): at most max_changes rows, window after window, in
-// seq order; with doc_ids or tenants (null: all), only changes of those
-// documents or tenants, and clears (mode 'all'); `latest`: per window the
-// last version of each document, as read() in mode 'latest'.  Each row carries the position after it: the last row of an
-// exhausted window carries its `hi` alone, others (lo, hi, seq).  The
-// position after the last row goes to changefeed.read_position (LOCAL), as
-// read() has always done.
+//              latest bool, filter jsonpath, filter_vars jsonb) -> read()'s rows
+// read() from the position (lo, hi, after) (hi null: between windows): at
+// most max_changes rows, window after window, in seq order; with doc_ids or
+// tenants (null: all), only changes of those documents or tenants, and
+// clears (mode 'all'); with `filter` (null: none), only changes that pass it
+// (filter_passes(), vars from filter_vars, null: none); `latest`: per window
+// the last version of each document, as read() in mode 'latest'.  Each row
+// carries the position after it: the last row of an exhausted window carries
+// its `hi` alone, others (lo, hi, seq), so a read resumes after what its
+// filters skipped.  The position after the last row goes to
+// changefeed.read_position (LOCAL), as read() has always done.
 Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     for (int i = 0; i < 6; i++)
         if (i != 3 && PG_ARGISNULL(i))
@@ -805,6 +877,7 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     w.doc_ids = text_set(fcinfo, 6);
     w.tenants = text_set(fcinfo, 7);
     w.latest = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+    w.filter = filter_of(fcinfo, 9, 10);
     refuse_own_changes();
 
     InitMaterializedSRF(fcinfo, 0);
@@ -860,6 +933,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         w.doc_ids = TextSet{NULL, -1};
         w.tenants = tenants;
         w.latest = latest;
+        w.filter = NULL;
         out.last_pos = NULL;
         int32 n = read_windows_into(&w, remaining, parts, nparts, &out);
         if (n < remaining && !FullTransactionIdPrecedes(now->xmax, g->upto)) {
@@ -882,24 +956,6 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
     }
     close_partitions(parts, nparts);
     return (Datum)0;
-}
-
-// window_backlog(collection_id int, ranges int[], lo pg_snapshot, upto pg_snapshot,
-//                stop_at int) -> int
-// count_window() for read()'s SQL statement, the path of reads with a jsonpath
-// filter (either mode).
-Datum changefeed_window_backlog(PG_FUNCTION_ARGS) {
-    for (int i = 0; i < 5; i++)
-        if (PG_ARGISNULL(i))
-            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("argument %d is null", i + 1)));
-    int nranges;
-    int32 *ranges = range_ids(PG_GETARG_ARRAYTYPE_P(1), &nranges);
-    int nparts;
-    Partition *parts = open_partitions(&nparts);
-    int32 count = count_window(PG_GETARG_INT32(0), ranges, nranges, snapshot_arg(fcinfo, 2), snapshot_arg(fcinfo, 3),
-                               parts, nparts, PG_GETARG_INT32(4));
-    close_partitions(parts, nparts);
-    PG_RETURN_INT32(count);
 }
 
 }  // extern "C"

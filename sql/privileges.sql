@@ -101,7 +101,6 @@ SELECT try($$SELECT * FROM changefeed._read('public.priv_orders', (SELECT p FROM
 SELECT try($$SELECT count(*) FROM changefeed.read_windows(
     (SELECT id FROM changefeed.collections WHERE table_name = 'public.priv_orders'::regclass), '{0}',
     pg_current_snapshot(), pg_current_snapshot(), 0, 10, NULL, NULL, false)$$);
-SELECT try($$SELECT changefeed.window_backlog(1, '{0}', pg_current_snapshot(), pg_current_snapshot(), 10)$$);
 SELECT try($$SELECT changefeed.snapshot_now()$$);
 -- Neither read_ranges()'s implementation nor its plan (which reveals the
 -- collection and the decoded positions) is the reader's to call.

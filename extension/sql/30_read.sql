@@ -117,23 +117,6 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_tem
                    WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END
 $$;
 
--- The operation a read scoped to `tenants` (null: not scoped) sees of a
--- change, null when the change is not the tenants'.  A row that moved from
--- one tenant to another (op 'm') is a replace for a read of both or of all,
--- a create (without its image from before) for the tenant it went to and a
--- delete (without its image after) for the one it left: no tenant sees
--- another's row.  Clears pass.  The C reader does the same (read_window.cpp).
-CREATE FUNCTION changefeed.op_seen(op "char", tenant text, previous_tenant text, tenants text[]) RETURNS "char"
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE
-        WHEN tenants IS NULL THEN CASE WHEN op = 'm' THEN 'r'::"char" ELSE op END
-        WHEN op = 't' THEN op
-        WHEN op <> 'm' THEN CASE WHEN tenant = ANY (tenants) THEN op END
-        WHEN tenant = ANY (tenants) THEN CASE WHEN previous_tenant = ANY (tenants) THEN 'r'::"char" ELSE 'c'::"char" END
-        WHEN previous_tenant = ANY (tenants) THEN 'd'::"char"
-    END
-$$;
-
 -- Reads the changes of `tbl` after `since`.
 --   max_changes  at most this many rows (1 .. 100000)
 --   ranges       only these range ids (null = all)
@@ -144,18 +127,25 @@ $$;
 --   filter       a jsonpath predicate over the document, with its variables in
 --                filter_vars (values are never spliced into the path), e.g.
 --                filter => '$.status == $s', filter_vars => '{"s": "open"}'.
---                See filter_matches() for deletes and clears.
+--                Creates and replaces are tested on the document after the
+--                write, deletes on the one before it when the collection
+--                keeps previous images (passed through otherwise), clears
+--                always pass; in mode 'latest' the latest version is tested.
+--                A filter that errors or is not a boolean counts as no match
+--                (jsonb_path_match(..., silent => true)).
 --   doc_ids      only changes of these documents (clears pass).
 --   tenant       only changes of this tenant (collections with a tenant column;
 --                clears pass).  A role bound to a tenant (bind_tenant) reads
 --                only its tenant's changes, whatever it asks.  A row moved
---                to another tenant is a delete for the old tenant and a
---                create for the new one (op_seen).
+--                to another tenant is a delete (without its image after) for
+--                the old tenant and a create (without its image before) for
+--                the new one.
 -- The caller needs SELECT on the table (42501 otherwise).
 -- Rows come window by window (a window = what committed between two
 -- snapshots), in seq order inside a window.  Each row carries the position
--- after it.  When a window is exhausted the read rolls over into the next one.
--- A large backlog is read in windows bounded by the notifier's ticks.
+-- after it; the changes the filters skip before it are behind it.  When a
+-- window is exhausted the read rolls over into the next one.  A large
+-- backlog is read in windows bounded by the notifier's ticks.
 -- After a read that returned nothing, the position to keep is the read's own
 -- snapshot: call read() and current_position() in one REPEATABLE READ
 -- transaction.
@@ -163,45 +153,21 @@ $$;
 -- change by anyone, what a consumer deduplicates on (47_dedup.sql); the two
 -- sides of a tenant move, as tenant-scoped reads see it, add ".create" and
 -- ".delete".
--- JIT is off: a page's queries run in milliseconds, and compiling them (which
--- the estimates of a cached generic plan asked for) took longer than that.
--- Plans are generic: a session plans read()'s statements once, not on every
--- call (planning them over the log's partitions took longer than running them
--- for the few rows of a wake-up).
--- work_mem is raised for read() and read_ranges(): each holds a page (at most
--- max_changes rows) in a result set, and with the default 4 MB a page of
--- 10,000 changes went to a temporary file, once per function on its way out.
--- Whether a change passes a read's filter: creates and replaces are tested on
--- the document after the write, deletes on the one before it when the
--- collection keeps previous images (passed through otherwise), clears always
--- pass.  A filter that errors or is not a boolean counts as no match.
-CREATE FUNCTION changefeed.filter_matches(op "char", current jsonb, previous jsonb,
-                                          filter jsonpath, filter_vars jsonb) RETURNS bool
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE
-        WHEN filter IS NULL OR op = 't' THEN true
-        WHEN op = 'd' THEN previous IS NULL
-                        OR coalesce(pg_catalog.jsonb_path_match(previous, filter, coalesce(filter_vars, '{}'), true), false)
-        ELSE coalesce(pg_catalog.jsonb_path_match(current, filter, coalesce(filter_vars, '{}'), true), false)
-    END
-$$;
+-- read() checks the call; the rows come from extension/read_window.cpp
+-- (read_windows()), which holds a page in a result set: work_mem is raised
+-- for read() and read_ranges(), as with the default 4 MB a page of 10,000
+-- changes went to a temporary file.
 
--- read() in C (extension/read_window.cpp) without a jsonpath filter, what
--- processors read: from the position (lo, hi, last_seq), the windows and
--- their pages, the same rows read() returns in mode 'all' or, with `latest`,
--- mode 'latest'; and the backlog estimate that chooses a window's shape, for
--- read()'s SQL statement (jsonpath filters).
+-- read()'s rows, in C (extension/read_window.cpp), from the position (lo,
+-- hi, last_seq) after the call was checked: the windows and their pages, in
+-- mode 'all' or, with `latest`, mode 'latest', with read()'s filters.
 CREATE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
                                         after bigint, max_changes int, doc_ids text[], tenants text[],
-                                        latest bool)
+                                        latest bool, filter jsonpath DEFAULT NULL, filter_vars jsonb DEFAULT NULL)
 RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text, partition_key text,
                current jsonb, previous jsonb, ttl_expired bool, written_at timestamptz, tenant text,
                "position" text, event_id text)
 AS 'MODULE_PATHNAME', 'changefeed_read_windows' LANGUAGE C VOLATILE;
-
-CREATE FUNCTION changefeed.window_backlog(collection_id int, ranges int[], lo pg_snapshot, upto pg_snapshot,
-                                          stop_at int) RETURNS int
-AS 'MODULE_PATHNAME', 'changefeed_window_backlog' LANGUAGE C STABLE;
 
 CREATE FUNCTION changefeed.read(
     tbl regclass,
@@ -227,26 +193,12 @@ RETURNS TABLE (
     tenant text,
     "position" text,
     event_id text)   -- the change's identity, the same on every redelivery
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET jit = off SET plan_cache_mode = force_generic_plan SET work_mem = '64MB' AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET work_mem = '64MB' AS $$
 #variable_conflict use_column
 DECLARE
     c changefeed.collection;
     p record;
-    lo pg_snapshot;
-    hi pg_snapshot;
-    after bigint;
-    remaining int := max_changes;
-    wanted int[];
-    n int;
-    windows int := 0;
-    at_current bool;
-    current_snap pg_snapshot;
-    backlog int;
     tenants text[];
-    lo_xmax xid8;
-    hi_xmax xid8;
-    lo_xip xid8[];
-    tick_rows int := coalesce(nullif(current_setting('changefeed.tick_rows', true), '')::int, 1000);
 BEGIN
     PERFORM changefeed.check_read_args(mode, max_changes);
     c := changefeed.collection_of(tbl);
@@ -263,190 +215,13 @@ BEGIN
             USING ERRCODE = 'CF009',
                   DETAIL = 'Its own uncommitted changes would be delivered before they commit.';
     END IF;
-    IF ranges IS NULL THEN
-        wanted := ARRAY(SELECT generate_series(0, c.ranges - 1));
-    ELSE
-        IF EXISTS (SELECT 1 FROM unnest(ranges) r WHERE r IS NULL OR r < 0 OR r >= c.ranges) THEN
-            RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
-                USING ERRCODE = 'CF020';
-        END IF;
-        wanted := ranges;
+    IF EXISTS (SELECT 1 FROM unnest(ranges) r WHERE r IS NULL OR r < 0 OR r >= c.ranges) THEN
+        RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+            USING ERRCODE = 'CF020';
     END IF;
-
-    IF filter IS NULL THEN
-        -- What processors read: in C, the same rows (read_window.cpp).
-        RETURN QUERY SELECT * FROM changefeed.read_windows(c.id, wanted, p.lo, p.hi, p.last_seq, max_changes,
-                                                           doc_ids, tenants, mode = 'latest');
-        RETURN;
-    END IF;
-    lo := p.lo;
-    hi := p.hi;
-    after := p.last_seq;
-    LOOP
-        at_current := false;
-        -- What `lo` has not delivered: transactions from its xmax on, and
-        -- those it saw in progress (its xip, a short list).  A window is
-        -- scanned by those two sets, never from xmin(lo): a transaction
-        -- left open for long (idle in transaction, a long batch job) keeps
-        -- xmin(lo) back, but costs one index lookup of its xid per read.
-        lo_xmax := pg_snapshot_xmax(lo);
-        lo_xip := ARRAY(SELECT pg_snapshot_xip(lo));
-        IF hi IS NULL THEN
-            -- Open the next window, up to this statement's snapshot: later
-            -- statements see at least as much, so every row visible in `hi`
-            -- is visible to the scan below.
-            current_snap := changefeed.snapshot_now();  -- right on a hot standby too
-            IF pg_snapshot_xmax(current_snap) < pg_snapshot_xmax(lo) THEN
-                RETURN;  -- the position is newer than our snapshot: nothing yet
-            END IF;
-            -- More than the page's backlog is read in windows bounded by
-            -- ticks, less in a single window up to now.  Counting stops one
-            -- row past the page, from the index alone (an upper bound: rows
-            -- of aborted transactions count too).
-            backlog := changefeed.window_backlog(c.id, wanted, lo, current_snap, remaining + 1);
-            IF backlog > remaining THEN
-                -- A tick taken after `lo` (larger xmax) sees everything `lo`
-                -- sees.  The notifier ticks every tick_rows changes (of all
-                -- collections), so a window of the page's size spans about
-                -- remaining / tick_rows ticks: one window per page, not one
-                -- per tick.
-                SELECT t.snap INTO hi FROM changefeed.tick t
-                 WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
-                 ORDER BY t.snap_xmax
-                OFFSET greatest(remaining / tick_rows - 1, 0) LIMIT 1;
-                IF hi IS NULL THEN
-                    SELECT t.snap INTO hi FROM changefeed.tick t
-                     WHERE t.snap_xmax > pg_snapshot_xmax(lo) AND t.snap_xmax <= pg_snapshot_xmax(current_snap)
-                     ORDER BY t.snap_xmax DESC LIMIT 1;
-                END IF;
-            END IF;
-            IF hi IS NULL THEN
-                hi := current_snap;
-                at_current := true;
-            END IF;
-            after := 0;
-        END IF;
-        hi_xmax := pg_snapshot_xmax(hi);
-
-        -- The window: visible in `hi`, not in `lo`.  "Not visible in lo" is
-        -- exactly "txid >= xmax(lo) or txid in xip(lo)"; the two parts are
-        -- disjoint (xip(lo) < xmax(lo)), each an index scan of its own.
-        -- A page is the window's rows after `after`, one past the budget:
-        -- that extra row only tells whether the window goes on.  Each row
-        -- carries the position after it; the last row of an exhausted
-        -- window carries `hi` alone.
-        -- One statement for both modes: the arm of the other mode is gated
-        -- off by `mode` and never runs (nor does window_rows in mode 'all').
-        RETURN QUERY
-        WITH window_rows AS (
-            SELECT l.* FROM changefeed.log l
-             WHERE l.collection_id = c.id
-               AND l.range_id = ANY (wanted)
-               AND l.txid >= lo_xmax
-               AND l.txid < hi_xmax
-               AND pg_visible_in_snapshot(l.txid, hi)
-            UNION ALL
-            SELECT l.* FROM changefeed.log l
-             WHERE l.collection_id = c.id
-               AND l.range_id = ANY (wanted)
-               AND l.txid = ANY (lo_xip)
-               AND pg_visible_in_snapshot(l.txid, hi)
-        ),
-        page AS MATERIALIZED (
-            -- 'all': every row after `after`, scanned directly.
-            SELECT a.* FROM (
-                SELECT w.*, s.seen FROM (
-                    SELECT l.* FROM changefeed.log l
-                     WHERE l.collection_id = c.id
-                       AND l.range_id = ANY (wanted)
-                       AND l.txid >= lo_xmax
-                       AND l.txid < hi_xmax
-                       AND pg_visible_in_snapshot(l.txid, hi)
-                       AND l.seq > after
-                    UNION ALL
-                    SELECT l.* FROM changefeed.log l
-                     WHERE l.collection_id = c.id
-                       AND l.range_id = ANY (wanted)
-                       AND l.txid = ANY (lo_xip)
-                       AND pg_visible_in_snapshot(l.txid, hi)
-                       AND l.seq > after) w
-                -- What the read's tenants see of the change (op_seen).
-                CROSS JOIN LATERAL (SELECT CASE WHEN tenants IS NULL AND w.op <> 'm' THEN w.op
-                                                ELSE changefeed.op_seen(w.op, w.tenant, w.previous_tenant, tenants)
-                                           END AS seen) s
-                 WHERE mode = 'all'
-                   AND (doc_ids IS NULL OR w.op = 't' OR w.doc_id = ANY (doc_ids))
-                   AND s.seen IS NOT NULL
-                   AND (filter IS NULL OR changefeed.filter_matches(s.seen, w.current, w.previous, filter, filter_vars))
-                 ORDER BY w.seq
-                 LIMIT remaining + 1) a
-            UNION ALL
-            -- 'latest': per document the window's last version, unless a
-            -- delete or a later clear of its range ends it.
-            SELECT b.* FROM (
-                SELECT v.*, s.seen FROM (
-                    SELECT DISTINCT ON (w.range_id, w.doc_id) w.*
-                      FROM window_rows w
-                     WHERE mode = 'latest' AND w.op <> 't'
-                     ORDER BY w.range_id, w.doc_id, w.seq DESC
-                ) v
-                -- The last clear of each range: one row per range that has one,
-                -- so the join stays small whatever plan is chosen.
-                LEFT JOIN (SELECT t.range_id, max(t.seq) AS seq
-                             FROM window_rows t WHERE t.op = 't' GROUP BY t.range_id) cl
-                       ON cl.range_id = v.range_id
-                -- A move away from the read's tenants ends the document as a delete does.
-                CROSS JOIN LATERAL (SELECT CASE WHEN tenants IS NULL AND v.op <> 'm' THEN v.op
-                                                ELSE changefeed.op_seen(v.op, v.tenant, v.previous_tenant, tenants)
-                                           END AS seen) s
-                 WHERE s.seen <> 'd' AND v.seq > after
-                   AND (cl.seq IS NULL OR v.seq > cl.seq)
-                   AND (doc_ids IS NULL OR v.doc_id = ANY (doc_ids))
-                   AND (filter IS NULL OR changefeed.filter_matches(s.seen, v.current, v.previous, filter, filter_vars))
-                 ORDER BY v.seq
-                 LIMIT remaining + 1) b
-        ),
-        bounds AS (SELECT count(*) AS total, max(pg.seq) AS top FROM page pg),
-        ends AS MATERIALIZED (SELECT b.total, b.top,
-                        CASE WHEN b.total <= remaining THEN b.top
-                             ELSE (SELECT max(pg.seq) FROM page pg WHERE pg.seq < b.top) END AS last
-                   FROM bounds b)
-        SELECT k.seq, k.txid, k.range_id,
-               CASE k.seen WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace'
-                           WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END,
-               k.doc_id, k.partition_key,
-               -- A move: the tenant it went to gets no image from before, the
-               -- one it left no image after.
-               CASE WHEN k.seen = 'd' THEN NULL ELSE k.current END,
-               CASE WHEN k.seen = 'c' THEN NULL ELSE k.previous END,
-               k.ttl_expired, k.written_at,
-               CASE WHEN k.seen = 'd' AND k.op = 'm' THEN k.previous_tenant ELSE k.tenant END,
-               CASE WHEN k.seq <> e.last THEN changefeed.position_encode(lo, hi, k.seq)
-                    -- The page's last row: its position is also left in
-                    -- changefeed.read_position (docs/options.md).
-                    ELSE pg_catalog.set_config('changefeed.read_position',
-                             CASE WHEN e.total <= remaining
-                                  THEN changefeed.position_encode(hi, NULL, 0)   -- window exhausted
-                                  ELSE changefeed.position_encode(lo, hi, k.seq) END, true) END,
-               c.id::text || '.' || k.txid::text || '.' || k.seq::text
-                   -- The two sides of a move are two events.
-                   || CASE WHEN k.op = 'm' AND k.seen = 'c' THEN '.create'
-                           WHEN k.op = 'm' AND k.seen = 'd' THEN '.delete' ELSE '' END
-          FROM page k CROSS JOIN ends e
-         WHERE k.seq <= e.last
-         ORDER BY k.seq;
-        GET DIAGNOSTICS n = ROW_COUNT;
-
-        remaining := remaining - n;
-        windows := windows + 1;
-        -- Stop when the page is full or a window up to now was read: an empty
-        -- result then means nothing is pending up to this statement's
-        -- snapshot (in REPEATABLE READ, current_position()).  Tick windows
-        -- roll on into the next window.
-        EXIT WHEN remaining = 0 OR at_current;
-        lo := hi;
-        hi := NULL;
-    END LOOP;
+    RETURN QUERY SELECT * FROM changefeed.read_windows(
+        c.id, coalesce(ranges, ARRAY(SELECT generate_series(0, c.ranges - 1))), p.lo, p.hi, p.last_seq,
+        max_changes, doc_ids, tenants, mode = 'latest', filter, filter_vars);
 END
 $$;
 

@@ -3460,3 +3460,78 @@ $$;
 REVOKE ALL ON FUNCTION changefeed.check_ranges_count(int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION changefeed.check_read_args(text, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION changefeed.restart_leases(changefeed.collection, text, int[], text, bool) FROM PUBLIC;
+
+-- ---- read(): jsonpath filters in the C reader ----
+-- read_windows() evaluates read()'s jsonpath filter in its scan, so read()
+-- only checks the call and hands it over; the PL/pgSQL window loop and its
+-- helpers (window_backlog, filter_matches, op_seen) are gone (30_read.sql).
+
+DROP FUNCTION changefeed.window_backlog(int, int[], pg_snapshot, pg_snapshot, int);
+DROP FUNCTION changefeed.filter_matches("char", jsonb, jsonb, jsonpath, jsonb);
+DROP FUNCTION changefeed.op_seen("char", text, text, text[]);
+DROP FUNCTION changefeed.read_windows(int, int[], pg_snapshot, pg_snapshot, bigint, int, text[], text[], bool);
+CREATE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
+                                        after bigint, max_changes int, doc_ids text[], tenants text[],
+                                        latest bool, filter jsonpath DEFAULT NULL, filter_vars jsonb DEFAULT NULL)
+RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text, partition_key text,
+               current jsonb, previous jsonb, ttl_expired bool, written_at timestamptz, tenant text,
+               "position" text, event_id text)
+AS 'MODULE_PATHNAME', 'changefeed_read_windows' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION changefeed.read_windows(int, int[], pg_snapshot, pg_snapshot, bigint, int, text[], text[],
+                                              bool, jsonpath, jsonb) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION changefeed._read(
+    tbl regclass,
+    since text,
+    max_changes int DEFAULT 1000,
+    ranges int[] DEFAULT NULL,
+    mode text DEFAULT 'all',
+    filter jsonpath DEFAULT NULL,
+    filter_vars jsonb DEFAULT NULL,
+    doc_ids text[] DEFAULT NULL,
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
+RETURNS TABLE (
+    seq bigint,
+    txid xid8,
+    range_id int,
+    operation text,
+    doc_id text,
+    partition_key text,
+    current jsonb,
+    previous jsonb,
+    ttl_expired bool,
+    written_at timestamptz,
+    tenant text,
+    "position" text,
+    event_id text)   -- the change's identity, the same on every redelivery
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET work_mem = '64MB' AS $$
+#variable_conflict use_column
+DECLARE
+    c changefeed.collection;
+    p record;
+    tenants text[];
+BEGIN
+    PERFORM changefeed.check_read_args(mode, max_changes);
+    c := changefeed.collection_of(tbl);
+    tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    IF since IS NULL THEN
+        RAISE EXCEPTION 'position must not be null'
+            USING ERRCODE = 'CF004',
+                  HINT = 'Start from changefeed.current_position(), or from a position a previous read returned.';
+    END IF;
+    p := changefeed.position_decode(since);
+    PERFORM changefeed.check_history(c, p.lo);
+    IF changefeed.captured_in_this_transaction() THEN
+        RAISE EXCEPTION 'cannot read the change feed in a transaction that captured changes itself'
+            USING ERRCODE = 'CF009',
+                  DETAIL = 'Its own uncommitted changes would be delivered before they commit.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(ranges) r WHERE r IS NULL OR r < 0 OR r >= c.ranges) THEN
+        RAISE EXCEPTION 'range ids must be between 0 and %', c.ranges - 1
+            USING ERRCODE = 'CF020';
+    END IF;
+    RETURN QUERY SELECT * FROM changefeed.read_windows(
+        c.id, coalesce(ranges, ARRAY(SELECT generate_series(0, c.ranges - 1))), p.lo, p.hi, p.last_seq,
+        max_changes, doc_ids, tenants, mode = 'latest', filter, filter_vars);
+END
+$$;
