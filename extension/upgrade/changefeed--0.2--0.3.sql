@@ -768,8 +768,9 @@ SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before,
 -- read() in C (extension/read_window.cpp) without a jsonpath filter, what
 -- processors read: from the position (lo, hi, last_seq), the windows and
 -- their pages, the same rows read() returns in mode 'all' or, with `latest`,
--- mode 'latest'; and the backlog estimate that chooses a window's shape, for
--- read()'s SQL statement (jsonpath filters).
+-- mode 'latest' (window_backlog(), the backlog estimate of read()'s SQL
+-- statement, is not created: the section "read(): jsonpath filters in the C
+-- reader" below removes that statement, and the library no longer has it).
 CREATE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
                                         after bigint, max_changes int, doc_ids text[], tenants text[],
                                         latest bool)
@@ -777,12 +778,8 @@ RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text,
                current jsonb, previous jsonb, ttl_expired bool, written_at timestamptz, tenant text,
                "position" text, event_id text)
 AS 'MODULE_PATHNAME', 'changefeed_read_windows' LANGUAGE C VOLATILE;
-
-CREATE FUNCTION changefeed.window_backlog(collection_id int, ranges int[], lo pg_snapshot, upto pg_snapshot,
-                                          stop_at int) RETURNS int
-AS 'MODULE_PATHNAME', 'changefeed_window_backlog' LANGUAGE C STABLE;
-REVOKE ALL ON FUNCTION changefeed.read_windows(int, int[], pg_snapshot, pg_snapshot, bigint, int, text[], text[], bool),
-                       changefeed.window_backlog(int, int[], pg_snapshot, pg_snapshot, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION changefeed.read_windows(int, int[], pg_snapshot, pg_snapshot, bigint, int, text[], text[], bool)
+    FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION changefeed._read(
     tbl regclass,
@@ -3466,7 +3463,6 @@ REVOKE ALL ON FUNCTION changefeed.restart_leases(changefeed.collection, text, in
 -- only checks the call and hands it over; the PL/pgSQL window loop and its
 -- helpers (window_backlog, filter_matches, op_seen) are gone (30_read.sql).
 
-DROP FUNCTION changefeed.window_backlog(int, int[], pg_snapshot, pg_snapshot, int);
 DROP FUNCTION changefeed.filter_matches("char", jsonb, jsonb, jsonpath, jsonb);
 DROP FUNCTION changefeed.op_seen("char", text, text, text[]);
 DROP FUNCTION changefeed.read_windows(int, int[], pg_snapshot, pg_snapshot, bigint, int, text[], text[], bool);
