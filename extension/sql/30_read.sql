@@ -131,8 +131,10 @@ $$;
 --                write, deletes on the one before it when the collection
 --                keeps previous images (passed through otherwise), clears
 --                always pass; in mode 'latest' the latest version is tested.
---                A filter that errors or is not a boolean counts as no match
---                (jsonb_path_match(..., silent => true)).
+--                A filter whose evaluation fails or gives no boolean counts
+--                as no match (jsonb_path_match(..., silent => true)); a
+--                variable missing from filter_vars (42704) or filter_vars not
+--                an object (22023) ends the read.
 --   doc_ids      only changes of these documents (clears pass).
 --   tenant       only changes of this tenant (collections with a tenant column;
 --                clears pass).  A role bound to a tenant (bind_tenant) reads
