@@ -2,7 +2,7 @@
 -- rule and its error are written once.
 
 -- CF003 unless `n` is a number of ranges a collection may have.
-CREATE FUNCTION changefeed.check_ranges_count(n int) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.check_ranges_count(n int) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF n IS NULL OR n < 1 OR n > 4096 THEN
@@ -14,7 +14,7 @@ $$;
 
 -- 22023 unless `mode` and `max_changes` are arguments read() and
 -- read_ranges() accept.
-CREATE FUNCTION changefeed.check_read_args(mode text, max_changes int) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.check_read_args(mode text, max_changes int) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
@@ -31,7 +31,7 @@ $$;
 -- CF020 unless every id of `range_ids` (null = all) is a range of `c`: a
 -- caller naming a range the collection does not have learnt its number of
 -- ranges before it changed.
-CREATE FUNCTION changefeed.check_range_ids(c changefeed.collection, range_ids int[]) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.check_range_ids(c changefeed.collection, range_ids int[]) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF range_ids IS NOT NULL
