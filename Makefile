@@ -34,9 +34,10 @@ SQL_BUILD = extension/build_sql.py extension/surface.manifest $(SQL_PARTS)
 UPGRADE_DELTAS = $(wildcard extension/upgrade/delta/*--$(EXTVERSION).sql)
 DATA_built = extension/changefeed--$(EXTVERSION).sql \
 	$(patsubst extension/upgrade/delta/%.sql,extension/changefeed--%.sql,$(UPGRADE_DELTAS))
-# Released scripts (install and upgrade) stay installable, and each release
-# has an upgrade path to this version (test/upgrade.sh, test/releases.sh).
-DATA = $(wildcard extension/releases/changefeed--*.sql)
+# Released install scripts stay installable, and each release has an upgrade
+# path to this version (test/upgrade.sh, test/releases.sh): released upgrade
+# scripts are frozen in extension/upgrade/, those to this version built.
+DATA = $(wildcard extension/releases/changefeed--*.sql) $(wildcard extension/upgrade/changefeed--*--*.sql)
 
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED=`.

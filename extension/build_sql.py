@@ -3,6 +3,7 @@
 
   build_sql.py install              the install script, on stdout
   build_sql.py upgrade DELTA        the upgrade script made from DELTA, on stdout
+  build_sql.py surface              the generated surface alone (test/options_doc.sh)
 
 The install script is the concern files of extension/sql/ in order, with the
 SQL surface of extension/surface.manifest generated between the files
@@ -389,6 +390,8 @@ def main(argv):
     try:
         if argv[1:] == ["install"]:
             sys.stdout.write(Sources().install())
+        elif argv[1:] == ["surface"]:
+            sys.stdout.write(Sources().surface())
         elif len(argv) == 3 and argv[1] == "upgrade":
             sys.stdout.write(Sources().upgrade(argv[2]))
         else:

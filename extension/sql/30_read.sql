@@ -212,7 +212,7 @@ CREATE OR REPLACE FUNCTION changefeed.read(
     filter jsonpath DEFAULT NULL,
     filter_vars jsonb DEFAULT NULL,
     doc_ids text[] DEFAULT NULL,
-    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (surface.manifest)
 RETURNS TABLE (
     seq bigint,
     txid xid8,
@@ -479,7 +479,7 @@ CREATE OR REPLACE FUNCTION changefeed.read_ranges(
     positions text[],
     max_changes int DEFAULT 1000,
     mode text DEFAULT 'all',
-    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (surface.manifest)
 RETURNS TABLE (
     seq bigint,
     txid xid8,
