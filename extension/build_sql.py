@@ -65,23 +65,30 @@ def skip_quoted(text, i):
     return i
 
 
+def pieces(text, start=0):
+    """(i, j, kind) for each piece of text from `start`: a comment ('-'), a
+    quoted string or dollar-quoted body ('q'), a quoted name ('"') or one
+    character of code ('c')."""
+    i = start
+    while i < len(text):
+        j = skip_quoted(text, i)
+        if j == i:
+            yield i, i + 1, "c"
+            i += 1
+        else:
+            yield i, j, "-" if text[i] in "-/" else '"' if text[i] == '"' else "q"
+            i = j
+
+
 def statements(text):
     """The file as a list of statements, each with the comments before it:
     joined, they give the text back."""
-    out, start, i = [], 0, 0
-    while i < len(text):
-        j = skip_quoted(text, i)
-        if j != i:
-            i = j
-            continue
-        if text[i] == ";":
-            end = i + 1
-            if text.startswith("\n", end):
-                end += 1
+    out, start = [], 0
+    for i, j, kind in pieces(text):
+        if kind == "c" and text[i] == ";" and i >= start:
+            end = j + 1 if text.startswith("\n", j) else j
             out.append(text[start:end])
-            start = i = end
-            continue
-        i += 1
+            start = end
     if code(text[start:]).strip():
         raise Error("text after the last statement: " + text[start:start + 60].strip())
     if start < len(text):
@@ -89,30 +96,32 @@ def statements(text):
     return out
 
 
+def rewrite(text, comment, string):
+    """The text with each comment replaced by `comment` and each string or
+    body by `string` (None: kept)."""
+    out = []
+    for i, j, kind in pieces(text):
+        piece = comment if kind == "-" else string if kind == "q" and string is not None else text[i:j]
+        out.append(piece)
+    return "".join(out)
+
+
 def code(text):
     """The text with comments removed and strings and bodies blanked to ''."""
-    out, i = [], 0
-    while i < len(text):
-        j = skip_quoted(text, i)
-        if j != i:
-            out.append(" " if text[i] == "-" or text[i] == "/" else ("''" if text[i] != '"' else text[i:j]))
-            i = j
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
+    return rewrite(text, " ", "''")
+
+
+def one_line(text):
+    """Comments dropped, white space collapsed (strings kept)."""
+    return " ".join(rewrite(text, " ", None).split())
 
 
 def skip_space(text, i):
     """The index of the first character from i on that is no space or comment."""
-    while i < len(text):
-        if text[i].isspace():
-            i += 1
-        elif text.startswith("--", i) or text.startswith("/*", i):
-            i = skip_quoted(text, i)
-        else:
-            break
-    return i
+    for i, j, kind in pieces(text, i):
+        if kind != "-" and not text[i].isspace():
+            return i
+    return len(text)
 
 
 def head(stmt):
@@ -120,31 +129,22 @@ def head(stmt):
     return " ".join(code(stmt).split()[:5]).upper()
 
 
-def matching_paren(text, i):
-    """The index of the parenthesis closing the one at i."""
+def matching_paren(text, at):
+    """The index of the parenthesis closing the one at `at`."""
     depth = 0
-    while i < len(text):
-        j = skip_quoted(text, i)
-        if j != i:
-            i = j
-            continue
-        if text[i] == "(":
-            depth += 1
-        elif text[i] == ")":
-            depth -= 1
+    for i, j, kind in pieces(text, at):
+        if kind == "c" and text[i] in "()":
+            depth += 1 if text[i] == "(" else -1
             if depth == 0:
                 return i
-        i += 1
     raise Error("unbalanced parentheses")
 
 
 def split_top(text):
     """Comma-separated items at the top level of `text`."""
-    items, depth, start, i = [], 0, 0, 0
-    while i < len(text):
-        j = skip_quoted(text, i)
-        if j != i:
-            i = j
+    items, depth, start = [], 0, 0
+    for i, j, kind in pieces(text):
+        if kind != "c":
             continue
         if text[i] in "([":
             depth += 1
@@ -152,25 +152,10 @@ def split_top(text):
             depth -= 1
         elif text[i] == "," and depth == 0:
             items.append(text[start:i])
-            start = i + 1
-        i += 1
+            start = j
     if text[start:].strip():
         items.append(text[start:])
     return items
-
-
-def one_line(text):
-    """Comments dropped, white space collapsed (strings kept)."""
-    out, i = [], 0
-    while i < len(text):
-        j = skip_quoted(text, i)
-        if j != i:
-            out.append(" " if text[i] in "-/" else text[i:j])
-            i = j
-        else:
-            out.append(text[i])
-            i += 1
-    return " ".join("".join(out).split())
 
 
 TYPE_ALIASES = {"int": "integer", "int4": "integer", "bool": "boolean", "int8": "bigint",

@@ -144,6 +144,20 @@ BEGIN
 END
 $$;
 
+-- Starts capturing collection `c` (enable() and resume()): its triggers,
+-- the coming days' partitions, made here rather than in the install script so
+-- that retention may drop them (extension members cannot be dropped alone),
+-- and the notifier.  Returns its id.
+CREATE OR REPLACE FUNCTION changefeed.start_capture(c changefeed.collection) RETURNS int
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM changefeed.install_triggers(c);
+    PERFORM changefeed.create_partitions(7);
+    PERFORM changefeed.ensure_notifier();
+    RETURN c.id;
+END
+$$;
+
 -- Enables capture on a table and returns its collection id.  Enabling an
 -- enabled table with the same options is a no-op; with other options, CF008.
 -- Enabling a table disabled with its state kept resumes its collection: the
@@ -261,12 +275,7 @@ BEGIN
             replicated)
     VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated)
     RETURNING * INTO c;
-    PERFORM changefeed.install_triggers(c);
-    -- Partitions are made here rather than in the install script, so that
-    -- retention may drop them (extension members cannot be dropped alone).
-    PERFORM changefeed.create_partitions(7);
-    PERFORM changefeed.ensure_notifier();
-    RETURN c.id;
+    RETURN changefeed.start_capture(c);
 END
 $$;
 
@@ -316,10 +325,7 @@ BEGIN
     IF c.ranges <> ranges THEN
         c := changefeed.change_ranges(c, ranges);
     END IF;
-    PERFORM changefeed.install_triggers(c);
-    PERFORM changefeed.create_partitions(7);
-    PERFORM changefeed.ensure_notifier();
-    RETURN c.id;
+    RETURN changefeed.start_capture(c);
 END
 $$;
 

@@ -65,6 +65,7 @@ CREATE EVENT TRIGGER changefeed_keep_bindings ON ddl_command_end
     WHEN TAG IN ('DROP OWNED')
     EXECUTE FUNCTION changefeed.keep_bindings();
 ALTER EVENT TRIGGER changefeed_keep_bindings ENABLE ALWAYS;
+
 DELETE FROM changefeed.tenant_binding b WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = b.role_id);
 DO $$
 DECLARE
