@@ -15,9 +15,10 @@ its role.
 
 An upgrade script is its hand-written delta (tables, columns, data, DROPs of
 what went or cannot be replaced) with, at its line `-- @functions`, every
-CREATE OR REPLACE FUNCTION and VIEW of the concern files below 90, the
-generated surface and the files from 90 on, whole (they hold only statements
-that may run again).  So a function is written once, in its concern file.
+CREATE OR REPLACE FUNCTION and VIEW and every event trigger (dropped and made
+again) of the concern files below 90, the generated surface and the files
+from 90 on, whole (they hold only statements that may run again).  So a
+function, view or event trigger is written once, in its concern file.
 """
 import glob
 import os
@@ -28,6 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MANIFEST = os.path.join(HERE, "surface.manifest")
 PARTS = sorted(glob.glob(os.path.join(HERE, "sql", "*.sql")))
 MARKER = "-- @functions"
+# What an upgrade runs again of the concern files below 90.
+AGAIN = ("CREATE OR REPLACE FUNCTION", "CREATE OR REPLACE VIEW", "CREATE EVENT TRIGGER", "ALTER EVENT TRIGGER")
 ROLES = {"reader": "changefeed_reader", "processor": "changefeed_processor", "admin": "changefeed_admin"}
 KINDS = ("entry", "definer", "grant")
 
@@ -350,14 +353,22 @@ class Sources:
                 out.append(f"-- ---- extension/sql/{base} ----\n")
                 out.extend(stmts)
                 continue
-            taken = [(i, s) for i, s in enumerate(stmts)
-                     if head(s).startswith("CREATE OR REPLACE FUNCTION") or head(s).startswith("CREATE OR REPLACE VIEW")]
+            taken = [(i, s) for i, s in enumerate(stmts) if head(s).startswith(AGAIN)]
             if taken:
                 out.append(f"-- ---- extension/sql/{base} ----\n")
-                out.extend(self.renamed(path, i, s).lstrip("\n") + "\n" for i, s in taken)
+                out.extend(self.again(path, i, s) for i, s in taken)
         if not any(x.startswith("-- ---- the SQL surface") for x in out):
             out.append(self.surface())
         return "".join(out)
+
+    def again(self, path, i, stmt):
+        """A statement of a concern file as an upgrade runs it: an event
+        trigger is made anew (there is no CREATE OR REPLACE EVENT TRIGGER)."""
+        stmt = self.renamed(path, i, stmt).lstrip("\n")
+        m = re.match(r"\s*CREATE\s+EVENT\s+TRIGGER\s+(\w+)", code(stmt), re.I)
+        if m:
+            stmt = f"DROP EVENT TRIGGER IF EXISTS {m.group(1)};\n" + stmt
+        return stmt + "\n"
 
     def upgrade(self, delta_path):
         delta = open(delta_path, encoding="utf-8").read()

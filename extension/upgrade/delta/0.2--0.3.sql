@@ -2,11 +2,11 @@
 --
 -- The upgrade script (extension/changefeed--0.2--0.3.sql) is built from this
 -- delta and extension/sql/ (extension/build_sql.py): at the line
--- `-- @functions` below go every function and view of the concern files,
--- written CREATE OR REPLACE, and the SQL surface of extension/surface.manifest.
+-- `-- @functions` below go every function, view and event trigger of the
+-- concern files and the SQL surface of extension/surface.manifest.
 -- What CREATE OR REPLACE cannot do is written here: tables, columns and their
 -- data, objects that went, functions whose arguments or result changed (the
--- old one is dropped first), event triggers.  test/upgrade.sh checks that an
+-- old one is dropped first).  test/upgrade.sh checks that an
 -- upgraded database ends with the objects of a fresh install.
 
 -- ---- disable() keeps, ranges change ----
@@ -61,11 +61,6 @@ $$;
 -- Bound roles hold a grant that makes DROP ROLE refuse them, and DROP OWNED
 -- gives it back (15_access.sql).  Bindings of roles dropped before this
 -- version go; the others get the grant.
-CREATE EVENT TRIGGER changefeed_keep_bindings ON ddl_command_end
-    WHEN TAG IN ('DROP OWNED')
-    EXECUTE FUNCTION changefeed.keep_bindings();
-ALTER EVENT TRIGGER changefeed_keep_bindings ENABLE ALWAYS;
-
 DELETE FROM changefeed.tenant_binding b WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = b.role_id);
 DO $$
 DECLARE
