@@ -1,6 +1,16 @@
 -- changefeed: argument checks shared by several entry points, so that each
 -- rule and its error are written once.
 
+-- CF002 unless a table is given.
+CREATE OR REPLACE FUNCTION changefeed.check_table(tbl regclass) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF002';
+    END IF;
+END
+$$;
+
 -- SQLSTATE `errcode` unless the argument `what` is `n` from `lo` to `hi`.
 CREATE OR REPLACE FUNCTION changefeed.check_between(what text, n int, lo int, hi int, errcode text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$

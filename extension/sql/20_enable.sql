@@ -43,9 +43,7 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
 BEGIN
-    IF tbl IS NULL THEN
-        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF002';
-    END IF;
+    PERFORM changefeed.check_table(tbl);
     SELECT * INTO c FROM changefeed.collection WHERE relid = tbl;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'table % is not enabled for changefeed', tbl
@@ -341,9 +339,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
 BEGIN
-    IF tbl IS NULL THEN
-        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF002';
-    END IF;
+    PERFORM changefeed.check_table(tbl);
     IF forget IS NULL THEN
         RAISE EXCEPTION 'forget must not be null' USING ERRCODE = 'CF003';
     END IF;

@@ -298,9 +298,13 @@ BEGIN
 END
 $$;
 
+-- Refuses `command` (CF013) when it leaves `problems` in the capture of `c`.
 CREATE OR REPLACE FUNCTION changefeed.refuse_hole(command text, c changefeed.collection, problems text[]) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    IF coalesce(cardinality(problems), 0) = 0 THEN
+        RETURN;
+    END IF;
     RAISE EXCEPTION '% refused: it would let writes to % escape capture', command, c.relid::regclass
         USING ERRCODE = 'CF013',
               DETAIL = format('%s is enabled for changefeed (collection %s): %s.',
@@ -340,7 +344,6 @@ DECLARE
     c changefeed.collection;
     checked int[] := '{}';
     added bool;
-    problems text[];
     q text;
     t pg_trigger;
 BEGIN
@@ -395,10 +398,7 @@ BEGIN
         END LOOP;
     END LOOP;
     FOR c IN SELECT * FROM changefeed.collection WHERE id = ANY (checked) ORDER BY id LOOP
-        problems := changefeed.capture_problems(c, complete => false);
-        IF cardinality(problems) > 0 THEN
-            PERFORM changefeed.refuse_hole(tg_tag, c, problems);
-        END IF;
+        PERFORM changefeed.refuse_hole(tg_tag, c, changefeed.capture_problems(c, complete => false));
     END LOOP;
 END
 $$;
@@ -447,9 +447,7 @@ BEGIN
                 IF NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = rel AND indisprimary) THEN
                     problems := problems || 'the primary key would be dropped'::text;
                 END IF;
-                IF cardinality(problems) > 0 THEN
-                    PERFORM changefeed.refuse_hole(tg_tag, c, problems);
-                END IF;
+                PERFORM changefeed.refuse_hole(tg_tag, c, problems);
             END LOOP;
         END IF;
     END LOOP;

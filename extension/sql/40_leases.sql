@@ -63,18 +63,28 @@ BEGIN
 END
 $$;
 
--- The collection of `tbl`, once the processor name is valid and the calling
--- role owns processor `processor` (or is an admin): the prologue of every
--- lease function but lease_init, which claims the name.
-CREATE OR REPLACE FUNCTION changefeed.processor_of(tbl regclass, processor text) RETURNS changefeed.collection
+-- The collection of `tbl`, once the processor name (and, when
+-- `check_instance`, the instance name) is valid and the calling role owns
+-- processor `processor` (or is an admin).
+CREATE OR REPLACE FUNCTION changefeed.owned_processor(tbl regclass, processor text, instance text,
+                                                      check_instance bool) RETURNS changefeed.collection
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
+    IF check_instance THEN
+        PERFORM changefeed.check_name(instance, 'instance');
+    END IF;
     PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     RETURN c;
 END
+$$;
+
+-- The prologue of every lease function but lease_init, which claims the name.
+CREATE OR REPLACE FUNCTION changefeed.processor_of(tbl regclass, processor text) RETURNS changefeed.collection
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT * FROM changefeed.owned_processor(tbl, processor, NULL, false);
 $$;
 
 -- The prologue of the calls by which an instance gives something up
@@ -82,15 +92,8 @@ $$;
 -- whose role lost it still leaves cleanly.
 CREATE OR REPLACE FUNCTION changefeed.processor_leaving(tbl regclass, processor text, instance text)
 RETURNS changefeed.collection
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
-BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.check_name(instance, 'instance');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
-    RETURN c;
-END
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT * FROM changefeed.owned_processor(tbl, processor, instance, true);
 $$;
 
 -- The same, for a call by one instance of the processor, which also needs

@@ -266,15 +266,10 @@ $$;
 
 -- Deletes ticks older than every retention: no reader can use them.
 CREATE OR REPLACE FUNCTION changefeed.prune_ticks(as_of timestamptz) RETURNS bigint
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    n bigint;
-BEGIN
-    PERFORM changefeed.require_finite(as_of, 'as_of');
-    DELETE FROM changefeed.tick WHERE at < changefeed.retention_cutoff(as_of);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    RETURN n;
-END
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT changefeed.require_finite(as_of, 'as_of');
+    WITH gone AS (DELETE FROM changefeed.tick WHERE at < changefeed.retention_cutoff(as_of) RETURNING 1)
+    SELECT count(*) FROM gone;
 $$;
 
 -- Drops daily partitions wholly older than the longest retention, cleans the
