@@ -365,6 +365,35 @@ BEGIN
 END
 $$;
 
+-- Runs `step` (a format of the item's name) with `query` as run_step() does,
+-- for each item that `listing` lists: rows (id bigint, name text, order),
+-- $1 the time.  A listing that fails is the failed step `listing_step`, and
+-- nothing runs.  Returns the sum of the steps' values.
+CREATE OR REPLACE FUNCTION changefeed.run_step_each(listing_step text, listing text, step text, query text,
+                                                    as_of timestamptz, INOUT failed_steps text[], OUT total bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    ids bigint[] := '{}';
+    names text[] := '{}';
+    r record;
+BEGIN
+    total := 0;
+    BEGIN
+        EXECUTE format('SELECT coalesce(array_agg(l.id ORDER BY l.ord), ''{}''), '
+                       'coalesce(array_agg(l.name ORDER BY l.ord), ''{}'') FROM (%s) l(id, name, ord)', listing)
+           INTO ids, names USING as_of;
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || listing_step;
+        PERFORM changefeed.warn_step_failed(listing_step, SQLSTATE, SQLERRM);
+    END;
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+        SELECT * INTO r FROM changefeed.run_step(format(step, names[i]), query, as_of, ids[i], failed_steps);
+        failed_steps := r.failed_steps;
+        total := total + r.value;
+    END LOOP;
+END
+$$;
+
 -- The TTL step of maintain(): expire_rows() of one collection.  Acting as if
 -- it were later deletes rows before their time: only for a caller that may
 -- delete them itself (an admin without DELETE on the table may not).
@@ -400,9 +429,6 @@ SET lock_timeout = '1s'   -- replaced below; the clause keeps the change inside 
 AS $$
 DECLARE
     r record;
-    ids bigint[];
-    names text[];
-    v bigint;
 BEGIN
     PERFORM changefeed.require_finite(as_of, 'as_of');
     -- Acting as if it were another time drops or expires early: admins only.
@@ -422,52 +448,21 @@ BEGIN
         RETURN;
     END;
 
-    ids := '{}'; names := '{}';
-    BEGIN
-        SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(array_agg(c.relid::regclass::text ORDER BY c.id), '{}')
-          INTO ids, names
-          FROM changefeed.collection c WHERE c.ttl_column IS NOT NULL AND c.disabled_at IS NULL;
-    EXCEPTION WHEN OTHERS THEN
-        failed_steps := failed_steps || 'list TTL collections'::text;
-        PERFORM changefeed.warn_step_failed('list TTL collections', SQLSTATE, SQLERRM);
-    END;
-    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
-        SELECT * INTO r FROM changefeed.run_step(format('expire %s', names[i]),
-            'SELECT changefeed.expire_step($2::int, $1)', as_of, ids[i], failed_steps);
-        failed_steps := r.failed_steps;
-        ttl_deleted := ttl_deleted + r.value;
-    END LOOP;
-
-    ids := '{}'; names := '{}';
-    BEGIN
-        SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(array_agg(c.relid::regclass::text ORDER BY c.id), '{}')
-          INTO ids, names FROM changefeed.collection c;
-    EXCEPTION WHEN OTHERS THEN
-        failed_steps := failed_steps || 'list collections'::text;
-        PERFORM changefeed.warn_step_failed('list collections', SQLSTATE, SQLERRM);
-    END;
-    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
-        SELECT * INTO r FROM changefeed.run_step(format('expire history of %s', names[i]),
-            'SELECT changefeed.expire_history($2::int, $1)', as_of, ids[i], failed_steps);
-        failed_steps := r.failed_steps;
-    END LOOP;
-
-    ids := '{}'; names := '{}';
-    BEGIN
-        SELECT coalesce(array_agg(e.part::oid::bigint ORDER BY e.written_before), '{}'),
-               coalesce(array_agg(e.part::text ORDER BY e.written_before), '{}')
-          INTO ids, names FROM changefeed.expired_partitions(as_of) e;
-    EXCEPTION WHEN OTHERS THEN
-        failed_steps := failed_steps || 'list expired partitions'::text;
-        PERFORM changefeed.warn_step_failed('list expired partitions', SQLSTATE, SQLERRM);
-    END;
-    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
-        SELECT * INTO r FROM changefeed.run_step(format('drop %s', names[i]),
-            'SELECT 1::bigint FROM changefeed.prune_partition($2::oid::regclass, $1)', as_of, ids[i],
-            failed_steps);
-        failed_steps := r.failed_steps;
-        partitions_dropped := partitions_dropped + r.value;
-    END LOOP;
+    SELECT * INTO r FROM changefeed.run_step_each('list TTL collections',
+        'SELECT c.id::bigint, c.relid::regclass::text, c.id FROM changefeed.collection c
+          WHERE c.ttl_column IS NOT NULL AND c.disabled_at IS NULL',
+        'expire %s', 'SELECT changefeed.expire_step($2::int, $1)', as_of, failed_steps);
+    failed_steps := r.failed_steps;
+    ttl_deleted := r.total;
+    SELECT * INTO r FROM changefeed.run_step_each('list collections',
+        'SELECT c.id::bigint, c.relid::regclass::text, c.id FROM changefeed.collection c',
+        'expire history of %s', 'SELECT changefeed.expire_history($2::int, $1)', as_of, failed_steps);
+    failed_steps := r.failed_steps;
+    SELECT * INTO r FROM changefeed.run_step_each('list expired partitions',
+        'SELECT e.part::oid::bigint, e.part::text, e.written_before FROM changefeed.expired_partitions($1) e',
+        'drop %s', 'SELECT 1::bigint FROM changefeed.prune_partition($2::oid::regclass, $1)', as_of, failed_steps);
+    failed_steps := r.failed_steps;
+    partitions_dropped := r.total;
 
     SELECT * INTO r FROM changefeed.run_step('prune default partition',
         'SELECT changefeed.prune_default($1)', as_of, NULL, failed_steps);
