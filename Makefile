@@ -24,11 +24,19 @@ OBJS = \
 
 EXTENSION = extension/changefeed
 EXTVERSION = 0.3
-# The install script is assembled from one file per concern, in order.
+# The install script is assembled from one file per concern, in order, and
+# the SQL surface (entry points, privileges) generated from
+# extension/surface.manifest; each upgrade script to this version from its
+# hand-written delta (tables, data) and the concern files' functions
+# (extension/build_sql.py, docs/internals.md).
 SQL_PARTS = $(sort $(wildcard extension/sql/*.sql))
-DATA_built = extension/changefeed--$(EXTVERSION).sql
+SQL_BUILD = extension/build_sql.py extension/surface.manifest $(SQL_PARTS)
+UPGRADE_DELTAS = $(wildcard extension/upgrade/delta/*--$(EXTVERSION).sql)
+DATA_built = extension/changefeed--$(EXTVERSION).sql \
+	$(patsubst extension/upgrade/delta/%.sql,extension/changefeed--%.sql,$(UPGRADE_DELTAS))
 # Released install scripts stay installable, and each release has an upgrade
-# script to the next one (test/upgrade.sh checks the path to this version).
+# path to this version (test/upgrade.sh, test/releases.sh): released upgrade
+# scripts are frozen in extension/upgrade/, those to this version built.
 DATA = $(wildcard extension/releases/changefeed--*.sql) $(wildcard extension/upgrade/changefeed--*--*.sql)
 
 # Tests that need the library preloaded are skipped on a plain cluster with
@@ -44,7 +52,7 @@ ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence i
 ISOLATION_OPTS = --inputdir=. --load-extension=changefeed
 
 PG_CXXFLAGS = -std=c++17 -Wno-register -MMD -MP
-EXTRA_CLEAN = $(OBJS:.o=.d)
+EXTRA_CLEAN = $(OBJS:.o=.d) $(DATA_built:=.tmp)
 SHLIB_LINK = -lstdc++
 # Positions are tagged with OpenSSL's SHA-256 (libssl-dev; PostgreSQL links
 # libcrypto already).  `make CHANGEFEED_OPENSSL=` builds the portable one.
@@ -61,8 +69,11 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-extension/changefeed--$(EXTVERSION).sql: $(SQL_PARTS)
-	cat $^ > $@
+extension/changefeed--$(EXTVERSION).sql: $(SQL_BUILD)
+	python3 extension/build_sql.py install > $@.tmp && mv $@.tmp $@
+
+extension/changefeed--%--$(EXTVERSION).sql: extension/upgrade/delta/%--$(EXTVERSION).sql $(SQL_BUILD)
+	python3 extension/build_sql.py upgrade $< > $@.tmp && mv $@.tmp $@
 
 # Each object depends on every header it includes: the compiler writes those
 # lists (-MMD, into extension/*.d) and make reads them back, so touching a

@@ -10,7 +10,7 @@
 // An installation still at 0.2 (the library updated, ALTER EXTENSION UPDATE
 // not run yet) has no table: it goes on with the key file of 0.2,
 // `changefeed_position.key` in the data directory, which the update takes
-// over (extension/upgrade/changefeed--0.2--0.3.sql).
+// over (extension/upgrade/delta/0.2--0.3.sql).
 //
 // Plain C frames only: everything here may raise an error, and its longjmp
 // would skip C++ destructors.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # docs/options.md is the reference of every option a user sets.  Fails when
-#   - an argument of a SQL function a role is granted (GRANT EXECUTE in
-#     extension/sql/90_privileges.sql) is missing from that function's section
+#   - an argument of a SQL function a role is granted (extension/surface.manifest,
+#     GRANT EXECUTE in the surface extension/build_sql.py makes of it) is missing from that function's section
 #     (a heading naming `changefeed.NAME(`, a table row "| `argument` |"),
 #   - a changefeed.* setting defined in extension/*.cpp has no row "| `changefeed.NAME` |",
 #   - a field of an option struct of the client (client/include/changefeed/*.hpp,
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec python3 - "${1:-docs/options.md}" "${@:2}" <<'EOF'
-import glob, re, sys
+import glob, re, subprocess, sys
 
 doc_path = sys.argv[1]
 doc = open(doc_path, encoding="utf-8").read().splitlines()
@@ -37,15 +37,17 @@ def rows(body):
     return {m.group(1) for l in body for m in [re.match(r"\|\s*`([^`]+)`\s*\|", l)] if m}
 
 # SQL: the functions roles are granted, with the argument names of their last
-# definition (90_privileges.sql spells out read()'s entry point last).
+# definition (the generated surface, last, spells out the entry points).
 sql_files = sorted(glob.glob("extension/sql/*.sql"))
 sql = "\n".join(open(f, encoding="utf-8").read() for f in sql_files)
+sql += "\n" + subprocess.run([sys.executable, "extension/build_sql.py", "surface"], check=True,
+                             capture_output=True, text=True).stdout
 granted = []
 for block in re.findall(r"GRANT EXECUTE ON FUNCTION(.*?)\bTO\b", sql, re.S):
     granted += re.findall(r"changefeed\.(\w+)\(", block)
 
 def arguments(name):
-    starts = [m.end() for m in re.finditer(r"CREATE FUNCTION changefeed\.%s\(" % name, sql)]
+    starts = [m.end() for m in re.finditer(r"CREATE (?:OR REPLACE )?FUNCTION changefeed\.%s\(" % name, sql)]
     if not starts:
         return None
     text, depth, i = sql[starts[-1]:], 1, 0
@@ -74,7 +76,7 @@ sql_args = 0
 for name in dict.fromkeys(granted):
     names = arguments(name)
     if names is None:
-        problems.append(f"changefeed.{name}: granted in 90_privileges.sql, but no CREATE FUNCTION found")
+        problems.append(f"changefeed.{name}: granted in extension/surface.manifest, but no CREATE FUNCTION found")
         continue
     sql_args += len(names)
     found = sections(r"`changefeed\.%s\(" % name)

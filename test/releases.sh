@@ -6,8 +6,10 @@
 #     (a database installed from it must meet the same script forever);
 #   - the working version (changefeed.control's default_version) is not the
 #     Makefile's EXTVERSION;
-#   - a kept release has no chain of extension/upgrade/ scripts to the working
-#     version (ALTER EXTENSION changefeed UPDATE would fail there);
+#   - a kept release has no chain of upgrade scripts to the working version
+#     (released ones frozen in extension/upgrade/, those to the working version
+#     built from extension/upgrade/delta/; ALTER EXTENSION changefeed UPDATE
+#     would fail there);
 #   - the working version is itself a release whose script differs from what
 #     extension/sql/ builds (frozen, then changed without a new version);
 #   - the library (when built) lacks a C symbol that a release or an upgrade
@@ -49,12 +51,13 @@ makefile=$(sed -n 's/^EXTVERSION = //p' Makefile)
 
 if grep -qx "$current" <<<"$releases"; then
     # Released: the sources must still build exactly the frozen script.
-    cat extension/sql/*.sql | cmp -s - "extension/releases/changefeed--$current.sql" ||
+    python3 extension/build_sql.py install | cmp -s - "extension/releases/changefeed--$current.sql" ||
         fail "version $current is released but extension/sql/ no longer builds its script: start the next version"
 else
     # Every release reaches the working version through upgrade scripts.
-    edges=$(cd extension/upgrade && { ls changefeed--*--*.sql 2>/dev/null || true; } |
-        sed 's/^changefeed--\(.*\)--\(.*\)\.sql$/\1 \2/')
+    edges=$({ (cd extension/upgrade && ls changefeed--*--*.sql 2>/dev/null) || true
+              (cd extension/upgrade/delta && ls *--"$current".sql 2>/dev/null) || true; } |
+        sed 's/^\(changefeed--\)\{0,1\}\(.*\)--\(.*\)\.sql$/\2 \3/')
     for v in $releases; do
         reached=" $v " frontier=$v
         while [ -n "$frontier" ]; do
@@ -68,7 +71,7 @@ else
         done
         case "$reached" in
             *" $current "*) ;;
-            *) fail "no upgrade path from release $v to $current (add extension/upgrade/changefeed--$v--$current.sql)" ;;
+            *) fail "no upgrade path from release $v to $current (add extension/upgrade/delta/$v--$current.sql)" ;;
         esac
     done
 fi
@@ -76,7 +79,7 @@ fi
 # C symbols the released and upgrade scripts bind to.
 if [ -f changefeed.so ]; then
     exported=$(nm -D --defined-only changefeed.so | awk '{ print $NF }' | sort -u)
-    for script in extension/releases/changefeed--*.sql extension/upgrade/changefeed--*--*.sql; do
+    for script in extension/releases/changefeed--*.sql extension/upgrade/changefeed--*--*.sql extension/changefeed--*--*.sql; do
         [ -f "$script" ] || continue
         for sym in $(grep -o "'MODULE_PATHNAME', *'[A-Za-z0-9_]*'" "$script" | sed "s/.*, *'\(.*\)'/\1/" | sort -u); do
             grep -qx "$sym" <<<"$exported" || fail "$script names C symbol $sym, which changefeed.so no longer exports"

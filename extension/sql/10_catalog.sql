@@ -106,7 +106,7 @@ CREATE TABLE changefeed.log_default PARTITION OF changefeed.log DEFAULT;
 -- EXTENSION and the next maintenance make their own); retention removes it
 -- from the extension before dropping it.  Only the extension's owner (or a
 -- superuser) may do that: maintenance runs as one.
-CREATE FUNCTION changefeed.create_partitions(days_ahead int DEFAULT 7, as_of timestamptz DEFAULT now())
+CREATE OR REPLACE FUNCTION changefeed.create_partitions(days_ahead int DEFAULT 7, as_of timestamptz DEFAULT now())
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     d date;

@@ -10,7 +10,7 @@
 -- positions fail with CF005 whatever the key, and a dump must not carry the
 -- secret.  The key is never rotated: a new one would fail every stored
 -- position with CF004.
-CREATE FUNCTION changefeed._new_position_key() RETURNS bytea
+CREATE OR REPLACE FUNCTION changefeed._new_position_key() RETURNS bytea
 AS 'MODULE_PATHNAME', 'changefeed_new_position_key' LANGUAGE c VOLATILE STRICT;
 REVOKE ALL ON FUNCTION changefeed._new_position_key() FROM PUBLIC;
 CREATE TABLE changefeed.position_key (

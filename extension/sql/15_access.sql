@@ -24,7 +24,7 @@ GRANT changefeed_reader TO changefeed_processor;
 GRANT changefeed_processor TO changefeed_admin;
 
 -- The role that called the innermost entry point (see extension/caller.cpp).
-CREATE FUNCTION changefeed.caller() RETURNS oid
+CREATE OR REPLACE FUNCTION changefeed.caller() RETURNS oid
     AS 'MODULE_PATHNAME', 'changefeed_caller' LANGUAGE C STABLE PARALLEL RESTRICTED;
 
 -- Processors belong to the role that first started them on a collection:
@@ -44,18 +44,18 @@ CREATE TABLE changefeed.tenant_binding (
 );
 
 -- Whether `who` may administer every collection and processor.
-CREATE FUNCTION changefeed.is_admin(who oid) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.is_admin(who oid) RETURNS bool
 LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT pg_has_role(who, 'changefeed_admin', 'USAGE')
 $$;
 
-CREATE FUNCTION changefeed.role_name(who oid) RETURNS text
+CREATE OR REPLACE FUNCTION changefeed.role_name(who oid) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce((SELECT quote_ident(rolname) FROM pg_roles WHERE oid = who), who::text)
 $$;
 
 -- 42501 unless `who` owns `tbl` (has its owner's privileges) or is an admin.
-CREATE FUNCTION changefeed.require_table_owner(tbl regclass, who oid, action text) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.require_table_owner(tbl regclass, who oid, action text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF changefeed.is_admin(who)
@@ -81,7 +81,7 @@ $$;
 -- it to all their tenants.
 -- PL/pgSQL, not SQL: every read asks, and a session plans this once instead
 -- of once per statement.
-CREATE FUNCTION changefeed.tenants_of(who oid) RETURNS text[]
+CREATE OR REPLACE FUNCTION changefeed.tenants_of(who oid) RETURNS text[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RETURN (SELECT coalesce(array_agg(DISTINCT b.tenant ORDER BY b.tenant), '{}')
@@ -94,7 +94,7 @@ END
 $$;
 
 -- The tenants the calling role is bound to (empty: unbound).
-CREATE FUNCTION changefeed.bound_tenants() RETURNS text[]
+CREATE OR REPLACE FUNCTION changefeed.bound_tenants() RETURNS text[]
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT changefeed.tenants_of(changefeed.caller())
 $$;
@@ -104,7 +104,7 @@ $$;
 -- security is refused unless `who` bypasses it (the feed cannot apply
 -- policies); a role bound to tenants reads only those, and only collections
 -- with a tenant column.
-CREATE FUNCTION changefeed.require_read(tbl regclass, who oid, tenant_column text, wanted text)
+CREATE OR REPLACE FUNCTION changefeed.require_read(tbl regclass, who oid, tenant_column text, wanted text)
 RETURNS text[]
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -156,8 +156,8 @@ $$;
 -- (or is an admin); CF012 when no role claimed the name yet.  With `claim`,
 -- an unknown processor becomes `who`'s (a name an admin reserved is the
 -- reserving role's already: reserve_processor()).
-CREATE FUNCTION changefeed.require_processor(tbl regclass, collection_id int, name text, who oid,
-                                             claim bool DEFAULT false) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.require_processor(tbl regclass, collection_id int, name text, who oid,
+                                                        claim bool DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -197,7 +197,7 @@ $$;
 -- 42501 unless `who` may SELECT from `tbl`: what a processor files (leases,
 -- instances, checkpoints, deduplication records) stays with roles that may
 -- read the table.
-CREATE FUNCTION changefeed.require_select(tbl regclass, who oid, action text) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.require_select(tbl regclass, who oid, action text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF NOT has_table_privilege(who, tbl, 'SELECT') THEN
@@ -211,14 +211,14 @@ $$;
 -- Whether `who` may delete rows of `tbl` itself: it has its owner's
 -- privileges or DELETE on it.  Being an admin is not enough: nothing the
 -- extension deletes for a role (TTL) may reach rows that role could not delete.
-CREATE FUNCTION changefeed.may_delete_rows(tbl regclass, who oid) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.may_delete_rows(tbl regclass, who oid) RETURNS bool
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT pg_has_role(who, (SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE')
         OR has_table_privilege(who, tbl, 'DELETE')
 $$;
 
 -- 42501 unless may_delete_rows(tbl, who).
-CREATE FUNCTION changefeed.require_delete_rows(tbl regclass, who oid, action text) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.require_delete_rows(tbl regclass, who oid, action text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF NOT changefeed.may_delete_rows(tbl, who) THEN
@@ -232,7 +232,7 @@ END
 $$;
 
 -- 42501 unless `who` is an admin.
-CREATE FUNCTION changefeed.require_admin(who oid, action text) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.require_admin(who oid, action text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF NOT changefeed.is_admin(who) THEN
@@ -248,11 +248,11 @@ $$;
 -- bound role in any database of the cluster (naming this function) until
 -- unbind_tenant() revokes it.  No binding outlives its role, and a new role
 -- that gets a dead one's OID inherits nothing.  Calling it does nothing.
-CREATE FUNCTION changefeed.tenant_binding_held() RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.tenant_binding_held() RETURNS void
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$ $$;
 
 -- Whether role `who` holds the grant above itself (not through a membership).
-CREATE FUNCTION changefeed.holds_binding_grant(who oid) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.holds_binding_grant(who oid) RETURNS bool
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT EXISTS (SELECT 1 FROM pg_proc p, aclexplode(p.proacl) a
                     WHERE p.oid = 'changefeed.tenant_binding_held()'::regprocedure
@@ -263,7 +263,7 @@ $$;
 -- tenant's changes, whatever they ask, and so do those of every role and
 -- session acting as a member of it (tenants_of).  Binding again replaces the
 -- tenant.
-CREATE FUNCTION changefeed.bind_tenant(who regrole, tenant text) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.bind_tenant(who regrole, tenant text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM changefeed.require_admin(changefeed.caller(), 'bind roles to tenants');
@@ -279,7 +279,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION changefeed.unbind_tenant(who regrole) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.unbind_tenant(who regrole) RETURNS bool
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM changefeed.require_admin(changefeed.caller(), 'unbind roles from tenants');
@@ -297,7 +297,7 @@ $$;
 -- role itself too): the grant of every bound role is given back, with a
 -- warning.  So DROP ROLE still refuses it until unbind_tenant().  Never an
 -- error: a DROP OWNED of other roles is never stopped by a binding.
-CREATE FUNCTION changefeed.keep_bindings() RETURNS event_trigger
+CREATE OR REPLACE FUNCTION changefeed.keep_bindings() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     b changefeed.tenant_binding;
@@ -319,7 +319,7 @@ CREATE EVENT TRIGGER changefeed_keep_bindings ON ddl_command_end
     EXECUTE FUNCTION changefeed.keep_bindings();
 ALTER EVENT TRIGGER changefeed_keep_bindings ENABLE ALWAYS;
 
-CREATE VIEW changefeed.tenant_bindings AS
+CREATE OR REPLACE VIEW changefeed.tenant_bindings AS
 SELECT b.role_id AS role_name, b.tenant FROM changefeed.tenant_binding b;
 
 SELECT pg_catalog.pg_extension_config_dump('changefeed.processor', '');

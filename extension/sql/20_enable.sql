@@ -8,44 +8,42 @@
 -- partition-key columns, their names, tenant column name or ''.  Columns go by
 -- name: a partition's clone of the trigger resolves them in the partition.
 -- capture_truncate arguments: collection id, ranges, replicated (t/f).
-CREATE FUNCTION changefeed.capture_row() RETURNS trigger
+CREATE OR REPLACE FUNCTION changefeed.capture_row() RETURNS trigger
     AS 'MODULE_PATHNAME', 'changefeed_capture_row' LANGUAGE C;
-CREATE FUNCTION changefeed.capture_truncate() RETURNS trigger
+CREATE OR REPLACE FUNCTION changefeed.capture_truncate() RETURNS trigger
     AS 'MODULE_PATHNAME', 'changefeed_capture_truncate' LANGUAGE C;
 
 -- The documented range hash: FNV-1a (32 bit) of the UTF-8 partition-key text,
 -- modulo the number of ranges.  Exposed so that clients can compute it too.
-CREATE FUNCTION changefeed.range_of(partition_key text, ranges int) RETURNS int
+CREATE OR REPLACE FUNCTION changefeed.range_of(partition_key text, ranges int) RETURNS int
     AS 'MODULE_PATHNAME', 'changefeed_range_of' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- Starts this database's notifier if the library is preloaded and none runs;
 -- returns whether one is running or starting.  Called by enable() and clients.
-CREATE FUNCTION changefeed.ensure_notifier() RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.ensure_notifier() RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_ensure_notifier' LANGUAGE C;
 
 -- Whether the library is loaded through shared_preload_libraries (writers
 -- then issue no NOTIFY; a background worker does it for them).
-CREATE FUNCTION changefeed.preloaded() RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.preloaded() RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_preloaded' LANGUAGE C;
 
 -- Whether the current transaction captured changes itself.
-CREATE FUNCTION changefeed.captured_in_this_transaction() RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.captured_in_this_transaction() RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_captured_in_xact' LANGUAGE C;
 
-CREATE FUNCTION changefeed.channel_of(collection_id int) RETURNS text
+CREATE OR REPLACE FUNCTION changefeed.channel_of(collection_id int) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
     AS $$ SELECT 'changefeed_' || collection_id::text $$;
 
 -- Looks up an enabled table, failing with CF002 when it is not enabled or
 -- disabled with its state kept.
-CREATE FUNCTION changefeed.collection_of(tbl regclass) RETURNS changefeed.collection
+CREATE OR REPLACE FUNCTION changefeed.collection_of(tbl regclass) RETURNS changefeed.collection
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
 BEGIN
-    IF tbl IS NULL THEN
-        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF002';
-    END IF;
+    PERFORM changefeed.check_table(tbl);
     SELECT * INTO c FROM changefeed.collection WHERE relid = tbl;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'table % is not enabled for changefeed', tbl
@@ -66,7 +64,7 @@ END
 $$;
 
 -- Attribute numbers of `cols` in `tbl`, failing with CF003 for unknown columns.
-CREATE FUNCTION changefeed.attnums_of(tbl regclass, cols text[], what text) RETURNS int[]
+CREATE OR REPLACE FUNCTION changefeed.attnums_of(tbl regclass, cols text[], what text) RETURNS int[]
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     col text;
@@ -88,7 +86,7 @@ $$;
 
 -- Removes the capture triggers and the TRUNCATE guards of the partitions.
 -- The guard (25_guard.sql) is suspended meanwhile: it refuses that DDL from anyone else.
-CREATE FUNCTION changefeed.drop_triggers(tbl regclass) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.drop_triggers(tbl regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t record;
@@ -111,7 +109,7 @@ $$;
 -- mode, where capture_row refuses or captures as the collection says), the
 -- TRUNCATE guards of a partitioned table, and records the types of the
 -- columns capture depends on.
-CREATE FUNCTION changefeed.install_triggers(c changefeed.collection) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.install_triggers(c changefeed.collection) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     tbl regclass := c.relid::regclass;
@@ -144,6 +142,20 @@ BEGIN
 END
 $$;
 
+-- Starts capturing collection `c` (enable() and resume()): its triggers,
+-- the coming days' partitions, made here rather than in the install script so
+-- that retention may drop them (extension members cannot be dropped alone),
+-- and the notifier.  Returns its id.
+CREATE OR REPLACE FUNCTION changefeed.start_capture(c changefeed.collection) RETURNS int
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM changefeed.install_triggers(c);
+    PERFORM changefeed.create_partitions(7);
+    PERFORM changefeed.ensure_notifier();
+    RETURN c.id;
+END
+$$;
+
 -- Enables capture on a table and returns its collection id.  Enabling an
 -- enabled table with the same options is a no-op; with other options, CF008.
 -- Enabling a table disabled with its state kept resumes its collection: the
@@ -155,7 +167,7 @@ $$;
 -- lasts until commit) and did not write to the table itself meanwhile.  A new key or partition key counts as a gap too: the logged
 -- changes were placed in ranges by the old one.  New ranges move the logged
 -- changes and checkpoints as alter() does (55_ranges.sql).
-CREATE FUNCTION changefeed.enable(
+CREATE OR REPLACE FUNCTION changefeed.enable(
     tbl regclass,
     partition_key text[] DEFAULT NULL,
     ranges int DEFAULT 16,
@@ -261,12 +273,7 @@ BEGIN
             replicated)
     VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated)
     RETURNING * INTO c;
-    PERFORM changefeed.install_triggers(c);
-    -- Partitions are made here rather than in the install script, so that
-    -- retention may drop them (extension members cannot be dropped alone).
-    PERFORM changefeed.create_partitions(7);
-    PERFORM changefeed.ensure_notifier();
-    RETURN c.id;
+    RETURN changefeed.start_capture(c);
 END
 $$;
 
@@ -274,7 +281,7 @@ $$;
 -- far: rows inserted, updated and deleted (the statistics counters of this
 -- transaction, subtransactions rolled back included) and the tables' files
 -- (a TRUNCATE or a rewrite gives a new one).  NULL when the counters are off.
-CREATE FUNCTION changefeed.write_marks(tbl regclass) RETURNS jsonb
+CREATE OR REPLACE FUNCTION changefeed.write_marks(tbl regclass) RETURNS jsonb
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN current_setting('track_counts')::bool THEN
         jsonb_build_object(
@@ -287,9 +294,9 @@ $$;
 
 -- Resumes capture of `existing`, a collection disabled with its state kept,
 -- with the options given (validated by enable()).  Returns its id.
-CREATE FUNCTION changefeed.resume(existing changefeed.collection, keys text[], partition_key text[], ranges int,
-                                  retention interval, keep_previous bool, tenant_column text, ttl_column text,
-                                  replicated bool)
+CREATE OR REPLACE FUNCTION changefeed.resume(existing changefeed.collection, keys text[], partition_key text[], ranges int,
+                                             retention interval, keep_previous bool, tenant_column text, ttl_column text,
+                                             replicated bool)
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
@@ -316,10 +323,7 @@ BEGIN
     IF c.ranges <> ranges THEN
         c := changefeed.change_ranges(c, ranges);
     END IF;
-    PERFORM changefeed.install_triggers(c);
-    PERFORM changefeed.create_partitions(7);
-    PERFORM changefeed.ensure_notifier();
-    RETURN c.id;
+    RETURN changefeed.start_capture(c);
 END
 $$;
 
@@ -330,14 +334,12 @@ $$;
 -- epochs move on, so running instances are fenced.  `forget` drops all of it
 -- (the logged changes stay until retention drops them).  The table lock
 -- taken here keeps writers off until the transaction ends.
-CREATE FUNCTION changefeed.disable(tbl regclass, forget bool DEFAULT false) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.disable(tbl regclass, forget bool DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
 BEGIN
-    IF tbl IS NULL THEN
-        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'CF002';
-    END IF;
+    PERFORM changefeed.check_table(tbl);
     IF forget IS NULL THEN
         RAISE EXCEPTION 'forget must not be null' USING ERRCODE = 'CF003';
     END IF;
@@ -363,7 +365,7 @@ END
 $$;
 
 -- Lists the collections whose tables the querying role may SELECT.
-CREATE VIEW changefeed.collections WITH (security_barrier) AS
+CREATE OR REPLACE VIEW changefeed.collections WITH (security_barrier) AS
 SELECT c.id,
        c.relid::regclass AS table_name,
        c.key_columns,
@@ -384,7 +386,7 @@ SELECT c.id,
 -- Dropping an enabled table, or one disabled with its state kept, forgets its
 -- collection (and its leases); its log rows stay until retention drops them.
 -- SECURITY DEFINER: it runs on every role's DROP.
-CREATE FUNCTION changefeed.forget_dropped() RETURNS event_trigger
+CREATE OR REPLACE FUNCTION changefeed.forget_dropped() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     DELETE FROM changefeed.collection c

@@ -22,28 +22,28 @@
 
 -- Suspends the guard in this backend while the extension runs its own DDL;
 -- returns the previous setting.  Reset at transaction end and on abort.
-CREATE FUNCTION changefeed.suspend_guard(suspend bool) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.suspend_guard(suspend bool) RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_suspend_guard' LANGUAGE C STRICT;
-CREATE FUNCTION changefeed.guard_suspended() RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.guard_suspended() RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_guard_suspended' LANGUAGE C;
 
 -- BEFORE TRUNCATE FOR EACH STATEMENT on the root ('root') and on every
 -- partition ('partition') of an enabled partitioned table: a TRUNCATE of the
 -- root passes (its capture trigger logs the clear), one of a partition alone
 -- is refused.  Arguments: collection id, 'root' or 'partition'.
-CREATE FUNCTION changefeed.guard_truncate() RETURNS trigger
+CREATE OR REPLACE FUNCTION changefeed.guard_truncate() RETURNS trigger
     AS 'MODULE_PATHNAME', 'changefeed_guard_truncate' LANGUAGE C;
 
 -- Facts of a DDL command that its result does not show.
-CREATE FUNCTION changefeed.attaches_partition(cmd pg_ddl_command) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.attaches_partition(cmd pg_ddl_command) RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_attaches_partition' LANGUAGE C STRICT;
-CREATE FUNCTION changefeed.replaces_trigger(cmd pg_ddl_command) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.replaces_trigger(cmd pg_ddl_command) RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_replaces_trigger' LANGUAGE C STRICT;
 
 -- Whether any table of the database has a capture trigger: the guards' first,
 -- cheap question, answered from the system catalog alone, so that DDL in a
 -- database with no enabled table never even locks changefeed.collection.
-CREATE FUNCTION changefeed.any_capture_trigger() RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.any_capture_trigger() RETURNS bool
 LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
                     WHERE tgfoid = 'changefeed.capture_row()'::pg_catalog.regprocedure)
@@ -51,7 +51,7 @@ $$;
 
 -- The enabled tables at or above `rel` in its inheritance/partition tree
 -- (not those disabled with their state kept: they capture nothing).
-CREATE FUNCTION changefeed.enabled_above(rel oid) RETURNS SETOF changefeed.collection
+CREATE OR REPLACE FUNCTION changefeed.enabled_above(rel oid) RETURNS SETOF changefeed.collection
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     WITH RECURSIVE up(oid) AS (
         SELECT rel
@@ -62,7 +62,7 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- The table and all its partitions (any depth).
-CREATE FUNCTION changefeed.tree_of(tbl oid) RETURNS SETOF oid
+CREATE OR REPLACE FUNCTION changefeed.tree_of(tbl oid) RETURNS SETOF oid
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT tbl
     UNION
@@ -70,14 +70,14 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- The columns capture depends on: key, partition key, tenant, TTL.
-CREATE FUNCTION changefeed.watched_columns(c changefeed.collection) RETURNS text[]
+CREATE OR REPLACE FUNCTION changefeed.watched_columns(c changefeed.collection) RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT array_agg(DISTINCT col ORDER BY col)
       FROM unnest(c.key_columns || c.partition_key || ARRAY[c.tenant_column, c.ttl_column]) col
      WHERE col IS NOT NULL
 $$;
 
-CREATE FUNCTION changefeed.column_types_of(c changefeed.collection) RETURNS jsonb
+CREATE OR REPLACE FUNCTION changefeed.column_types_of(c changefeed.collection) RETURNS jsonb
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(jsonb_object_agg(a.attname, format_type(a.atttypid, a.atttypmod)), '{}')
       FROM pg_attribute a
@@ -86,7 +86,7 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- Trigger arguments (see capture_row/capture_truncate in 20_enable.sql).
-CREATE FUNCTION changefeed.capture_row_arguments(c changefeed.collection) RETURNS text[]
+CREATE OR REPLACE FUNCTION changefeed.capture_row_arguments(c changefeed.collection) RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT ARRAY[c.id::text, c.ranges::text,
                  CASE WHEN c.keep_previous THEN 't' ELSE 'f' END,
@@ -96,30 +96,30 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
            || coalesce(c.tenant_column, '')
 $$;
 
-CREATE FUNCTION changefeed.capture_truncate_arguments(c changefeed.collection) RETURNS text[]
+CREATE OR REPLACE FUNCTION changefeed.capture_truncate_arguments(c changefeed.collection) RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT ARRAY[c.id::text, c.ranges::text, CASE WHEN c.replicated THEN 't' ELSE 'f' END]
 $$;
 
 -- Arguments as a CREATE TRIGGER argument list, and as pg_trigger.tgargs holds them.
-CREATE FUNCTION changefeed.trigger_arguments_sql(args text[]) RETURNS text
+CREATE OR REPLACE FUNCTION changefeed.trigger_arguments_sql(args text[]) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT string_agg(quote_literal(a), ', ' ORDER BY o) FROM unnest(args) WITH ORDINALITY u(a, o)
 $$;
 
-CREATE FUNCTION changefeed.trigger_arguments_bytes(args text[]) RETURNS bytea
+CREATE OR REPLACE FUNCTION changefeed.trigger_arguments_bytes(args text[]) RETURNS bytea
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(string_agg(convert_to(a, getdatabaseencoding()) || '\x00'::bytea, ''::bytea ORDER BY o),
                     ''::bytea)
       FROM unnest(args) WITH ORDINALITY u(a, o)
 $$;
 
-CREATE FUNCTION changefeed.truncate_guard_name(c changefeed.collection) RETURNS text
+CREATE OR REPLACE FUNCTION changefeed.truncate_guard_name(c changefeed.collection) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 'changefeed_truncate_guard_' || c.id::text $$;
 
 -- Whether a trigger is one capture depends on, or pretends to be: by name or by function.
-CREATE FUNCTION changefeed.is_capture_trigger(name name, func oid) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.is_capture_trigger(name name, func oid) RETURNS bool
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT name IN ('changefeed_capture', 'changefeed_capture_truncate')
         OR name LIKE 'changefeed\_truncate\_guard\_%'
@@ -129,7 +129,7 @@ $$;
 
 -- What is wrong with one trigger of an enabled table's tree, or null.
 -- `created`: it was just created (a restore enables it ALWAYS by the next statement).
-CREATE FUNCTION changefeed.trigger_problem(trigger_oid oid, c changefeed.collection, created bool DEFAULT false)
+CREATE OR REPLACE FUNCTION changefeed.trigger_problem(trigger_oid oid, c changefeed.collection, created bool DEFAULT false)
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t pg_trigger;
@@ -177,7 +177,7 @@ $$;
 -- Shapes of a table whose writes could escape capture: being a partition or
 -- an inheritance child, having inheritance children (its own or its
 -- partitions'), foreign partitions (written elsewhere), enabled partitions.
-CREATE FUNCTION changefeed.shape_problems(tbl oid) RETURNS text[]
+CREATE OR REPLACE FUNCTION changefeed.shape_problems(tbl oid) RETURNS text[]
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(array_agg(p ORDER BY n, p), '{}') FROM (
         SELECT 1, format('%s is a partition of %s', i.inhrelid::regclass, i.inhparent::regclass)
@@ -200,7 +200,7 @@ $$;
 -- Everything that is not intact about a collection's capture.  `complete`
 -- (verify) also reports what is absent; the guard (complete => false) reports
 -- only what is present and wrong (see the header about restores).
-CREATE FUNCTION changefeed.capture_problems(c changefeed.collection, complete bool DEFAULT true)
+CREATE OR REPLACE FUNCTION changefeed.capture_problems(c changefeed.collection, complete bool DEFAULT true)
 RETURNS text[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     tbl oid := c.relid;
@@ -279,7 +279,7 @@ $$;
 -- Installs the TRUNCATE guard on the root or a partition of an enabled
 -- partitioned table, unless it is there.  Foreign tables cannot have one
 -- (capture_problems() refuses them as partitions).
-CREATE FUNCTION changefeed.install_truncate_guard(c changefeed.collection, rel oid) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.install_truncate_guard(c changefeed.collection, rel oid) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     name text := changefeed.truncate_guard_name(c);
@@ -298,9 +298,13 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION changefeed.refuse_hole(command text, c changefeed.collection, problems text[]) RETURNS void
+-- Refuses `command` (CF013) when it leaves `problems` in the capture of `c`.
+CREATE OR REPLACE FUNCTION changefeed.refuse_hole(command text, c changefeed.collection, problems text[]) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    IF coalesce(cardinality(problems), 0) = 0 THEN
+        RETURN;
+    END IF;
     RAISE EXCEPTION '% refused: it would let writes to % escape capture', command, c.relid::regclass
         USING ERRCODE = 'CF013',
               DETAIL = format('%s is enabled for changefeed (collection %s): %s.',
@@ -312,7 +316,7 @@ $$;
 
 -- Whether any plain table of the tree under `rel` holds a row (read as the
 -- extension's owner: no policy or user function runs).
-CREATE FUNCTION changefeed.holds_rows(rel oid) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.holds_rows(rel oid) RETURNS bool
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t oid;
@@ -331,7 +335,7 @@ $$;
 
 -- ddl_command_end: refuses what would leave capture with a hole; installs the
 -- TRUNCATE guard of partitions created or attached under an enabled table.
-CREATE FUNCTION changefeed.guard_ddl() RETURNS event_trigger
+CREATE OR REPLACE FUNCTION changefeed.guard_ddl() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     cmd record;
@@ -340,7 +344,6 @@ DECLARE
     c changefeed.collection;
     checked int[] := '{}';
     added bool;
-    problems text[];
     q text;
     t pg_trigger;
 BEGIN
@@ -395,10 +398,7 @@ BEGIN
         END LOOP;
     END LOOP;
     FOR c IN SELECT * FROM changefeed.collection WHERE id = ANY (checked) ORDER BY id LOOP
-        problems := changefeed.capture_problems(c, complete => false);
-        IF cardinality(problems) > 0 THEN
-            PERFORM changefeed.refuse_hole(tg_tag, c, problems);
-        END IF;
+        PERFORM changefeed.refuse_hole(tg_tag, c, changefeed.capture_problems(c, complete => false));
     END LOOP;
 END
 $$;
@@ -406,7 +406,7 @@ $$;
 -- sql_drop: refuses dropping a capture trigger or TRUNCATE guard (which is
 -- also how DROP of a partition shows: its guard goes with it), the primary
 -- key, or a watched column (also by DROP TYPE ... CASCADE) of an enabled table.
-CREATE FUNCTION changefeed.guard_drop() RETURNS event_trigger
+CREATE OR REPLACE FUNCTION changefeed.guard_drop() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     d record;
@@ -447,9 +447,7 @@ BEGIN
                 IF NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = rel AND indisprimary) THEN
                     problems := problems || 'the primary key would be dropped'::text;
                 END IF;
-                IF cardinality(problems) > 0 THEN
-                    PERFORM changefeed.refuse_hole(tg_tag, c, problems);
-                END IF;
+                PERFORM changefeed.refuse_hole(tg_tag, c, problems);
             END LOOP;
         END IF;
     END LOOP;
@@ -460,7 +458,7 @@ $$;
 -- parse tree; CONCURRENTLY commits its first step before ddl_command_end).
 -- SECURITY DEFINER without a pinned search_path: it resolves the table name
 -- as the user's command will; its one query is fully schema-qualified.
-CREATE FUNCTION changefeed.guard_detach() RETURNS event_trigger
+CREATE OR REPLACE FUNCTION changefeed.guard_detach() RETURNS event_trigger
     AS 'MODULE_PATHNAME', 'changefeed_guard_detach' LANGUAGE C SECURITY DEFINER;
 
 CREATE EVENT TRIGGER changefeed_guard_ddl ON ddl_command_end
@@ -480,7 +478,7 @@ ALTER EVENT TRIGGER changefeed_guard_detach ENABLE ALWAYS;
 
 -- One row per enabled table (not those disabled with their state kept):
 -- whether its capture is intact, and if not, why.
-CREATE FUNCTION changefeed.verify()
+CREATE OR REPLACE FUNCTION changefeed.verify()
 RETURNS TABLE (table_name regclass, collection_id int, intact bool, problems text[])
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT c.relid::regclass, c.id, cardinality(p) = 0, p

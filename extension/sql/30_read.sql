@@ -13,10 +13,10 @@
 -- transaction id and the replayed WAL can only turn an error into a result as
 -- time goes on, and an error ends the statement).  PARALLEL SAFE: workers see
 -- the same cluster, database, key, WAL and shared transaction counter.
-CREATE FUNCTION changefeed.position_encode(lo pg_snapshot, hi pg_snapshot, last_seq bigint)
+CREATE OR REPLACE FUNCTION changefeed.position_encode(lo pg_snapshot, hi pg_snapshot, last_seq bigint)
 RETURNS text AS 'MODULE_PATHNAME', 'changefeed_position_encode' LANGUAGE C STABLE PARALLEL SAFE;
 
-CREATE FUNCTION changefeed.position_decode(pos text, OUT lo pg_snapshot, OUT hi pg_snapshot, OUT last_seq bigint)
+CREATE OR REPLACE FUNCTION changefeed.position_decode(pos text, OUT lo pg_snapshot, OUT hi pg_snapshot, OUT last_seq bigint)
 RETURNS record AS 'MODULE_PATHNAME', 'changefeed_position_decode' LANGUAGE C STABLE PARALLEL SAFE;
 
 -- This statement's snapshot, with our own transaction counted as in
@@ -26,14 +26,14 @@ RETURNS record AS 'MODULE_PATHNAME', 'changefeed_position_decode' LANGUAGE C STA
 -- same transaction as the first inserts) would count that transaction's own
 -- changes as delivered before they commit: they would never be read.  Our id
 -- is in progress for every other session, and so it is here.
-CREATE FUNCTION changefeed.snapshot_now() RETURNS pg_snapshot
+CREATE OR REPLACE FUNCTION changefeed.snapshot_now() RETURNS pg_snapshot
 AS 'MODULE_PATHNAME', 'changefeed_snapshot_now' LANGUAGE C STABLE PARALLEL RESTRICTED;
 
 -- The position of "now": a read from it returns what commits after this
 -- statement's snapshot, our own transaction's changes included.  Inside a
 -- REPEATABLE READ transaction it is the transaction's snapshot, the same one
 -- read() uses there.
-CREATE FUNCTION changefeed.current_position() RETURNS text
+CREATE OR REPLACE FUNCTION changefeed.current_position() RETURNS text
 LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
     SELECT changefeed.position_encode(changefeed.snapshot_now(), NULL, 0)
 $$;
@@ -49,7 +49,7 @@ $$;
 -- its rows found (then m covers it) or was in progress in S.
 -- CF003 for a NULL or infinite time, CF006 when retention dropped changes
 -- written after `at`, CF019 when capture was off after `at`.
-CREATE FUNCTION changefeed.position_since(c changefeed.collection, at timestamptz) RETURNS text
+CREATE OR REPLACE FUNCTION changefeed.position_since(c changefeed.collection, at timestamptz) RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     h changefeed.horizon;
@@ -101,7 +101,7 @@ $$;
 
 -- The position from which a read of `tbl` delivers every change written at or
 -- after `at` (see position_since).  Needs the right to read `tbl`'s feed.
-CREATE FUNCTION changefeed.position_at(tbl regclass, at timestamptz) RETURNS text
+CREATE OR REPLACE FUNCTION changefeed.position_at(tbl regclass, at timestamptz) RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -111,7 +111,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION changefeed.operation_name(op "char") RETURNS text
+CREATE OR REPLACE FUNCTION changefeed.operation_name(op "char") RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace' WHEN 'm' THEN 'replace'
                    WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END
@@ -163,7 +163,7 @@ $$;
 -- read()'s rows, in C (extension/read_window.cpp), from the position (lo,
 -- hi, last_seq) after the call was checked: the windows and their pages, in
 -- mode 'all' or, with `latest`, mode 'latest', with read()'s filters.
-CREATE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
+CREATE OR REPLACE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
                                         after bigint, max_changes int, doc_ids text[], tenants text[],
                                         latest bool, filter jsonpath DEFAULT NULL, filter_vars jsonb DEFAULT NULL)
 RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text, partition_key text,
@@ -171,7 +171,7 @@ RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text,
                "position" text, event_id text)
 AS 'MODULE_PATHNAME', 'changefeed_read_windows' LANGUAGE C VOLATILE;
 
-CREATE FUNCTION changefeed.read(
+CREATE OR REPLACE FUNCTION changefeed.read(
     tbl regclass,
     since text,
     max_changes int DEFAULT 1000,
@@ -180,7 +180,7 @@ CREATE FUNCTION changefeed.read(
     filter jsonpath DEFAULT NULL,
     filter_vars jsonb DEFAULT NULL,
     doc_ids text[] DEFAULT NULL,
-    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (surface.manifest)
 RETURNS TABLE (
     seq bigint,
     txid xid8,
@@ -250,13 +250,13 @@ $$;
 -- The rows come from extension/read_window.cpp (changefeed_read_ranges):
 -- read_ranges_plan() checks the call and plans the groups, C reads them
 -- straight into the result.
-CREATE FUNCTION changefeed.read_ranges(
+CREATE OR REPLACE FUNCTION changefeed.read_ranges(
     tbl regclass,
     ranges int[],
     positions text[],
     max_changes int DEFAULT 1000,
     mode text DEFAULT 'all',
-    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (90_privileges.sql)
+    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (surface.manifest)
 RETURNS TABLE (
     seq bigint,
     txid xid8,
@@ -280,7 +280,7 @@ AS 'MODULE_PATHNAME', 'changefeed_read_ranges';
 -- window starts from; every group's history is checked.  Each row also
 -- carries the collection and the caller's tenants (null: all).  Nothing here
 -- depends on the snapshot the rows are read in.
-CREATE FUNCTION changefeed.read_ranges_plan(
+CREATE OR REPLACE FUNCTION changefeed.read_ranges_plan(
     tbl regclass,
     ranges int[],
     positions text[],

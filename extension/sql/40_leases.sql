@@ -29,7 +29,7 @@ CREATE TABLE changefeed.lease (
 SELECT pg_catalog.pg_extension_config_dump('changefeed.lease', '');
 
 -- The leases of the processors the querying role owns (all of them for admins).
-CREATE VIEW changefeed.leases WITH (security_barrier) AS
+CREATE OR REPLACE VIEW changefeed.leases WITH (security_barrier) AS
 SELECT l.collection_id, c.relid AS table_name, l.processor, l.range_id, l.owner,
        l.epoch, l.expires_at, l.expires_at > now() AS live, l.checkpoint,
        l.backfill_done, l.backfill_rows, l.updated_at, p.owner_role
@@ -39,7 +39,7 @@ SELECT l.collection_id, c.relid AS table_name, l.processor, l.range_id, l.owner,
  WHERE pg_catalog.pg_has_role('changefeed_admin', 'USAGE')
     OR (p.owner_role IS NOT NULL AND pg_catalog.pg_has_role(p.owner_role, 'USAGE'));
 
-CREATE FUNCTION changefeed.check_name(name text, what text) RETURNS text
+CREATE OR REPLACE FUNCTION changefeed.check_name(name text, what text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF name IS NULL OR btrim(name) = '' THEN
@@ -52,7 +52,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION changefeed.check_duration(d interval) RETURNS interval
+CREATE OR REPLACE FUNCTION changefeed.check_duration(d interval) RETURNS interval
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF d IS NULL OR d <= interval '0' THEN
@@ -63,39 +63,42 @@ BEGIN
 END
 $$;
 
--- The collection of `tbl`, once the processor name is valid and the calling
--- role owns processor `processor` (or is an admin): the prologue of every
--- lease function but lease_init, which claims the name.
-CREATE FUNCTION changefeed.processor_of(tbl regclass, processor text) RETURNS changefeed.collection
+-- The collection of `tbl`, once the processor name (and, when
+-- `check_instance`, the instance name) is valid and the calling role owns
+-- processor `processor` (or is an admin).
+CREATE OR REPLACE FUNCTION changefeed.owned_processor(tbl regclass, processor text, instance text,
+                                                      check_instance bool) RETURNS changefeed.collection
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
 BEGIN
     PERFORM changefeed.check_name(processor, 'processor');
+    IF check_instance THEN
+        PERFORM changefeed.check_name(instance, 'instance');
+    END IF;
     PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
     RETURN c;
 END
+$$;
+
+-- The prologue of every lease function but lease_init, which claims the name.
+CREATE OR REPLACE FUNCTION changefeed.processor_of(tbl regclass, processor text) RETURNS changefeed.collection
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT * FROM changefeed.owned_processor(tbl, processor, NULL, false);
 $$;
 
 -- The prologue of the calls by which an instance gives something up
 -- (lease_release, instance_unregister): no SELECT needed, so an instance
 -- whose role lost it still leaves cleanly.
-CREATE FUNCTION changefeed.processor_leaving(tbl regclass, processor text, instance text)
+CREATE OR REPLACE FUNCTION changefeed.processor_leaving(tbl regclass, processor text, instance text)
 RETURNS changefeed.collection
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c changefeed.collection := changefeed.collection_of(tbl);
-BEGIN
-    PERFORM changefeed.check_name(processor, 'processor');
-    PERFORM changefeed.check_name(instance, 'instance');
-    PERFORM changefeed.require_processor(tbl, c.id, processor, changefeed.caller());
-    RETURN c;
-END
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT * FROM changefeed.owned_processor(tbl, processor, instance, true);
 $$;
 
 -- The same, for a call by one instance of the processor, which also needs
 -- SELECT on the table: what an instance files stays with roles that may read it.
-CREATE FUNCTION changefeed.processor_of(tbl regclass, processor text, instance text)
+CREATE OR REPLACE FUNCTION changefeed.processor_of(tbl regclass, processor text, instance text)
 RETURNS changefeed.collection
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -115,8 +118,8 @@ $$;
 -- validated, so a service restarted with an old start time goes on from its
 -- checkpoints.  CF003 for conflicting or infinite options, CF004/CF005 for a
 -- bad position, CF006 when retention dropped what the start needs.
-CREATE FUNCTION changefeed.lease_init(tbl regclass, processor text, from_beginning bool DEFAULT false,
-                                      start_at timestamptz DEFAULT NULL, start_position text DEFAULT NULL)
+CREATE OR REPLACE FUNCTION changefeed.lease_init(tbl regclass, processor text, from_beginning bool DEFAULT false,
+                                                 start_at timestamptz DEFAULT NULL, start_position text DEFAULT NULL)
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -164,8 +167,8 @@ $$;
 
 -- Takes one lease for `instance`, bumping its epoch so the previous owner is
 -- fenced.  Returns false if the lease changed hands since it was looked at.
-CREATE FUNCTION changefeed.lease_steal(tbl regclass, processor text, range_id int, instance text,
-                                       from_owner text, duration interval)
+CREATE OR REPLACE FUNCTION changefeed.lease_steal(tbl regclass, processor text, range_id int, instance text,
+                                                  from_owner text, duration interval)
 RETURNS bool LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -181,7 +184,7 @@ END
 $$;
 
 -- The leases `instance` holds, with where each range resumes.
-CREATE FUNCTION changefeed.leases_held(collection_id int, processor text, instance text)
+CREATE OR REPLACE FUNCTION changefeed.leases_held(collection_id int, processor text, instance text)
 RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
                backfill_after jsonb, backfill_rows bigint, backfill_position text)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -203,7 +206,7 @@ $$;
 -- one step each, and a joining or leaving instance within about one acquire
 -- interval (a dead one's leases once they expire).  Returns the leases
 -- `instance` owns afterwards.
-CREATE FUNCTION changefeed.lease_acquire(tbl regclass, processor text, instance text, duration interval)
+CREATE OR REPLACE FUNCTION changefeed.lease_acquire(tbl regclass, processor text, instance text, duration interval)
 RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
                backfill_after jsonb, backfill_rows bigint, backfill_position text)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -303,7 +306,7 @@ $$;
 
 -- Extends the leases `instance` still owns and returns them with their epochs.
 -- A lease missing from the result was taken over: stop reading its range.
-CREATE FUNCTION changefeed.lease_renew(tbl regclass, processor text, instance text, duration interval)
+CREATE OR REPLACE FUNCTION changefeed.lease_renew(tbl regclass, processor text, instance text, duration interval)
 RETURNS TABLE (range_id int, epoch bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
@@ -326,8 +329,8 @@ $$;
 
 -- Gives up leases (all of the instance's, or only `range_ids`) so that another
 -- instance takes them over at once instead of waiting for expiry.
-CREATE FUNCTION changefeed.lease_release(tbl regclass, processor text, instance text,
-                                         range_ids int[] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION changefeed.lease_release(tbl regclass, processor text, instance text,
+                                                    range_ids int[] DEFAULT NULL)
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -347,7 +350,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION changefeed.lease_lost(tbl regclass, processor text, range_id int, instance text, epoch bigint)
+CREATE OR REPLACE FUNCTION changefeed.lease_lost(tbl regclass, processor text, range_id int, instance text, epoch bigint)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RAISE EXCEPTION 'lease on range % of processor "%" on % is no longer held by "%" at epoch %',
@@ -361,8 +364,8 @@ $$;
 -- backfill progress, resync): locks the lease row if `instance` still owns it
 -- at `epoch`, else raises CF010 (lease_lost).  The caller then updates the row
 -- by its key; the lock keeps the owner and epoch as checked until commit.
-CREATE FUNCTION changefeed.lease_fence(collection_id int, tbl regclass, processor text, range_id int,
-                                       instance text, epoch bigint)
+CREATE OR REPLACE FUNCTION changefeed.lease_fence(collection_id int, tbl regclass, processor text, range_id int,
+                                                  instance text, epoch bigint)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 BEGIN
@@ -378,8 +381,8 @@ $$;
 
 -- Moves a range's checkpoint, only if `instance` still owns the lease at
 -- `epoch` (CF010 otherwise).  The position is validated (CF004/CF005).
-CREATE FUNCTION changefeed.lease_checkpoint(tbl regclass, processor text, range_id int,
-                                            instance text, epoch bigint, "position" text)
+CREATE OR REPLACE FUNCTION changefeed.lease_checkpoint(tbl regclass, processor text, range_id int,
+                                                       instance text, epoch bigint, "position" text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -402,8 +405,8 @@ $$;
 -- returned (the caller drops that range, as after CF010 from
 -- lease_checkpoint).  Every position is validated first (CF004/CF005 for the
 -- whole call); arrays of different lengths, nulls or a range twice: 22023.
-CREATE FUNCTION changefeed.lease_checkpoint_many(tbl regclass, processor text, instance text,
-                                                 range_ids int[], epochs bigint[], positions text[])
+CREATE OR REPLACE FUNCTION changefeed.lease_checkpoint_many(tbl regclass, processor text, instance text,
+                                                            range_ids int[], epochs bigint[], positions text[])
 RETURNS SETOF int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -446,9 +449,9 @@ $$;
 
 -- Records backfill progress of a range (the primary key of the last row
 -- delivered, as jsonb), fenced like lease_checkpoint().
-CREATE FUNCTION changefeed.lease_backfill_checkpoint(tbl regclass, processor text, range_id int,
-                                                     instance text, epoch bigint, after jsonb,
-                                                     rows_done bigint, done bool)
+CREATE OR REPLACE FUNCTION changefeed.lease_backfill_checkpoint(tbl regclass, processor text, range_id int,
+                                                                instance text, epoch bigint, after jsonb,
+                                                                rows_done bigint, done bool)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -469,8 +472,8 @@ $$;
 -- `resync` option of the latest-version processor): the table's current rows
 -- are scanned again, then the log continues from the position taken here.
 -- Fenced like lease_checkpoint().  Returns that position.
-CREATE FUNCTION changefeed.lease_resync(tbl regclass, processor text, range_id int,
-                                        instance text, epoch bigint)
+CREATE OR REPLACE FUNCTION changefeed.lease_resync(tbl regclass, processor text, range_id int,
+                                                   instance text, epoch bigint)
 RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -488,7 +491,7 @@ $$;
 
 -- The leases `instance` owns, with their checkpoints (what a restarted range
 -- worker resumes from).
-CREATE FUNCTION changefeed.lease_owned(tbl regclass, processor text, instance text)
+CREATE OR REPLACE FUNCTION changefeed.lease_owned(tbl regclass, processor text, instance text)
 RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
                backfill_after jsonb, backfill_rows bigint, backfill_position text)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -506,8 +509,8 @@ $$;
 -- Skipping changes this way is deliberate; the function says how many leases
 -- moved.  A position whose history is lost is refused (CF006, CF019): the
 -- processor would only halt on it.
-CREATE FUNCTION changefeed.reset_checkpoint(tbl regclass, processor text, "position" text DEFAULT NULL,
-                                            range_ids int[] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION changefeed.reset_checkpoint(tbl regclass, processor text, "position" text DEFAULT NULL,
+                                                       range_ids int[] DEFAULT NULL)
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -525,8 +528,8 @@ $$;
 -- as a backfill of the table first if `backfill`, each freed with a new
 -- epoch so that running instances are fenced.  Returns how many moved;
 -- CF012 for a processor that never ran.
-CREATE FUNCTION changefeed.restart_leases(c changefeed.collection, processor text, range_ids int[], pos text,
-                                          backfill bool) RETURNS int
+CREATE OR REPLACE FUNCTION changefeed.restart_leases(c changefeed.collection, processor text, range_ids int[], pos text,
+                                                     backfill bool) RETURNS int
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -554,7 +557,7 @@ $$;
 
 -- Forgets a processor: its leases, checkpoints, registered instances,
 -- deduplication store (47_dedup.sql) and owner (for its owner or an admin).
-CREATE FUNCTION changefeed.drop_processor(tbl regclass, processor text) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.drop_processor(tbl regclass, processor text) RETURNS bool
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -576,7 +579,7 @@ $$;
 -- deduplication records) is dropped: the new owner starts afresh, from its
 -- own lease_init(), and nothing the previous holder did reaches it.  Returns
 -- whether the name changed hands (false: `owner` had it already).
-CREATE FUNCTION changefeed.reserve_processor(tbl regclass, processor text, owner regrole) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.reserve_processor(tbl regclass, processor text, owner regrole) RETURNS bool
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE

@@ -27,7 +27,7 @@ CREATE TABLE changefeed.instance (
 -- seen (the extension's owner may not read other roles' statistics) an
 -- existing pid counts as alive: refusing a name wrongly is safer than letting
 -- two instances share it.
-CREATE FUNCTION changefeed.session_alive(pid int, started timestamptz) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.session_alive(pid int, started timestamptz) RETURNS bool
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity($1) a
                     WHERE a.pid = $1
@@ -39,7 +39,7 @@ $$;
 -- before its first acquire, so instances started together see each other),
 -- and `instance` itself.  lease_acquire() adds the owners of unexpired
 -- leases (a registration may be gone while its instance still renews).
-CREATE FUNCTION changefeed.live_instances(collection_id int, processor text, instance text)
+CREATE OR REPLACE FUNCTION changefeed.live_instances(collection_id int, processor text, instance text)
 RETURNS SETOF text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT i.instance FROM changefeed.instance i
      WHERE i.collection_id = $1 AND i.processor = $2
@@ -55,7 +55,7 @@ $$;
 -- registration to the calling session.  When the name changes hands, the
 -- leases still filed under it get a new epoch: whatever of the previous
 -- holder still runs can no longer checkpoint them.
-CREATE FUNCTION changefeed.instance_register(tbl regclass, processor text, instance text, token text)
+CREATE OR REPLACE FUNCTION changefeed.instance_register(tbl regclass, processor text, instance text, token text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -115,7 +115,7 @@ END
 $$;
 
 -- Removes the registration if `token` still holds it; returns whether it did.
-CREATE FUNCTION changefeed.instance_unregister(tbl regclass, processor text, instance text, token text)
+CREATE OR REPLACE FUNCTION changefeed.instance_unregister(tbl regclass, processor text, instance text, token text)
 RETURNS bool LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -129,7 +129,7 @@ END
 $$;
 
 -- The registered instances of a processor, and whether their session is alive.
-CREATE FUNCTION changefeed.instances(tbl regclass, processor text)
+CREATE OR REPLACE FUNCTION changefeed.instances(tbl regclass, processor text)
 RETURNS TABLE (instance text, registered_at timestamptz, heartbeat_at timestamptz, live bool)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable

@@ -7,7 +7,7 @@
 -- primary key is greater than `after` (a jsonb object of the key columns;
 -- null = from the start), in key order.  doc_id and partition_key are
 -- formatted as the capture trigger formats them.
-CREATE FUNCTION changefeed.backfill_page(tbl regclass, range_id int, after jsonb, max_rows int DEFAULT 1000)
+CREATE OR REPLACE FUNCTION changefeed.backfill_page(tbl regclass, range_id int, after jsonb, max_rows int DEFAULT 1000)
 RETURNS TABLE (doc_id text, partition_key text, key jsonb, current jsonb)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
@@ -72,7 +72,7 @@ END
 $$;
 
 -- Estimated number of rows of a table, for backfill progress.
-CREATE FUNCTION changefeed.estimated_rows(tbl regclass) RETURNS bigint
+CREATE OR REPLACE FUNCTION changefeed.estimated_rows(tbl regclass) RETURNS bigint
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n bigint;
@@ -94,7 +94,7 @@ $$;
 -- processors (the table holds each document's current version); an
 -- all-versions processor would receive the rows as backfill rows.  Returns how
 -- many ranges restart; CF012 for a processor that never ran.
-CREATE FUNCTION changefeed.resync_processor(tbl regclass, processor text, range_ids int[] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION changefeed.resync_processor(tbl regclass, processor text, range_ids int[] DEFAULT NULL)
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE

@@ -19,7 +19,7 @@ CREATE TABLE changefeed.applied (
 
 -- Checks an array of event ids: not null, no null element, at most 100000
 -- (CF018, the per-call cap).
-CREATE FUNCTION changefeed.check_event_ids(event_ids text[]) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.check_event_ids(event_ids text[]) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF event_ids IS NULL OR array_position(event_ids, NULL) IS NOT NULL THEN
@@ -35,7 +35,7 @@ $$;
 -- Which of `event_ids` processor `processor` recorded as applied (for its
 -- owner or an admin, with SELECT on the table; CF012 before lease_init()
 -- claimed the name, so nobody fills a store before its processor exists).
-CREATE FUNCTION changefeed.dedup_applied(tbl regclass, processor text, event_ids text[])
+CREATE OR REPLACE FUNCTION changefeed.dedup_applied(tbl regclass, processor text, event_ids text[])
 RETURNS SETOF text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -51,7 +51,7 @@ $$;
 
 -- Records `event_ids` as applied by processor `processor`; returns how many
 -- were new.
-CREATE FUNCTION changefeed.dedup_record(tbl regclass, processor text, event_ids text[])
+CREATE OR REPLACE FUNCTION changefeed.dedup_record(tbl regclass, processor text, event_ids text[])
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -71,7 +71,7 @@ $$;
 -- A maintenance step: deletes what was applied before the retention of its
 -- collection at `as_of` (its change can no longer be redelivered).  Returns
 -- how many rows it deleted.
-CREATE FUNCTION changefeed.prune_applied(as_of timestamptz) RETURNS bigint
+CREATE OR REPLACE FUNCTION changefeed.prune_applied(as_of timestamptz) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n bigint;

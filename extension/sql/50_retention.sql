@@ -9,7 +9,7 @@
 
 -- Whether everything up to and including transaction `upto` is visible in `lo`,
 -- i.e. a reader at `lo` had already been delivered every dropped change.
-CREATE FUNCTION changefeed.snapshot_covers(lo pg_snapshot, upto xid8) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.snapshot_covers(lo pg_snapshot, upto xid8) RETURNS bool
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT upto < pg_catalog.pg_snapshot_xmax(lo)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_snapshot_xip(lo) x WHERE x <= upto)
@@ -17,7 +17,7 @@ $$;
 
 -- Raises CF006 when retention dropped changes that a reader at `lo` has not
 -- read, CF019 when capture was off (disable, then enable) after `lo`.
-CREATE FUNCTION changefeed.check_history(c changefeed.collection, lo pg_snapshot) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.check_history(c changefeed.collection, lo pg_snapshot) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     h changefeed.horizon;
@@ -45,8 +45,8 @@ $$;
 
 -- Moves a collection's horizon forward to cover transaction `upto`; the
 -- cause is that of the newest transaction covered.
-CREATE FUNCTION changefeed.raise_horizon(collection_id int, upto xid8, written_before timestamptz,
-                                         cause text DEFAULT 'retention', disabled_from timestamptz DEFAULT NULL)
+CREATE OR REPLACE FUNCTION changefeed.raise_horizon(collection_id int, upto xid8, written_before timestamptz,
+                                                    cause text DEFAULT 'retention', disabled_from timestamptz DEFAULT NULL)
 RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     INSERT INTO changefeed.horizon AS h (collection_id, dropped_txid, dropped_before, cause, disabled_from)
     VALUES (collection_id, upto, written_before, cause, disabled_from)
@@ -60,7 +60,7 @@ RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- Records what dropping the partition `part` loses, per collection.
-CREATE FUNCTION changefeed.record_horizon(part regclass, written_before timestamptz) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.record_horizon(part regclass, written_before timestamptz) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
@@ -91,7 +91,7 @@ $$;
 
 -- Rejects NULL and infinite times: maintenance must never act on a time it
 -- was not given (NULL once meant "drop every partition, future ones too").
-CREATE FUNCTION changefeed.require_finite(t timestamptz, what text) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.require_finite(t timestamptz, what text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF t IS NULL THEN
@@ -108,12 +108,12 @@ $$;
 -- changefeed.max_retention as an interval (extension/maintenance_limits.cpp):
 -- the longest retention a collection may have, set by the server's
 -- administrator so that no table owner keeps the shared log for everyone.
-CREATE FUNCTION changefeed.max_retention() RETURNS interval
+CREATE OR REPLACE FUNCTION changefeed.max_retention() RETURNS interval
     AS 'MODULE_PATHNAME', 'changefeed_max_retention_interval' LANGUAGE C STABLE PARALLEL SAFE;
 
 -- A collection's retention as given to enable() or alter(): positive, at most
 -- changefeed.max_retention, and one that times can be computed with (CF003).
-CREATE FUNCTION changefeed.check_retention(retention interval) RETURNS interval
+CREATE OR REPLACE FUNCTION changefeed.check_retention(retention interval) RETURNS interval
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF retention IS NULL OR retention <= interval '0' THEN
@@ -138,14 +138,14 @@ $$;
 
 -- A collection's retention as maintenance applies it: at most the maximum
 -- (a retention set before the maximum was lowered is cut to it).
-CREATE FUNCTION changefeed.effective_retention(retention interval) RETURNS interval
+CREATE OR REPLACE FUNCTION changefeed.effective_retention(retention interval) RETURNS interval
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT least(retention, changefeed.max_retention())
 $$;
 
 -- The oldest time retention keeps at `as_of`: the longest retention of any
 -- collection, at most changefeed.max_retention.
-CREATE FUNCTION changefeed.retention_cutoff(as_of timestamptz) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION changefeed.retention_cutoff(as_of timestamptz) RETURNS timestamptz
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT as_of - changefeed.effective_retention(
         coalesce((SELECT max(retention) FROM changefeed.collection), interval '7 days'))
@@ -159,7 +159,7 @@ $$;
 -- lost (CF006) as if their partition were dropped, and a position that had
 -- read them never reads them again.  One index descent per range.  Returns
 -- whether the horizon moved.
-CREATE FUNCTION changefeed.expire_history(collection_id int, as_of timestamptz) RETURNS bigint
+CREATE OR REPLACE FUNCTION changefeed.expire_history(collection_id int, as_of timestamptz) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
@@ -191,7 +191,7 @@ $$;
 
 -- The daily partitions of the log wholly older than the retention cutoff at
 -- `as_of`, oldest first, with the end of their day.
-CREATE FUNCTION changefeed.expired_partitions(as_of timestamptz)
+CREATE OR REPLACE FUNCTION changefeed.expired_partitions(as_of timestamptz)
 RETURNS TABLE (part regclass, written_before timestamptz)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -211,7 +211,7 @@ END
 $$;
 
 -- Whether `rel` is a member of the changefeed extension.
-CREATE FUNCTION changefeed.is_extension_member(rel regclass) RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.is_extension_member(rel regclass) RETURNS bool
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
                     WHERE d.classid = 'pg_class'::regclass AND d.objid = rel
@@ -222,7 +222,7 @@ $$;
 -- Drops one expired daily partition, recording first (in the same
 -- transaction) what it loses per collection.  Refuses anything that is not a
 -- daily partition of the log wholly older than the retention at `as_of`.
-CREATE FUNCTION changefeed.prune_partition(part regclass, as_of timestamptz) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.prune_partition(part regclass, as_of timestamptz) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     upper_bound timestamptz;
@@ -245,7 +245,7 @@ $$;
 
 -- Deletes rows older than the retention from the default partition (only
 -- there when partitions were not created in time).  Returns how many.
-CREATE FUNCTION changefeed.prune_default(as_of timestamptz) RETURNS bigint
+CREATE OR REPLACE FUNCTION changefeed.prune_default(as_of timestamptz) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     cutoff timestamptz;
@@ -265,22 +265,17 @@ END
 $$;
 
 -- Deletes ticks older than every retention: no reader can use them.
-CREATE FUNCTION changefeed.prune_ticks(as_of timestamptz) RETURNS bigint
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    n bigint;
-BEGIN
-    PERFORM changefeed.require_finite(as_of, 'as_of');
-    DELETE FROM changefeed.tick WHERE at < changefeed.retention_cutoff(as_of);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    RETURN n;
-END
+CREATE OR REPLACE FUNCTION changefeed.prune_ticks(as_of timestamptz) RETURNS bigint
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT changefeed.require_finite(as_of, 'as_of');
+    WITH gone AS (DELETE FROM changefeed.tick WHERE at < changefeed.retention_cutoff(as_of) RETURNING 1)
+    SELECT count(*) FROM gone;
 $$;
 
 -- Drops daily partitions wholly older than the longest retention, cleans the
 -- default partition and old ticks, in the caller's transaction.  `as_of` lets
 -- tests and operators act as if it were later.  Returns how many partitions it dropped.
-CREATE FUNCTION changefeed.prune(as_of timestamptz DEFAULT now()) RETURNS int
+CREATE OR REPLACE FUNCTION changefeed.prune(as_of timestamptz DEFAULT now()) RETURNS int
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     p record;
@@ -300,11 +295,11 @@ $$;
 -- Deletes one collection's rows whose TTL column is before `as_of`, as the
 -- table owner inside a security-restricted operation; the deletes carry
 -- ttl_expired.  Returns how many rows it deleted (extension/ttl.cpp).
-CREATE FUNCTION changefeed.expire_rows(collection_id int, as_of timestamptz) RETURNS bigint
+CREATE OR REPLACE FUNCTION changefeed.expire_rows(collection_id int, as_of timestamptz) RETURNS bigint
     AS 'MODULE_PATHNAME', 'changefeed_expire_rows' LANGUAGE C;
 
 -- Deletes the expired rows of every collection with a TTL column.
-CREATE FUNCTION changefeed.expire(as_of timestamptz DEFAULT now()) RETURNS bigint
+CREATE OR REPLACE FUNCTION changefeed.expire(as_of timestamptz DEFAULT now()) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection;
@@ -319,7 +314,7 @@ END
 $$;
 
 -- Reports a failed maintenance step; the same words as the maintenance worker's.
-CREATE FUNCTION changefeed.warn_step_failed(step text, state text, message text) RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.warn_step_failed(step text, state text, message text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RAISE WARNING 'changefeed maintenance: step "%" failed: %', step, message
@@ -330,9 +325,9 @@ $$;
 -- Bounds the maintenance step starting now by
 -- changefeed.maintenance_statement_timeout; step_timeout_end() lifts the
 -- bound and says whether the step ran past it (extension/maintenance_limits.cpp).
-CREATE FUNCTION changefeed.step_timeout_begin() RETURNS void
+CREATE OR REPLACE FUNCTION changefeed.step_timeout_begin() RETURNS void
     AS 'MODULE_PATHNAME', 'changefeed_step_timeout_begin' LANGUAGE C VOLATILE;
-CREATE FUNCTION changefeed.step_timeout_end() RETURNS bool
+CREATE OR REPLACE FUNCTION changefeed.step_timeout_end() RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_step_timeout_end' LANGUAGE C VOLATILE;
 
 -- Runs one maintenance step of maintain(): `query` (ours, with $1 = as_of
@@ -341,8 +336,8 @@ CREATE FUNCTION changefeed.step_timeout_end() RETURNS bool
 -- the caller goes on with the next one.  A cancel that is not the step's
 -- timeout (the user's, the statement's own timeout) ends maintain().
 -- Returns the query's value (0 when it failed).
-CREATE FUNCTION changefeed.run_step(step text, query text, as_of timestamptz, id bigint,
-                                    INOUT failed_steps text[], OUT value bigint)
+CREATE OR REPLACE FUNCTION changefeed.run_step(step text, query text, as_of timestamptz, id bigint,
+                                               INOUT failed_steps text[], OUT value bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     value := 0;
@@ -370,10 +365,39 @@ BEGIN
 END
 $$;
 
+-- Runs `step` (a format of the item's name) with `query` as run_step() does,
+-- for each item that `listing` lists: rows (id bigint, name text, order),
+-- $1 the time.  A listing that fails is the failed step `listing_step`, and
+-- nothing runs.  Returns the sum of the steps' values.
+CREATE OR REPLACE FUNCTION changefeed.run_step_each(listing_step text, listing text, step text, query text,
+                                                    as_of timestamptz, INOUT failed_steps text[], OUT total bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    ids bigint[] := '{}';
+    names text[] := '{}';
+    r record;
+BEGIN
+    total := 0;
+    BEGIN
+        EXECUTE format('SELECT coalesce(array_agg(l.id ORDER BY l.ord), ''{}''), '
+                       'coalesce(array_agg(l.name ORDER BY l.ord), ''{}'') FROM (%s) l(id, name, ord)', listing)
+           INTO ids, names USING as_of;
+    EXCEPTION WHEN OTHERS THEN
+        failed_steps := failed_steps || listing_step;
+        PERFORM changefeed.warn_step_failed(listing_step, SQLSTATE, SQLERRM);
+    END;
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+        SELECT * INTO r FROM changefeed.run_step(format(step, names[i]), query, as_of, ids[i], failed_steps);
+        failed_steps := r.failed_steps;
+        total := total + r.value;
+    END LOOP;
+END
+$$;
+
 -- The TTL step of maintain(): expire_rows() of one collection.  Acting as if
 -- it were later deletes rows before their time: only for a caller that may
 -- delete them itself (an admin without DELETE on the table may not).
-CREATE FUNCTION changefeed.expire_step(collection_id int, as_of timestamptz) RETURNS bigint
+CREATE OR REPLACE FUNCTION changefeed.expire_step(collection_id int, as_of timestamptz) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF as_of > now() THEN
@@ -396,7 +420,7 @@ $$;
 -- named in failed_steps and in a WARNING, and the others go on.  In one
 -- transaction the steps that touch user tables (TTL) come first, so that no
 -- lock on the log is held while they wait; the partition steps come last.
-CREATE FUNCTION changefeed.maintain(as_of timestamptz DEFAULT now(),
+CREATE OR REPLACE FUNCTION changefeed.maintain(as_of timestamptz DEFAULT now(),
     OUT partitions_created int, OUT partitions_dropped int, OUT ttl_deleted bigint,
     OUT failed_steps text[])
 LANGUAGE plpgsql
@@ -405,9 +429,6 @@ SET lock_timeout = '1s'   -- replaced below; the clause keeps the change inside 
 AS $$
 DECLARE
     r record;
-    ids bigint[];
-    names text[];
-    v bigint;
 BEGIN
     PERFORM changefeed.require_finite(as_of, 'as_of');
     -- Acting as if it were another time drops or expires early: admins only.
@@ -427,52 +448,21 @@ BEGIN
         RETURN;
     END;
 
-    ids := '{}'; names := '{}';
-    BEGIN
-        SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(array_agg(c.relid::regclass::text ORDER BY c.id), '{}')
-          INTO ids, names
-          FROM changefeed.collection c WHERE c.ttl_column IS NOT NULL AND c.disabled_at IS NULL;
-    EXCEPTION WHEN OTHERS THEN
-        failed_steps := failed_steps || 'list TTL collections'::text;
-        PERFORM changefeed.warn_step_failed('list TTL collections', SQLSTATE, SQLERRM);
-    END;
-    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
-        SELECT * INTO r FROM changefeed.run_step(format('expire %s', names[i]),
-            'SELECT changefeed.expire_step($2::int, $1)', as_of, ids[i], failed_steps);
-        failed_steps := r.failed_steps;
-        ttl_deleted := ttl_deleted + r.value;
-    END LOOP;
-
-    ids := '{}'; names := '{}';
-    BEGIN
-        SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}'), coalesce(array_agg(c.relid::regclass::text ORDER BY c.id), '{}')
-          INTO ids, names FROM changefeed.collection c;
-    EXCEPTION WHEN OTHERS THEN
-        failed_steps := failed_steps || 'list collections'::text;
-        PERFORM changefeed.warn_step_failed('list collections', SQLSTATE, SQLERRM);
-    END;
-    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
-        SELECT * INTO r FROM changefeed.run_step(format('expire history of %s', names[i]),
-            'SELECT changefeed.expire_history($2::int, $1)', as_of, ids[i], failed_steps);
-        failed_steps := r.failed_steps;
-    END LOOP;
-
-    ids := '{}'; names := '{}';
-    BEGIN
-        SELECT coalesce(array_agg(e.part::oid::bigint ORDER BY e.written_before), '{}'),
-               coalesce(array_agg(e.part::text ORDER BY e.written_before), '{}')
-          INTO ids, names FROM changefeed.expired_partitions(as_of) e;
-    EXCEPTION WHEN OTHERS THEN
-        failed_steps := failed_steps || 'list expired partitions'::text;
-        PERFORM changefeed.warn_step_failed('list expired partitions', SQLSTATE, SQLERRM);
-    END;
-    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
-        SELECT * INTO r FROM changefeed.run_step(format('drop %s', names[i]),
-            'SELECT 1::bigint FROM changefeed.prune_partition($2::oid::regclass, $1)', as_of, ids[i],
-            failed_steps);
-        failed_steps := r.failed_steps;
-        partitions_dropped := partitions_dropped + r.value;
-    END LOOP;
+    SELECT * INTO r FROM changefeed.run_step_each('list TTL collections',
+        'SELECT c.id::bigint, c.relid::regclass::text, c.id FROM changefeed.collection c
+          WHERE c.ttl_column IS NOT NULL AND c.disabled_at IS NULL',
+        'expire %s', 'SELECT changefeed.expire_step($2::int, $1)', as_of, failed_steps);
+    failed_steps := r.failed_steps;
+    ttl_deleted := r.total;
+    SELECT * INTO r FROM changefeed.run_step_each('list collections',
+        'SELECT c.id::bigint, c.relid::regclass::text, c.id FROM changefeed.collection c',
+        'expire history of %s', 'SELECT changefeed.expire_history($2::int, $1)', as_of, failed_steps);
+    failed_steps := r.failed_steps;
+    SELECT * INTO r FROM changefeed.run_step_each('list expired partitions',
+        'SELECT e.part::oid::bigint, e.part::text, e.written_before FROM changefeed.expired_partitions($1) e',
+        'drop %s', 'SELECT 1::bigint FROM changefeed.prune_partition($2::oid::regclass, $1)', as_of, failed_steps);
+    failed_steps := r.failed_steps;
+    partitions_dropped := r.total;
 
     SELECT * INTO r FROM changefeed.run_step('prune default partition',
         'SELECT changefeed.prune_default($1)', as_of, NULL, failed_steps);
@@ -496,9 +486,9 @@ $$;
 -- lock that holds writers off until commit (55_ranges.sql).  (The key and the
 -- partition key go with disable() and enable(): the logged changes were
 -- placed in ranges by them.)
-CREATE FUNCTION changefeed.alter(tbl regclass, retention interval DEFAULT NULL,
-                                 keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL,
-                                 ranges int DEFAULT NULL)
+CREATE OR REPLACE FUNCTION changefeed.alter(tbl regclass, retention interval DEFAULT NULL,
+                                            keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL,
+                                            ranges int DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);

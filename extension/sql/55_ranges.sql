@@ -28,7 +28,7 @@
 -- its snapshot sees as committed exactly what all of theirs see as committed
 -- (their xmax at the smallest, their in-progress lists merged).  A window in
 -- progress is dropped (read again).  One position comes back as it is.
-CREATE FUNCTION changefeed.oldest_position(positions text[]) RETURNS text
+CREATE OR REPLACE FUNCTION changefeed.oldest_position(positions text[]) RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     top xid8;
@@ -56,7 +56,7 @@ $$;
 -- leases and the collection row (steps 1-3 above; the caller installs the
 -- triggers).  Takes the table lock that stops writers.  Returns the
 -- collection as changed.
-CREATE FUNCTION changefeed.change_ranges(c changefeed.collection, n int) RETURNS changefeed.collection
+CREATE OR REPLACE FUNCTION changefeed.change_ranges(c changefeed.collection, n int) RETURNS changefeed.collection
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     old int := c.ranges;

@@ -11,7 +11,7 @@
 -- processor_status does (counts and times, never rows).  An implementation
 -- never calls an entry point such as read(): that would check the rights of
 -- the extension's owner instead.
-CREATE FUNCTION changefeed.lag(tbl regclass, processor text, count_limit int DEFAULT 10000)
+CREATE OR REPLACE FUNCTION changefeed.lag(tbl regclass, processor text, count_limit int DEFAULT 10000)
 RETURNS TABLE (
     range_id int,
     owner text,
@@ -78,7 +78,7 @@ $$;
 
 -- What retention dropped, or capture missed while disabled (cause), per
 -- collection whose table the querying role may SELECT.
-CREATE VIEW changefeed.horizons WITH (security_barrier) AS
+CREATE OR REPLACE VIEW changefeed.horizons WITH (security_barrier) AS
 SELECT c.relid AS table_name, h.collection_id, h.dropped_txid, h.dropped_before, h.dropped_at,
        h.cause, h.disabled_from
   FROM changefeed.horizon h JOIN changefeed.collection c ON c.id = h.collection_id

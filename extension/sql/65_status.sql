@@ -16,7 +16,7 @@
 -- admin or pg_monitor member; a caller bound to tenants counts only theirs
 -- (a row that moved from one of them to another tenant counts: its delete).
 -- Otherwise it is null.
-CREATE FUNCTION changefeed.processor_status_rows()
+CREATE OR REPLACE FUNCTION changefeed.processor_status_rows()
 RETURNS TABLE (
     table_name regclass,
     collection_id int,

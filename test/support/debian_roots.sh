@@ -100,7 +100,7 @@ make_root() {
     mount_in "$tmp"
     apt_in "$tmp" update
     apt_in "$tmp" install -y --no-install-recommends \
-        "postgresql-$major" "postgresql-server-dev-$major" g++ make libssl-dev >"$cache/$suite.apt.log" 2>&1 \
+        "postgresql-$major" "postgresql-server-dev-$major" g++ make libssl-dev python3 >"$cache/$suite.apt.log" 2>&1 \
         || { tail -20 "$cache/$suite.apt.log"; return 1; }
     apt_in "$tmp" clean
     umount_in "$tmp"

@@ -1,0 +1,78 @@
+-- changefeed: upgrade from release 0.2 to 0.3, the part written by hand.
+--
+-- The upgrade script (extension/changefeed--0.2--0.3.sql) is built from this
+-- delta and extension/sql/ (extension/build_sql.py): at the line
+-- `-- ---- read(): jsonpath filters in the C reader ----
+-- read_windows() evaluates read()'s filter in its scan; the SQL twin of its
+-- filter test is gone (30_read.sql).
+DROP FUNCTION changefeed.filter_matches("char", jsonb, jsonb, jsonpath, jsonb);
+
+-- @functions` below go every function, view and event trigger of the
+-- concern files and the SQL surface of extension/surface.manifest.
+-- What CREATE OR REPLACE cannot do is written here: tables, columns and their
+-- data, objects that went, functions whose arguments or result changed (the
+-- old one is dropped first).  test/upgrade.sh checks that an
+-- upgraded database ends with the objects of a fresh install.
+
+-- ---- disable() keeps, ranges change ----
+-- disable() keeps the collection (its id, channel, processors' leases and
+-- checkpoints, deduplication records, logged changes) unless forget => true;
+-- enable() resumes it; a gap in capture is recorded in the horizon (cause
+-- 'disabled') and reported as history lost.  The ranges of a live collection
+-- change with alter(..., ranges => n) (55_ranges.sql).
+ALTER TABLE changefeed.collection ADD COLUMN disabled_at timestamptz, ADD COLUMN disabled_txid xid8,
+                                   ADD COLUMN disabled_marks jsonb;
+ALTER TABLE changefeed.horizon ADD COLUMN cause text NOT NULL DEFAULT 'retention',
+                               ADD COLUMN disabled_from timestamptz;
+-- New arguments: raise_horizon() takes a cause, disable() forget, alter() ranges.
+DROP FUNCTION changefeed.raise_horizon(int, xid8, timestamptz);
+DROP FUNCTION changefeed.disable(regclass);
+DROP FUNCTION changefeed._disable(regclass);
+DROP FUNCTION changefeed.alter(regclass, interval, bool, text);
+DROP FUNCTION changefeed._alter(regclass, interval, bool, text);
+
+-- ---- the position key in the database ----
+-- 0.2 kept the key in the data directory (changefeed_position.key, made on
+-- first use): a standby made before that had none, or made its own.  The
+-- key moves into the database (filled below, once its function exists).
+CREATE TABLE changefeed.position_key (
+    key     bytea NOT NULL CHECK (length(key) = 32),
+    one_row bool NOT NULL DEFAULT true PRIMARY KEY CHECK (one_row)
+);
+
+-- ---- tenants: a row that moves between tenants ----
+-- It is logged as op 'm' with the tenant it left (30_read.sql, 65_status.sql).
+ALTER TABLE changefeed.log ADD COLUMN previous_tenant text;
+
+-- @functions
+
+-- ---- the position key in the database ----
+-- An existing file's key is taken over, so positions stored under 0.2 stay
+-- valid.
+DO $$
+DECLARE
+    file_key bytea := pg_catalog.pg_read_binary_file('changefeed_position.key', 0, 64, true);
+BEGIN
+    IF file_key IS NOT NULL AND pg_catalog.length(file_key) <> 32 THEN
+        RAISE EXCEPTION 'position key file "changefeed_position.key" holds % bytes instead of 32',
+            pg_catalog.length(file_key)
+            USING HINT = 'Restore the file from a backup of this cluster before the update.';
+    END IF;
+    INSERT INTO changefeed.position_key (key) VALUES (coalesce(file_key, changefeed._new_position_key()));
+END
+$$;
+
+-- ---- tenants: bindings that hold ----
+-- Bound roles hold a grant that makes DROP ROLE refuse them, and DROP OWNED
+-- gives it back (15_access.sql).  Bindings of roles dropped before this
+-- version go; the others get the grant.
+DELETE FROM changefeed.tenant_binding b WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = b.role_id);
+DO $$
+DECLARE
+    r regrole;
+BEGIN
+    FOR r IN SELECT role_id FROM changefeed.tenant_binding LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION changefeed.tenant_binding_held() TO %s', r);
+    END LOOP;
+END
+$$;
