@@ -9,6 +9,7 @@ OBJS = \
 	extension/xact_tracking.o \
 	extension/caller.o \
 	extension/capture.o \
+	extension/range_hash.o \
 	extension/position.o \
 	extension/position_codec.o \
 	extension/position_key.o \

@@ -8,8 +8,6 @@
 // the implementation of the same name with a leading underscore (a SECURITY
 // DEFINER function nobody else may execute), which asks changefeed.caller()
 // whose rights to check.  The stack is popped however the call ends.
-//
-// Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
 
 extern "C" {

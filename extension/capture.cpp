@@ -2,10 +2,13 @@
 // statement trigger (clear).  This is the product's hottest path: per row it
 // formats the key, converts the row(s) to jsonb and hands one log row to
 // log_writer.cpp.  It never sends NOTIFY itself when preloaded.
-//
-// Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
 #include "log_writer.hpp"
+#include "module.hpp"
+#include "range_hash.hpp"
+#include "sqlstates.hpp"
+#include "ttl.hpp"
+#include "xact_tracking.hpp"
 
 extern "C" {
 #include "nodes/makefuncs.h"

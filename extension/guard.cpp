@@ -11,9 +11,8 @@
 //  - Facts about a DDL command that its catalog state does not show: which
 //    partitions an ALTER TABLE attached, whether CREATE TRIGGER was OR REPLACE,
 //    and (at ddl_command_start) whether it detaches a partition.
-//
-// Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
+#include "sqlstates.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"

@@ -17,10 +17,12 @@
 // delete holds up its own step for at most the statement timeout.  The TTL sweep runs user code as the table
 // owner in a security-restricted operation (ttl.cpp), never as this worker's
 // superuser.
-//
-// Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
+#include "maintainer.hpp"
+#include "maintenance_limits.hpp"
+#include "notifier.hpp"
 #include "settings.hpp"
+#include "worker_transaction.hpp"
 
 extern "C" {
 #include "pgstat.h"

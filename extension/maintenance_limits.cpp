@@ -7,9 +7,8 @@
 // client statements, so neither would otherwise bound a step.  A timeout the
 // caller's own statement had (statement_timeout) is kept: the earlier of the
 // two fires, and the caller's is re-armed when the step ends.
-//
-// Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
+#include "maintenance_limits.hpp"
 #include "settings.hpp"
 
 extern "C" {

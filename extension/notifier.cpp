@@ -15,7 +15,10 @@
 // notifier itself only sends notifications and records ticks, each in a
 // guarded transaction: an error is logged and retried, never fatal.
 #include "pg.hpp"
+#include "module.hpp"
+#include "notifier.hpp"
 #include "settings.hpp"
+#include "worker_transaction.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"

@@ -4,6 +4,9 @@
 #include "pg.hpp"
 #include "pg_snapshot.hpp"
 #include "position_codec.hpp"
+#include "position_history.hpp"
+#include "position_key.hpp"
+#include "sqlstates.hpp"
 
 extern "C" {
 #include "access/detoast.h"

@@ -359,15 +359,6 @@ std::array<uint8_t, 32> hmac_sha256(std::string_view key, std::string_view messa
     return outer.finish();
 }
 
-uint32_t fnv1a32(std::string_view bytes) {
-    uint32_t h = 2166136261u;
-    for (char c : bytes) {
-        h ^= uint8_t(c);
-        h *= 16777619u;
-    }
-    return h;
-}
-
 Snapshot parse_snapshot(std::string_view text) {
     Snapshot s;
     auto c1 = text.find(':');
@@ -602,7 +593,3 @@ extern "C" ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_
 }
 
 extern "C" size_t changefeed_codec_max_text(uint64_t max_xip) { return max_text_length(max_xip); }
-
-extern "C" uint32_t changefeed_range_hash(const char *bytes, size_t len) {
-    return changefeed::codec::fnv1a32(std::string_view(bytes, len));
-}

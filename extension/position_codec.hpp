@@ -103,8 +103,6 @@ Position decode(std::string_view text, const Checks &checks);
 std::array<uint8_t, 32> sha256(std::string_view bytes);
 std::array<uint8_t, 32> hmac_sha256(std::string_view key, std::string_view message);
 
-uint32_t fnv1a32(std::string_view bytes);
-
 }  // namespace changefeed::codec
 
 // C-callable wrappers that never throw: they return CHANGEFEED_CODEC_OK, or

@@ -17,10 +17,10 @@
 // L is GetXLogInsertRecPtr() on a primary (every record inserted so far) and
 // GetXLogReplayRecPtr() on a hot standby (every record replayed so far, which
 // is what its snapshots are made of).
-//
-// Plain C frames only (ereport may longjmp through them).
 #include "pg.hpp"
 #include "position_codec.hpp"
+#include "position_history.hpp"
+#include "sqlstates.hpp"
 
 extern "C" {
 #include "access/timeline.h"

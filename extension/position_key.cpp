@@ -11,11 +11,9 @@
 // not run yet) has no table: it goes on with the key file of 0.2,
 // `changefeed_position.key` in the data directory, which the update takes
 // over (extension/upgrade/delta/0.2--0.3.sql).
-//
-// Plain C frames only: everything here may raise an error, and its longjmp
-// would skip C++ destructors.
 #include "pg.hpp"
 #include "position_codec.hpp"
+#include "position_key.hpp"
 
 extern "C" {
 #include <fcntl.h>

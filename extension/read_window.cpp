@@ -16,12 +16,14 @@
 // "Not visible in lo" is "txid >= xmax(lo) or txid in xip(lo)": a range scan
 // from xmax(lo) and one lookup per xid of xip(lo), so an old open
 // transaction costs a lookup, not a rescan of everything since it began.
-//
-// Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
 #include "pg_snapshot.hpp"
 #include "position_codec.hpp"
+#include "position_history.hpp"
+#include "position_key.hpp"
 #include "settings.hpp"
+#include "sqlstates.hpp"
+#include "xact_tracking.hpp"
 
 extern "C" {
 #include "access/detoast.h"

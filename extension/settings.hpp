@@ -32,9 +32,3 @@ extern char *changefeed_delete_reason;
 // last change it returned.
 extern char *changefeed_read_position;
 
-// Maintenance steps bounded in time (maintenance_limits.cpp): begin arms
-// changefeed.maintenance_statement_timeout for the step starting now; end
-// lifts it (re-arming the statement's own timeout) and says whether the step
-// ran past its bound.
-void changefeed_step_timeout_begin_c(void);
-bool changefeed_step_timeout_end_c(void);

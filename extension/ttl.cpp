@@ -10,10 +10,10 @@
 //
 // Deletes are marked as expiry by a backend-local flag that capture reads
 // (changefeed_ttl_sweep_active), not by a setting a writer could set itself.
-//
-// Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
 #include "settings.hpp"
+#include "sqlstates.hpp"
+#include "ttl.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"

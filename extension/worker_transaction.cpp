@@ -3,9 +3,9 @@
 // The notifier (wake-ups, ticks) and the maintainer (each maintenance step)
 // must survive any error of their work: the error is logged, the transaction
 // aborted, and the worker goes on to try again later.
-//
-// Only plain C data lives in these frames (ereport may longjmp through them).
 #include "pg.hpp"
+#include "maintainer.hpp"
+#include "worker_transaction.hpp"
 
 extern "C" {
 #include "pgstat.h"

@@ -7,6 +7,9 @@
 // Without the library preloaded there is no notifier: capture sends an
 // in-transaction NOTIFY instead, once per transaction and collection.
 #include "pg.hpp"
+#include "module.hpp"
+#include "notifier.hpp"
+#include "xact_tracking.hpp"
 
 namespace {
 

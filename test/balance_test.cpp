@@ -6,6 +6,7 @@
 // out of order during the moves.
 #include "support/child.hpp"
 #include "support/cluster.hpp"
+#include "support/recorder.hpp"
 
 #include <atomic>
 #include <fstream>
@@ -73,43 +74,6 @@ struct Notified {
     }
 };
 
-// One handled change: who handled it, under which lease, which version.
-struct Delivery {
-    std::string instance;
-    int range;
-    std::int64_t epoch;
-    std::string doc;
-    int v;
-};
-
-class Deliveries {
-public:
-    changefeed::Handler handler() {
-        return [this](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
-            std::lock_guard lock(mu_);
-            for (const auto& c : batch) {
-                int v = -1;
-                if (const auto* obj = c.current.if_object())
-                    if (auto it = obj->find("v"); it != obj->end() && it->value().is_string())
-                        v = std::stoi(std::string(it->value().as_string()));
-                all_.push_back({ctx.instance, ctx.range_id, ctx.lease_epoch, c.doc_id, v});
-            }
-        };
-    }
-    void add(Delivery d) {
-        std::lock_guard lock(mu_);
-        all_.push_back(std::move(d));
-    }
-    std::vector<Delivery> all() {
-        std::lock_guard lock(mu_);
-        return all_;
-    }
-
-private:
-    std::mutex mu_;
-    std::vector<Delivery> all_;
-};
-
 }  // namespace
 
 TEST(Balance, FourInstancesStartedTogetherSplitSixtyFourRangesAtOnce) {
@@ -151,7 +115,7 @@ TEST(Balance, JoinStopAndKillRebalanceWithinTwoIntervalsWithoutLossOrDisorder) {
     cluster().exec("INSERT INTO " + table + " (id, v) SELECT g, '0' FROM generate_series(1, " +
                    std::to_string(kDocs) + ") g");
     Notified notified;
-    Deliveries got;
+    cftest::Recorder got;
     // The killed instance runs in a child process and writes what it handles to a file.
     const std::string out = std::string(CF_TEST_DIR) + "-balance-victim.txt";
     std::remove(out.c_str());
@@ -218,12 +182,12 @@ TEST(Balance, JoinStopAndKillRebalanceWithinTwoIntervalsWithoutLossOrDisorder) {
     for (const auto& row : cluster().exec("SELECT id::text, v::int FROM " + table))
         final_v[row[0].as<std::string>()] = row[1].as<int>();
     auto delivered = [&] {
-        std::vector<Delivery> all = got.all();
+        std::vector<cftest::Delivery> all = got.deliveries();
         std::ifstream in(out);
         std::string line;
         while (std::getline(in, line)) {
             std::istringstream ls(line);
-            Delivery d;
+            cftest::Delivery d;
             std::string v;
             ls >> d.doc >> v >> d.range >> d.epoch;
             if (!ls) continue;  // a line cut by the kill

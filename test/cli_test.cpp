@@ -3,6 +3,7 @@
 // options like psql's, and the refusals a non-superuser role meets on another
 // role's processor.
 #include "support/cluster.hpp"
+#include "support/recorder.hpp"
 
 #include <sys/wait.h>
 
@@ -79,33 +80,26 @@ int count_of(const std::string& text, const std::string& what) {
 
 std::string value(const std::string& sql) { return cluster().exec(sql)[0][0].as<std::string>(); }
 
-// Deliveries of a processor, per document id.
-struct Deliveries {
-    std::mutex m;
-    std::map<std::string, int> by_id;
-    int backfill_rows = 0;
-    changefeed::Handler handler(std::chrono::milliseconds delay = 0ms) {
-        return [this, delay](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
-            if (delay.count()) std::this_thread::sleep_for(delay);
-            std::lock_guard lock(m);
-            for (const auto& c : batch) {
-                ++by_id[c.doc_id];
-                backfill_rows += c.from_backfill;
-            }
-        };
-    }
-    int of(const std::string& id) {
-        std::lock_guard lock(m);
-        return by_id.count(id) ? by_id[id] : 0;
-    }
-    int backfilled() {
-        std::lock_guard lock(m);
-        return backfill_rows;
-    }
-};
-
 changefeed::Collection coll(const std::string& table, const std::string& user = "postgres") {
     return changefeed::Collection(cluster().conninfo_as(user), table);
+}
+
+// Processor "billing" of role cli_owner, started on a new table `t` of four
+// ranges that `readers` may read.
+changefeed::Processor start_billing(const std::string& t, const std::string& readers, cftest::Recorder& d) {
+    cftest::create_table(cluster(), t, 4);
+    cluster().exec("GRANT SELECT ON " + t + " TO " + readers);
+    changefeed::LatestVersionOptions o(cftest::fast_options("inst-a"));
+    auto p = changefeed::make_latest_version_processor(coll(t, "cli_owner"), "billing", d.handler(), o);
+    p.start();
+    return p;
+}
+
+// Whether a tail of this tool (fallback application name "changefeed") reads
+// the log: it resolved its start position before its first read.
+bool tail_reading() {
+    return cluster().exec("SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = 'changefeed'"
+                          "   AND query LIKE '%changefeed.read(%'")[0][0].as<int>() > 0;
 }
 
 class CliTest : public ::testing::Test {
@@ -187,7 +181,7 @@ TEST_F(CliTest, TailFollowsNewChangesAndResumesFromItsPosition) {
     cftest::create_table(cluster(), t, 4);
     CliRun r;
     std::thread tail([&] { r = run({"tail", t, "--count", "2", "--timeout", "30", "--format", "json"}); });
-    std::this_thread::sleep_for(1500ms);  // it has taken "now" by then
+    ASSERT_TRUE(cftest::eventually(tail_reading)) << "the tail never read";  // it has taken "now" by then
     cluster().exec("INSERT INTO " + t + " (id, v) VALUES (10, 'a')");
     cluster().exec("INSERT INTO " + t + " (id, v) VALUES (11, 'b')");
     tail.join();
@@ -282,12 +276,8 @@ TEST_F(CliTest, StatusShowsCollectionsPartitionsWorkersAndVerify) {
 
 TEST_F(CliTest, ProcessorsAndLagOfARunningProcessor) {
     const auto t = cftest::test_table("cli");
-    cftest::create_table(cluster(), t, 4);
-    cluster().exec("GRANT SELECT ON " + t + " TO cli_owner");
-    Deliveries d;
-    changefeed::LatestVersionOptions o(cftest::fast_options("inst-a"));
-    auto p = changefeed::make_latest_version_processor(coll(t, "cli_owner"), "billing", d.handler(), o);
-    p.start();
+    cftest::Recorder d;
+    auto p = start_billing(t, "cli_owner", d);
     ASSERT_TRUE(cftest::wait_running(p, 4));
 
     auto procs = run_as("cli_owner", {"processors", t});
@@ -310,8 +300,10 @@ TEST_F(CliTest, ProcessorsAndLagOfARunningProcessor) {
     EXPECT_EQ(run_as("cli_other", {"lag", t, "billing"}).code, 5);
     EXPECT_EQ(run_as("cli_owner", {"lag", t, "never_ran"}).code, 4);
 
-    // --watch without a terminal: frame after frame.
-    auto watch = run_as("cli_owner", {"lag", t, "billing", "--watch", "0.3", "--timeout", "1.2"});
+    // --watch without a terminal: frame after frame (a scaled bound: two
+    // frames need one interval and two reports).
+    const auto watch_for = std::to_string(cftest::scaled(1200ms).count() / 1000.0);
+    auto watch = run_as("cli_owner", {"lag", t, "billing", "--watch", "0.3", "--timeout", watch_for});
     EXPECT_EQ(watch.code, 0) << watch.err;
     EXPECT_GE(count_of(watch.out, "lag of processor"), 2) << watch.out;
 
@@ -319,7 +311,12 @@ TEST_F(CliTest, ProcessorsAndLagOfARunningProcessor) {
     p.stop();
     cluster().exec("SELECT changefeed.alter('" + t + "', retention => '4 seconds')");
     cluster().exec("INSERT INTO " + t + " (id) VALUES (1)");
-    std::this_thread::sleep_for(2500ms);
+    // Pending longer than 2 s by the server's clock, which the lag compares with.
+    ASSERT_TRUE(cftest::eventually([&] {
+        return cluster().exec("SELECT max(written_at) < now() - interval '2.5 seconds' FROM changefeed.log l"
+                              "  JOIN changefeed.collection c ON c.id = l.collection_id"
+                              " WHERE c.relid = '" + t + "'::regclass")[0][0].as<bool>();
+    }));
     auto warn = run_as("cli_owner", {"lag", t, "billing"});
     EXPECT_EQ(warn.code, 9) << warn.out << warn.err;
     EXPECT_TRUE(contains(warn.out, "WARNING: range")) << warn.out;
@@ -330,17 +327,13 @@ TEST_F(CliTest, ProcessorsAndLagOfARunningProcessor) {
 
 TEST_F(CliTest, CheckpointMovesARunningProcessorBackAndOnlyItsOwnerMay) {
     const auto t = cftest::test_table("cli");
-    cftest::create_table(cluster(), t, 4);
-    cluster().exec("GRANT SELECT ON " + t + " TO cli_owner, cli_other");
-    Deliveries d;
-    changefeed::LatestVersionOptions o(cftest::fast_options("inst-a"));
-    auto p = changefeed::make_latest_version_processor(coll(t, "cli_owner"), "billing", d.handler(), o);
-    p.start();
+    cftest::Recorder d;
+    auto p = start_billing(t, "cli_owner, cli_other", d);
     ASSERT_TRUE(cftest::wait_running(p, 4));
     const std::string before = value("SELECT changefeed.current_position()");
     const std::string before_time = value("SELECT now()::text");
     cluster().exec("INSERT INTO " + t + " (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'c')");
-    ASSERT_TRUE(cftest::eventually([&] { return d.of("1") == 1 && d.of("2") == 1 && d.of("3") == 1; }));
+    ASSERT_TRUE(cftest::eventually([&] { return d.count("1") == 1 && d.count("2") == 1 && d.count("3") == 1; }));
     const std::string epochs = value("SELECT sum(epoch)::text FROM changefeed.lease WHERE processor = 'billing'"
                                      " AND collection_id = (changefeed.collection_of('" + t + "')).id");
 
@@ -362,8 +355,8 @@ TEST_F(CliTest, CheckpointMovesARunningProcessorBackAndOnlyItsOwnerMay) {
     auto back = run_as("cli_owner", {"checkpoint", t, "billing", "--to", before});
     ASSERT_EQ(back.code, 0) << back.err;
     EXPECT_TRUE(contains(back.out, "moved the checkpoints of 4 range(s)")) << back.out;
-    EXPECT_TRUE(cftest::eventually([&] { return d.of("1") == 2 && d.of("2") == 2 && d.of("3") == 2; }))
-        << d.of("1") << d.of("2") << d.of("3");
+    EXPECT_TRUE(cftest::eventually([&] { return d.count("1") == 2 && d.count("2") == 2 && d.count("3") == 2; }))
+        << d.count("1") << d.count("2") << d.count("3");
     EXPECT_GT(std::stoll(value("SELECT sum(epoch)::text FROM changefeed.lease WHERE processor = 'billing'"
                                " AND collection_id = (changefeed.collection_of('" + t + "')).id")),
               std::stoll(epochs));
@@ -398,7 +391,7 @@ TEST_F(CliTest, ResyncRestartsABackfillThatBackfillFollows) {
     const auto t = cftest::test_table("cli");
     cftest::create_table(cluster(), t, 4);
     cluster().exec("INSERT INTO " + t + " (id, v) SELECT g, 'v' FROM generate_series(1, 400) g; ANALYZE " + t);
-    Deliveries d;
+    cftest::Recorder d;
     changefeed::LatestVersionOptions o(cftest::fast_options("inst-a"));
     o.max_batch_size = 20;
     auto p = changefeed::make_latest_version_processor(coll(t), "view", d.handler(30ms), o);
@@ -416,7 +409,7 @@ TEST_F(CliTest, ResyncRestartsABackfillThatBackfillFollows) {
     EXPECT_TRUE(contains(r.out, "rows/s")) << r.out;  // plain progress lines: stdout is no terminal
     EXPECT_FALSE(contains(r.out, "\r")) << r.out;
     EXPECT_TRUE(contains(r.out, "backfill done: 400 rows")) << r.out;
-    EXPECT_GE(d.backfilled(), 400);
+    EXPECT_GE(d.from_backfill(), 400u);
 
     // Followed from another run, and given up at --timeout.
     cluster().exec("SELECT changefeed.resync_processor('" + t + "', 'view')");

@@ -22,39 +22,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-export PGBIN
-port=56160
-keep=0
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --port) port=$2; shift ;;
-        --keep) keep=1 ;;
-        *) echo "dump_restore.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
-
-scratch=$(mktemp -d /tmp/changefeed-dump-restore.XXXXXX)
-chmod 755 "$scratch"
-cleanup() {
-    local c
-    for c in "$scratch/cluster" "$scratch/elsewhere"; do
-        [ -f "$c/data/postmaster.pid" ] && bash test/cluster.sh stop "$c" --immediate >/dev/null 2>&1 || true
-    done
-    if [ "$keep" = 1 ]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
-}
-trap cleanup EXIT
+source test/support/checks.sh
+stage_options dump_restore.sh 56160 "$@"
+stage_scratch dump-restore
+trap 'stage_cleanup "$scratch/cluster" "$scratch/elsewhere"' EXIT
 
 bash test/cluster.sh start "$scratch/cluster" --port "$port" --fsync-off
 bash test/cluster.sh start "$scratch/elsewhere" --port "$((port + 1))" --fsync-off
 eval "$(bash test/cluster.sh env "$scratch/cluster")"
-
-passed=0 failed=0
-pass() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1"; [ -z "${2:-}" ] || sed 's/^/         /' <<<"$2"; }
-# check NAME EXPECTED ACTUAL
-check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected: $2"$'\n'"got:      $3"; fi; }
 
 # q DB SQL: the result rows, unaligned; fails the script on an SQL error
 # (used for the set-up, which must work).
@@ -64,15 +39,7 @@ burn_xids() {
     q "$1" "DO \$\$ BEGIN FOR i IN 1..$2 LOOP PERFORM pg_catalog.pg_current_xact_id(); COMMIT; END LOOP; END \$\$"
 }
 # try DB SQL: prints "OK <rows>" or "<SQLSTATE> <message>"; never fails.
-try() {
-    local out
-    if out=$("$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -d "$1" -c "$2" 2>&1); then
-        echo "OK $out"
-    else
-        sed -nE '1s/^(psql:[^:]*:[0-9]+: )?ERROR:  ([0-9A-Z]{5}): /\2 /p' <<<"$out" | grep . ||
-            echo "?? $out"
-    fi
-}
+try() { psql_try -d "$1" -c "$2"; }
 
 # What a restore must bring back as it was dumped: the collections (ids,
 # options, channels), the processors with their owners, every lease with its
@@ -243,5 +210,4 @@ check "r_elsewhere: the source's history is never delivered as new changes" "OK 
 checks r_elsewhere CF005
 
 bash test/cluster.sh stop "$scratch/elsewhere"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+stage_summary

@@ -4,6 +4,7 @@
 // Retention is shrunk to a day and maintain() run as if ten days had passed,
 // which drops today's log partition: this suite has its own cluster.
 #include "support/cluster.hpp"
+#include "support/markers.hpp"
 #include "support/recorder.hpp"
 
 #include <chrono>
@@ -61,15 +62,8 @@ TEST(HistoryLost, HaltsWithTheRunbookAndDeliversNothingMore) {
 
     // Never a silent restart from now: a later write is not delivered either.
     cluster().exec("INSERT INTO hl_halt (id, v) VALUES (100, 'after')");
-    cftest::Recorder probe;
-    auto witness = changefeed::make_all_versions_processor(coll("hl_halt"), "witness", probe.handler(),
-                                                           cftest::fast_options("w"));
-    // The witness starts at now: it only proves wake-ups and polls happened.
-    witness.start();
-    ASSERT_TRUE(cftest::wait_running(witness));
-    cluster().exec("INSERT INTO hl_halt (id, v) VALUES (101, 'after')");
-    ASSERT_TRUE(cftest::eventually([&] { return probe.has("101"); }));
-    std::this_thread::sleep_for(1s);  // several poll intervals of p
+    // A witness handles markers after it: wake-ups and reads p had too.
+    ASSERT_TRUE(cftest::witness_rounds(cluster(), "hl_halt", 101));
     EXPECT_EQ(rec.size(), 1u);
     EXPECT_EQ(p.state(), changefeed::State::history_lost);
     EXPECT_EQ(errors.messages(errc::history_lost).size(), 2u);  // reported once per range, not per poll

@@ -4,6 +4,7 @@
 // process died; the lease notifications follow what the instance holds.
 #include "support/child.hpp"
 #include "support/cluster.hpp"
+#include "support/markers.hpp"
 #include "support/recorder.hpp"
 
 #include <unistd.h>
@@ -98,7 +99,8 @@ TEST(Instances, TwoProcessorsWithDefaultNamesInOneProcessSplitTheLeases) {
     EXPECT_EQ(all.size(), 8u);
     cluster().exec("INSERT INTO in_split (id, v) SELECT g, 'x' FROM generate_series(1, 100) g");
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 100; }));
-    std::this_thread::sleep_for(500ms);  // room for a duplicate to show up
+    // A duplicate would come before the marker of its range.
+    ASSERT_FALSE(cftest::deliver_markers(cluster(), "in_split", 1000, rec).empty());
     for (const auto& [doc, n] : rec.counts()) EXPECT_EQ(n, 1) << "doc " << doc;
     std::set<std::string> instances;
     for (const auto& h : rec.all()) instances.insert(h.context.instance);

@@ -2,6 +2,7 @@
 // once; stop() hands the leases over at once; a fenced instance cannot move
 // the checkpoint.
 #include "support/cluster.hpp"
+#include "support/markers.hpp"
 #include "support/recorder.hpp"
 
 #include <condition_variable>
@@ -47,7 +48,8 @@ TEST(Leases, ThreeInstancesShareSixteenRangesAndHandleEachChangeOnce) {
         cluster().exec("INSERT INTO ls_three (id, v) SELECT g, 'x' FROM generate_series(" +
                        std::to_string(t * 30 + 1) + ", " + std::to_string(t * 30 + 30) + ") g");
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 300; }));
-    std::this_thread::sleep_for(300ms);  // room for a duplicate to show up
+    // A duplicate would come before the marker of its range.
+    ASSERT_FALSE(cftest::deliver_markers(cluster(), "ls_three", 1000, rec).empty());
     for (const auto& [doc, n] : rec.counts()) EXPECT_EQ(n, 1) << "doc " << doc;
     std::set<std::string> instances;
     for (const auto& h : rec.all()) instances.insert(h.context.instance);

@@ -9,6 +9,7 @@
 // No test asserts a timing: "promptly" means well within a generous bound
 // while the blocking lock is still held.
 #include "support/cluster.hpp"
+#include "support/listening.hpp"
 
 #include <pqxx/pqxx>
 
@@ -53,39 +54,6 @@ void fast_maintenance() {
     done = true;
 }
 
-class Recorder final : public pqxx::notification_receiver {
-public:
-    Recorder(pqxx::connection& c, const std::string& channel, int& count)
-        : pqxx::notification_receiver(c, channel), count_(count) {}
-    void operator()(const std::string&, int) override { ++count_; }
-
-private:
-    int& count_;
-};
-
-// A connection LISTENing on one table's channel.
-class Listener {
-public:
-    Listener(cftest::Cluster& c, const std::string& table) : conn_(c.conninfo()) {
-        pqxx::nontransaction tx(conn_);
-        auto channel = tx.exec("SELECT channel FROM changefeed.collections WHERE table_name = '" + table +
-                               "'::regclass")[0][0].as<std::string>();
-        recorder_ = std::make_unique<Recorder>(conn_, channel, count_);
-        conn_.get_notifs();
-    }
-    // Waits up to `timeout` for a notification; returns whether one came.
-    bool wait(std::chrono::milliseconds timeout) {
-        auto deadline = std::chrono::steady_clock::now() + timeout;
-        while (count_ == 0 && std::chrono::steady_clock::now() < deadline) conn_.await_notification(0, 50000);
-        return count_ > 0;
-    }
-
-private:
-    pqxx::connection conn_;
-    int count_ = 0;
-    std::unique_ptr<Recorder> recorder_;
-};
-
 std::string current_position(cftest::Cluster& c) {
     return c.exec("SELECT changefeed.current_position()")[0][0].as<std::string>();
 }
@@ -127,10 +95,10 @@ TEST(Maintenance, AHeldTableLockFailsOnlyItsTtlStepAndWakeUpsGoOn) {
     }));
 
     // Meanwhile writes to another table wake a listener and can be read.
-    Listener listener(c, "m_busy");
+    cftest::Listening listener(c, {"m_busy"});
     std::string pos = current_position(c);
     c.exec("INSERT INTO m_busy (id) VALUES (1), (2)");
-    EXPECT_TRUE(listener.wait(10s));
+    EXPECT_TRUE(listener.wait_any(10s));
     EXPECT_EQ(changes_since(c, "m_busy", pos), 2);
 
     // The lock is still held (it was never released): commit it now, and a
@@ -184,10 +152,10 @@ TEST(Maintenance, ALongReaderDelaysOnlyThePartitionDrop) {
     EXPECT_EQ(old_parts(), 2);
 
     // Wake-ups and reads go on while the reader still holds its snapshot.
-    Listener listener(c, "m_read");
+    cftest::Listening listener(c, {"m_read"});
     std::string pos = current_position(c);
     c.exec("INSERT INTO m_read (id) VALUES (1), (2), (3)");
-    EXPECT_TRUE(listener.wait(10s));
+    EXPECT_TRUE(listener.wait_any(10s));
     EXPECT_EQ(changes_since(c, "m_read", pos), 3);
 
     // Once the reader is done, a later round drops them.
@@ -210,7 +178,7 @@ TEST(Maintenance, AFailedNotifyIsRetriedAndTheNotifierKeepsRunning) {
     int notifier = 0;
     ASSERT_TRUE(cftest::eventually([&] { return (notifier = worker_pid(c, "changefeed notifier")) != 0; }));
 
-    Listener listener(c, "m_many_0");
+    cftest::Listening listener(c, {"m_many_0"});
     std::size_t log_start = server_log_size();
     pqxx::connection holder(c.conninfo());
     auto hold = std::make_unique<pqxx::work>(holder);
@@ -223,10 +191,10 @@ TEST(Maintenance, AFailedNotifyIsRetriedAndTheNotifierKeepsRunning) {
     ASSERT_TRUE(cftest::eventually([&] {
         return server_log_since(log_start).find("changefeed notifier: sending wake-ups failed") != std::string::npos;
     }));
-    EXPECT_FALSE(listener.wait(0ms));
+    EXPECT_FALSE(listener.wait_any(0ms));
     hold->commit();
     hold.reset();
-    EXPECT_TRUE(listener.wait(30s));
+    EXPECT_TRUE(listener.wait_any(30s));
     EXPECT_EQ(worker_pid(c, "changefeed notifier"), notifier);
 }
 

@@ -2,6 +2,7 @@
 // sends the notifications (coalescing commits); without preload the writer's
 // own transaction sends one per transaction.  Rolled-back writes send nothing.
 #include "support/cluster.hpp"
+#include "support/listening.hpp"
 
 #include <pqxx/pqxx>
 
@@ -30,62 +31,7 @@ public:
 };
 ::testing::Environment* const env = ::testing::AddGlobalTestEnvironment(new TwoClusters);
 
-struct Received {
-    std::string channel;
-    int pid;
-};
-
-class Recorder final : public pqxx::notification_receiver {
-public:
-    Recorder(pqxx::connection& c, const std::string& channel, std::vector<Received>& out)
-        : pqxx::notification_receiver(c, channel), out_(out) {}
-    void operator()(const std::string&, int pid) override { out_.push_back({channel(), pid}); }
-
-private:
-    std::vector<Received>& out_;
-};
-
-// A LISTENing connection on the channels of some tables.
-class Listening {
-public:
-    Listening(cftest::Cluster& c, const std::vector<std::string>& tables) : conn_(c.conninfo()) {
-        for (const auto& t : tables) {
-            pqxx::nontransaction tx(conn_);
-            auto channel = tx.exec("SELECT channel FROM changefeed.collections WHERE table_name = '" + t +
-                                   "'::regclass")[0][0].as<std::string>();
-            channels_[t] = channel;
-            receivers_.push_back(std::make_unique<Recorder>(conn_, channel, got_));
-        }
-        conn_.get_notifs();
-    }
-
-    // Waits until `pred` holds over what arrived (or the timeout passed).
-    bool wait(const std::function<bool(const std::vector<Received>&)>& pred,
-              std::chrono::milliseconds timeout = 10s) {
-        auto deadline = std::chrono::steady_clock::now() + timeout;
-        while (!pred(got_) && std::chrono::steady_clock::now() < deadline) conn_.await_notification(0, 50000);
-        return pred(got_);
-    }
-
-    // Collects whatever else arrives within `quiet`.
-    void drain(std::chrono::milliseconds quiet) {
-        auto deadline = std::chrono::steady_clock::now() + quiet;
-        while (std::chrono::steady_clock::now() < deadline) conn_.await_notification(0, 50000);
-    }
-
-    std::size_t count(const std::string& table) const {
-        std::size_t n = 0;
-        for (const auto& r : got_) n += r.channel == channels_.at(table);
-        return n;
-    }
-    const std::vector<Received>& got() const { return got_; }
-
-private:
-    pqxx::connection conn_;
-    std::map<std::string, std::string> channels_;
-    std::vector<std::unique_ptr<Recorder>> receivers_;
-    std::vector<Received> got_;
-};
+using cftest::Listening;
 
 void make_table(cftest::Cluster& c, const std::string& name) { cftest::create_table(c, name, 4); }
 
@@ -141,7 +87,8 @@ TEST(Notifier, PreloadedManyCommitsCoalesceIntoFewerNotifications) {
 
 TEST(Notifier, NotPreloadedTheWriterSendsOnePerTransaction) {
     make_table(*plain, "n_plain");
-    Listening l(*plain, {"n_plain"});
+    make_table(*plain, "n_plain_marker");
+    Listening l(*plain, {"n_plain", "n_plain_marker"});
     pqxx::connection writer(plain->conninfo());
     for (int t = 0; t < 3; ++t) {
         pqxx::work tx(writer);
@@ -150,8 +97,14 @@ TEST(Notifier, NotPreloadedTheWriterSendsOnePerTransaction) {
         tx.exec("UPDATE n_plain SET v = 'x'");
         tx.commit();
     }
-    ASSERT_TRUE(l.wait([](const auto& got) { return got.size() >= 3; }));
-    l.drain(500ms);
+    // A marker transaction after them: one session's notifications arrive in
+    // commit order, so any extra one of n_plain would have come first.
+    {
+        pqxx::work tx(writer);
+        tx.exec("INSERT INTO n_plain_marker (id) VALUES (1)");
+        tx.commit();
+    }
+    ASSERT_TRUE(l.wait([&](const auto&) { return l.count("n_plain_marker") == 1; }));
     ASSERT_EQ(l.count("n_plain"), 3u);
     for (const auto& r : l.got()) EXPECT_EQ(r.pid, writer.backendpid());
 }

@@ -18,45 +18,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-export PGBIN
-port=55474 keep=0
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --port) port=$2; shift ;;
-        --keep) keep=1 ;;
-        *) echo "pitr.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
-
-scratch=$(mktemp -d /tmp/changefeed-pitr.XXXXXX)
-chmod 755 "$scratch"
+source test/support/checks.sh
+stage_options pitr.sh 55474 "$@"
+stage_scratch pitr
 primary=$scratch/primary restored=$scratch/restored archive=$scratch/archive
-cleanup() {
-    local c
-    for c in "$primary" "$restored"; do
-        [ -f "$c/data/postmaster.pid" ] && bash test/cluster.sh stop "$c" --immediate >/dev/null 2>&1 || true
-    done
-    if [ "$keep" = 1 ]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
-}
-trap cleanup EXIT
-as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi; }
+trap 'stage_cleanup "$primary" "$restored"' EXIT
 
-passed=0 failed=0
-pass() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1"; [ -z "${2:-}" ] || sed 's/^/         /' <<<"$2"; }
-check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected: $2"$'\n'"got:      $3"; fi; }
 q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U postgres -d postgres -c "$2"; }
-try() {
-    local out
-    if out=$("$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h "$1" -p "$(cat "$1/port")" \
-        -U postgres -d postgres -c "$2" 2>&1); then
-        echo "OK $out"
-    else
-        sed -nE '1s/^(psql:[^:]*:[0-9]+: )?ERROR:  ([0-9A-Z]{5}): /\2 /p' <<<"$out" | grep . || echo "?? $out"
-    fi
-}
+try() { psql_try -h "$1" -p "$(cat "$1/port")" -U postgres -d postgres -c "$2"; }
 # docs DIR SINCE: "doc_id v" of every change after SINCE.
 docs() {
     q "$1" "SELECT doc_id || ' ' || coalesce(current->>'v', '-')
@@ -153,5 +122,4 @@ p_new=$(q "$restored" "SELECT changefeed.current_position()")
 q "$restored" "INSERT INTO docs VALUES (5000, 'M')"
 check "restored: a position of the new history reads on" "5000 M" "$(docs "$restored" "$p_new")"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+stage_summary

@@ -2,6 +2,7 @@
 // changefeed_processor and may SELECT their table.  A processor name belongs to
 // the role that first started it; other roles can neither start it nor take
 // or move its leases; a role without SELECT is refused at start().
+#include "support/caught_up.hpp"
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
@@ -59,11 +60,14 @@ TEST_F(Roles, AProcessorRunningAsAnOrdinaryRoleReceivesChangesWokenByListen) {
     o.poll_interval = 60s;
     cftest::ErrorLog errors;
     o.on_error = errors.sink();
+    auto caught_up = std::make_shared<cftest::CaughtUp>();
+    o.metrics = caught_up;
     auto p = as("owner_svc", "ro_e2e", "e2e", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4, 20s));
-    // The first wake-up after the leases were taken is spent; wait for the worker to idle.
-    std::this_thread::sleep_for(500ms);
+    // The first wake-up after the leases were taken is spent; wait for the
+    // worker to idle: every range read and found nothing waiting.
+    ASSERT_TRUE(cftest::eventually([&] { return caught_up->ranges() == 4; }, 20s));
     cluster().exec("INSERT INTO ro_e2e (id, v) SELECT g, 'x' FROM generate_series(1, 20) g");
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 20; }, 15s));
     cluster().exec("UPDATE ro_e2e SET v = 'y' WHERE id = 7");

@@ -2,7 +2,7 @@
 # The registry of SQLSTATEs (extension/sql/00_sqlstates.sql) is the one place
 # each code is documented.  Fails when
 #   - the SQL files or the C++ sources raise a CF code the registry lacks,
-#   - the C++ sources define a CF code outside extension/pg.hpp,
+#   - the C++ sources define a CF code outside extension/sqlstates.hpp,
 #   - the README's Errors table differs from the registry.
 # Usage: bash test/sqlstates.sh            check
 #        bash test/sqlstates.sh --readme   print the README's table from the registry
@@ -31,8 +31,8 @@ for code in $used_sql $used_cpp; do
         failed=1
     fi
 done
-if grep -ln "MAKE_SQLSTATE('C', 'F'" extension/*.cpp extension/*.hpp | grep -vx extension/pg.hpp; then
-    echo "sqlstates: the files above define a CF code outside extension/pg.hpp" >&2
+if grep -ln "MAKE_SQLSTATE('C', 'F'" extension/*.cpp extension/*.hpp | grep -vx extension/sqlstates.hpp; then
+    echo "sqlstates: the files above define a CF code outside extension/sqlstates.hpp" >&2
     failed=1
 fi
 # The README's table: the lines after "## Errors" from its header to the first non-table line.

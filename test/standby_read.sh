@@ -25,47 +25,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-export PGBIN
-port=55470 keep=0
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --port) port=$2; shift ;;
-        --keep) keep=1 ;;
-        *) echo "standby_read.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
-
-scratch=$(mktemp -d /tmp/changefeed-standby.XXXXXX)
-chmod 755 "$scratch"
+source test/support/checks.sh
+stage_options standby_read.sh 55470 "$@"
+stage_scratch standby
 primary=$scratch/primary standby=$scratch/standby
-cleanup() {
-    local c
-    for c in "$primary" "$standby"; do
-        [ -f "$c/data/postmaster.pid" ] && bash test/cluster.sh stop "$c" --immediate >/dev/null 2>&1 || true
-    done
-    if [ "$keep" = 1 ]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
-}
-trap cleanup EXIT
-as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi; }
+trap 'stage_cleanup "$primary" "$standby"' EXIT
 
-passed=0 failed=0
-pass() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1"; [ -z "${2:-}" ] || sed 's/^/         /' <<<"$2"; }
-check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected: $2"$'\n'"got:      $3"; fi; }
 # q DIR SQL: rows of SQL on the server in DIR; fails the script on an SQL error.
 q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U postgres -d postgres -c "$2"; }
 # try DIR SQL: "OK <rows>" or "<SQLSTATE> <message>"; never fails.
-try() {
-    local out
-    if out=$("$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h "$1" -p "$(cat "$1/port")" \
-        -U postgres -d postgres -c "$2" 2>&1); then
-        echo "OK $out"
-    else
-        sed -nE '1s/^(psql:[^:]*:[0-9]+: )?ERROR:  ([0-9A-Z]{5}): /\2 /p' <<<"$out" | grep . || echo "?? $out"
-    fi
-}
+try() { psql_try -h "$1" -p "$(cat "$1/port")" -U postgres -d postgres -c "$2"; }
 # wait_replayed: the standby has replayed all the primary flushed.
 wait_replayed() {
     local target
@@ -242,5 +211,4 @@ check "promoted: the changes written after it on the old primary are not there" 
     "$(q "$standby" "SELECT count(*) FROM docs WHERE v = 'lost'")"
 check "promoted: no key file" none "$(no_key_file "$standby")"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+stage_summary

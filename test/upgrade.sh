@@ -24,8 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-export PGBIN
+source test/support/checks.sh
 port=55488 build_dir=build build=1 keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -52,15 +51,12 @@ fi
 runner=$(find "$build_dir" -name cf_processor_runner -type f -perm -u+x | head -1)
 [ -n "$runner" ] || { echo "upgrade.sh: cf_processor_runner not built in $build_dir" >&2; exit 2; }
 
-scratch=$(mktemp -d /tmp/changefeed-upgrade.XXXXXX)
-chmod 755 "$scratch"
+stage_scratch upgrade
 runner_pid= listener_pid=
 cleanup() {
     [ -z "$runner_pid" ] || kill "$runner_pid" 2>/dev/null || true
     [ -z "$listener_pid" ] || kill "$listener_pid" 2>/dev/null || true
-    [ -f "$scratch/cluster/data/postmaster.pid" ] &&
-        bash test/cluster.sh stop "$scratch/cluster" --immediate >/dev/null 2>&1 || true
-    if [ "$keep" = 1 ]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
+    stage_cleanup "$scratch/cluster"
 }
 trap cleanup EXIT
 
@@ -71,23 +67,10 @@ eval "$(bash test/cluster.sh env "$scratch/cluster")"
 # The runner reaches the cluster through its socket folder.
 chmod 755 "$scratch/cluster"
 
-passed=0 failed=0
-pass() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1"; [ -z "${2:-}" ] || sed 's/^/         /' <<<"$2"; }
-# check NAME EXPECTED ACTUAL
-check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected: $2"$'\n'"got:      $3"; fi; }
 # q DB SQL [psql options]: the result rows, unaligned; fails the script on an SQL error.
 q() { local db=$1 sql=$2; shift 2; "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@" -c "$sql"; }
 # try DB SQL: prints "OK <rows>" or "<SQLSTATE> <message>"; never fails.
-try() {
-    local out
-    if out=$("$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -d "$1" -c "$2" 2>&1); then
-        echo "OK $out"
-    else
-        sed -nE '1s/^(psql:[^:]*:[0-9]+: )?ERROR:  ([0-9A-Z]{5}): /\2 /p' <<<"$out" | grep . ||
-            echo "?? $out"
-    fi
-}
+try() { psql_try -d "$1" -c "$2"; }
 # same NAME FILE_A FILE_B: passes when the sorted lines are equal, else shows the difference.
 same() {
     if diff <(sort "$2") <(sort "$3") >"$scratch/diff" 2>&1; then
@@ -308,5 +291,4 @@ check "restored: a new write is captured and read back" "1001 restored" \
     "$(q restored "SELECT doc_id || ' ' || (current->>'v') FROM changefeed.read('docs', '$pos')")"
 
 bash test/cluster.sh stop "$scratch/cluster"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+stage_summary

@@ -10,6 +10,7 @@
 // crash window: the next instance publishes the batch again).
 //
 //   cf_bridge_runner CONNINFO TABLE NAME INSTANCE NATS_URL PREFIX STREAM STATS [--batch N] [--hold-ms N]
+#include "support/fast_options.hpp"
 #include "support/test_mapper.hpp"
 
 #include <changefeed/changefeed.hpp>
@@ -64,13 +65,7 @@ int main(int argc, char** argv) {
     using namespace std::chrono_literals;
     changefeed::BridgeOptions o;
     o.instance_name = argv[4];
-    o.lease_duration = 2s;
-    o.renew_interval = 500ms;
-    o.acquire_interval = 300ms;
-    o.poll_interval = 200ms;
-    o.retry_delay = 100ms;
-    o.reconnect_min = 50ms;
-    o.reconnect_max = 500ms;
+    cftest::set_fast_intervals(o);
     o.publish_retry_min = 50ms;
     o.publish_retry_max = 500ms;
     o.on_error = [](const changefeed::ErrorInfo&) {};  // failures are counted in STATS

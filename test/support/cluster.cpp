@@ -114,7 +114,7 @@ std::string sqlstate_as(Cluster& c, const std::string& user, const std::string& 
 }
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto deadline = std::chrono::steady_clock::now() + scaled(timeout);
     while (std::chrono::steady_clock::now() < deadline) {
         if (condition()) return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -151,20 +151,6 @@ std::string test_file(const std::string& suffix) {
 
 changefeed::Handler noop_handler() {
     return [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {};
-}
-
-changefeed::ProcessorOptions fast_options(const std::string& instance) {
-    using namespace std::chrono_literals;
-    changefeed::ProcessorOptions o;
-    o.instance_name = instance;
-    o.lease_duration = 2s;
-    o.renew_interval = 500ms;
-    o.acquire_interval = 300ms;
-    o.poll_interval = 200ms;
-    o.retry_delay = 100ms;
-    o.reconnect_min = 50ms;
-    o.reconnect_max = 500ms;
-    return o;
 }
 
 }  // namespace cftest

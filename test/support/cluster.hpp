@@ -4,6 +4,9 @@
 
 #include <changefeed/changefeed.hpp>
 
+#include "support/fast_options.hpp"
+#include "support/timing.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -86,12 +89,13 @@ void create_login_role(Cluster& c, const std::string& name, const std::vector<st
 // The SQLSTATE `sql` fails with when run as `user` ("" if it succeeds).
 std::string sqlstate_as(Cluster& c, const std::string& user, const std::string& sql);
 
-// Polls `condition` until it holds or `timeout` passed; returns whether it held.
+// Polls `condition` until it holds or `timeout` (scaled, timing.hpp) passed;
+// returns whether it held.
 bool eventually(const std::function<bool()>& condition,
                 std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 // Waits until `p` is running and, when `ranges` is given, owns that many
-// ranges; returns whether it got there within `timeout`.
+// ranges; returns whether it got there within `timeout` (scaled).
 bool wait_running(const changefeed::Processor& p, std::optional<std::size_t> ranges = std::nullopt,
                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
@@ -116,8 +120,6 @@ std::error_code code_of(F&& f) {
     return {};
 }
 
-// Short intervals so that the suites run quickly.
-changefeed::ProcessorOptions fast_options(const std::string& instance);
 
 // The feed-only options, to check which feed's option types have them.
 template <class O>

@@ -7,6 +7,8 @@
 // "doc_id v range epoch" (v: the row's column v).
 #include <changefeed/changefeed.hpp>
 
+#include "support/fast_options.hpp"
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -21,11 +23,7 @@ int main(int argc, char** argv) {
     using namespace std::chrono_literals;
     changefeed::LatestVersionOptions o;
     o.instance_name = argv[4];
-    o.lease_duration = 2s;
-    o.renew_interval = 500ms;
-    o.acquire_interval = 300ms;
-    o.poll_interval = 200ms;
-    o.retry_delay = 100ms;
+    cftest::set_fast_intervals(o);
     int slow_ms = 0;
     bool all_versions = false;
     for (int i = 6; i < argc; ++i) {

@@ -1,10 +1,22 @@
 #include "support/recorder.hpp"
 
+#include <thread>
+
 namespace cftest {
 
-changefeed::Handler Recorder::handler() {
-    return [this](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
-                  std::stop_token) { add(batch, ctx); };
+int v_of(const changefeed::Change& c) {
+    if (const auto* obj = c.current.if_object())
+        if (auto it = obj->find("v"); it != obj->end() && it->value().is_string())
+            return std::stoi(std::string(it->value().as_string()));
+    return -1;
+}
+
+changefeed::Handler Recorder::handler(std::chrono::milliseconds delay) {
+    return [this, delay](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
+                         std::stop_token) {
+        if (delay.count()) std::this_thread::sleep_for(delay);
+        add(batch, ctx);
+    };
 }
 
 void Recorder::add(const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
@@ -17,6 +29,14 @@ void Recorder::add(const std::vector<changefeed::Change>& batch, const changefee
 std::vector<Handled> Recorder::all() const {
     std::lock_guard lock(mu_);
     return handled_;
+}
+
+std::vector<Delivery> Recorder::deliveries() const {
+    std::lock_guard lock(mu_);
+    std::vector<Delivery> out;
+    for (const auto& h : handled_)
+        out.push_back({h.context.instance, h.context.range_id, h.context.lease_epoch, h.change.doc_id, v_of(h.change)});
+    return out;
 }
 
 std::size_t Recorder::size() const {
@@ -46,6 +66,20 @@ bool Recorder::has(const std::string& doc_id) const {
     for (const auto& h : handled_)
         if (h.change.doc_id == doc_id) return true;
     return false;
+}
+
+int Recorder::count(const std::string& doc_id) const {
+    std::lock_guard lock(mu_);
+    int n = 0;
+    for (const auto& h : handled_) n += h.change.doc_id == doc_id;
+    return n;
+}
+
+std::size_t Recorder::from_backfill() const {
+    std::lock_guard lock(mu_);
+    std::size_t n = 0;
+    for (const auto& h : handled_) n += h.change.from_backfill;
+    return n;
 }
 
 std::vector<changefeed::Change> Recorder::of(const std::string& doc_id) const {

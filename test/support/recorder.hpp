@@ -3,6 +3,8 @@
 
 #include <changefeed/changefeed.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -12,24 +14,43 @@
 
 namespace cftest {
 
+// The row's column v (text holding a number) as an int; -1 when it has none.
+int v_of(const changefeed::Change& c);
+
 struct Handled {
     changefeed::Change change;
     changefeed::Context context;
 };
 
+// One handled change as the ordering checks see it: who handled it, under
+// which lease, which version of the document (v_of).
+struct Delivery {
+    std::string instance;
+    int range = 0;
+    std::int64_t epoch = 0;
+    std::string doc;
+    int v = -1;
+};
+
 class Recorder {
 public:
-    // A handler that records every change it is given.
-    changefeed::Handler handler();
+    // A handler that records every change it is given, after `delay` (a slow
+    // handler).
+    changefeed::Handler handler(std::chrono::milliseconds delay = std::chrono::milliseconds(0));
     void add(const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx);
 
     std::vector<Handled> all() const;
+    std::vector<Delivery> deliveries() const;
     std::size_t size() const;
     std::size_t batches() const;
     bool empty_batch_seen() const;
     // How often each doc id was handled.
     std::map<std::string, int> counts() const;
     bool has(const std::string& doc_id) const;
+    // How often `doc_id` was handled.
+    int count(const std::string& doc_id) const;
+    // How many handled changes came from a backfill.
+    std::size_t from_backfill() const;
     // The changes of a doc id, in handling order.
     std::vector<changefeed::Change> of(const std::string& doc_id) const;
 

@@ -1,0 +1,22 @@
+// The notifier and the database's background workers (extension/notifier.cpp).
+// Include after pg.hpp.
+#pragma once
+
+void changefeed_notifier_init(void);
+// At commit: queues wake-ups of `collection_ids` (or of every collection when
+// `overflow`) for this database's notifier and counts `rows` towards its next
+// tick.  Never raises an error.
+void changefeed_notifier_publish(const int32 *collection_ids, int n, bool overflow, int64 rows);
+// Starts this database's workers unless they run; whether the notifier runs.
+bool changefeed_notifier_ensure(void);
+// In-transaction NOTIFY changefeed_<collection_id> (without preloading).
+void changefeed_notify_collection(int32 collection_id);
+
+// A database's background workers; notifier.cpp keeps their shared slot and
+// starts and stops them together.
+enum WorkerKind { kNotifier = 0, kMaintainer = 1, kWorkerKinds = 2 };
+// In a worker: connects to `database` and claims the worker's place; false
+// when another worker of that kind serves the database (then exit).
+bool changefeed_worker_attach(Oid database, int kind);
+// In a worker: whether it was asked to exit (DROP DATABASE).
+bool changefeed_worker_exit_requested(void);

@@ -1,0 +1,63 @@
+# Shared by the stage scripts that check a running PostgreSQL (test/pitr.sh,
+# test/standby_read.sh, test/dump_restore.sh, test/upgrade.sh): sourced from
+# the repository's root, after `set -euo pipefail`.
+
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+export PGBIN
+
+# stage_options SCRIPT DEFAULT_PORT "$@": sets port (--port N) and keep
+# (--keep); any other option is refused.
+stage_options() {
+    local script=$1
+    port=$2 keep=0
+    shift 2
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --port) port=$2; shift ;;
+            --keep) keep=1 ;;
+            *) echo "$script: unknown option $1" >&2; exit 2 ;;
+        esac
+        shift
+    done
+}
+
+# stage_scratch NAME: a scratch folder /tmp/changefeed-NAME.XXXXXX in
+# $scratch, readable by postgres.
+stage_scratch() {
+    scratch=$(mktemp -d "/tmp/changefeed-$1.XXXXXX")
+    chmod 755 "$scratch"
+}
+
+# stage_cleanup CLUSTER_DIR...: stops the clusters still running (immediate)
+# and removes the scratch folder unless --keep was given.
+stage_cleanup() {
+    local c
+    for c in "$@"; do
+        [ -f "$c/data/postmaster.pid" ] && bash test/cluster.sh stop "$c" --immediate >/dev/null 2>&1 || true
+    done
+    if [ "$keep" = 1 ]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
+}
+
+as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi; }
+
+passed=0 failed=0
+pass() { passed=$((passed + 1)); echo "ok   - $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL - $1"; [ -z "${2:-}" ] || sed 's/^/         /' <<<"$2"; }
+# check NAME EXPECTED ACTUAL
+check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected: $2"$'\n'"got:      $3"; fi; }
+# stage_summary: the last line, `N passed, M failed`; fails when a check did.
+stage_summary() {
+    echo "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+}
+
+# psql_try PSQL_ARGS...: prints "OK <rows>" or "<SQLSTATE> <message>"; never
+# fails.
+psql_try() {
+    local out
+    if out=$("$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose "$@" 2>&1); then
+        echo "OK $out"
+    else
+        sed -nE '1s/^(psql:[^:]*:[0-9]+: )?ERROR:  ([0-9A-Z]{5}): /\2 /p' <<<"$out" | grep . || echo "?? $out"
+    fi
+}
