@@ -3460,3 +3460,37 @@ $$;
 REVOKE ALL ON FUNCTION changefeed.check_ranges_count(int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION changefeed.check_read_args(text, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION changefeed.restart_leases(changefeed.collection, text, int[], text, bool) FROM PUBLIC;
+
+-- ---- PostgreSQL 18: virtual generated columns refused by enable() and the guard ----
+CREATE FUNCTION changefeed.virtual_column_problems(tbl oid) RETURNS SETOF text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT format('column %I of %s is a virtual generated column, which a row trigger sees as null',
+                  a.attname, a.attrelid::regclass)
+      FROM pg_attribute a
+     WHERE a.attrelid IN (SELECT changefeed.tree_of(tbl)) AND a.attnum > 0 AND NOT a.attisdropped
+       AND a.attgenerated = 'v'
+     ORDER BY a.attrelid, a.attnum
+$$;
+
+CREATE OR REPLACE FUNCTION changefeed.shape_problems(tbl oid) RETURNS text[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(p ORDER BY n, p), '{}') FROM (
+        SELECT 1, format('%s is a partition of %s', i.inhrelid::regclass, i.inhparent::regclass)
+          FROM pg_inherits i JOIN pg_class r ON r.oid = i.inhrelid
+         WHERE i.inhrelid = tbl AND r.relispartition
+        UNION ALL
+        SELECT 2, format('%s inherits from %s', i.inhrelid::regclass, i.inhparent::regclass)
+          FROM pg_inherits i JOIN pg_class r ON r.oid = i.inhrelid
+         WHERE (i.inhrelid = tbl OR i.inhparent IN (SELECT changefeed.tree_of(tbl))) AND NOT r.relispartition
+        UNION ALL
+        SELECT 3, format('partition %s is a foreign table', r.oid::regclass)
+          FROM pg_class r WHERE r.oid IN (SELECT changefeed.tree_of(tbl)) AND r.relkind = 'f'
+        UNION ALL
+        SELECT 4, format('partition %s is enabled itself (collection %s)', c.relid::regclass, c.id)
+          FROM changefeed.collection c
+         WHERE c.relid IN (SELECT changefeed.tree_of(tbl)) AND c.relid <> tbl AND c.disabled_at IS NULL
+        UNION ALL
+        SELECT 5, problem FROM changefeed.virtual_column_problems(tbl) problem
+    ) problems(n, p)
+$$;
+REVOKE ALL ON FUNCTION changefeed.virtual_column_problems(oid) FROM PUBLIC;
