@@ -202,7 +202,7 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
                  errhint("Disable capture first with SELECT changefeed.disable(%s);", quote_literal_cstr(enabled))));
     ereport(ERROR,
             (errcode(changefeed::kDdlRefused),
-             errmsg("SET EXPRESSION of column %s of %s would change its rows without a change",
+             errmsg("SET EXPRESSION of column %s of %s would rewrite its values without a change in the feed",
                     quote_identifier(new_expression_of), stmt->relation->relname),
              errdetail("Table %s is enabled for changefeed; the rewrite that computes the column's new "
                        "values fires no row trigger.", enabled),

@@ -180,7 +180,7 @@ $$;
 -- table, and the guard an ALTER TABLE that adds one (via shape_problems()).
 CREATE FUNCTION changefeed.virtual_column_problems(tbl oid) RETURNS SETOF text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT format('column %I of %s is a virtual generated column, which a row trigger sees as null',
+    SELECT format('column %I of %s is a virtual generated column, which a row trigger sees as null (make it STORED)',
                   a.attname, a.attrelid::regclass)
       FROM pg_attribute a
      WHERE a.attrelid IN (SELECT changefeed.tree_of(tbl)) AND a.attnum > 0 AND NOT a.attisdropped
