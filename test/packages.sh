@@ -75,11 +75,12 @@ make_build_root() {
     awk -v p="$tmp/" 'index($2, p) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount -l
     rm -rf --one-file-system "$tmp"
     echo "packages: $suite: making the build root $root"
-    cp -a --reflink=auto "$cache/$suite" "$tmp"
+    # Its own file system only: a matrix leg running meanwhile mounts /proc in it.
+    cp -a -x --reflink=auto "$cache/$suite" "$tmp" || { echo "packages: copying $cache/$suite failed"; return 1; }
     rm -rf --one-file-system "$tmp/src" "$tmp/var/tmp/changefeed-client-build" "$tmp/.changefeed-matrix-ready"
     fast_dpkg "$tmp"
     mount_in "$tmp"
-    { apt_in "$tmp" update && apt_in "$tmp" install -y --no-install-recommends dpkg-dev debhelper ccache \
+    { apt_in "$tmp" update && apt_in "$tmp" install -y --no-install-recommends build-essential dpkg-dev debhelper ccache \
           postgresql-server-dev-all libcli11-dev pkgconf cmake libpqxx-dev libboost-json-dev libssl-dev \
           && apt_in "$tmp" clean; } >"$root.apt.log" 2>&1 || { tail -20 "$root.apt.log"; umount_in "$tmp"; return 1; }
     umount_in "$tmp"
