@@ -54,7 +54,8 @@ major_of() {  # the Debian suite -> the PostgreSQL major it ships
         *) echo "packages.sh: no PostgreSQL major known for Debian $1" >&2; return 1 ;;
     esac
 }
-scratch=/var/tmp/changefeed-packages
+# Per port, so that runs beside each other (on other ports) keep apart.
+scratch=/var/tmp/changefeed-packages/$port
 mkdir -p "$scratch"
 declare -A elapsed
 step_start() { t=$(date +%s); }
