@@ -10,7 +10,8 @@
 //    TRUNCATE naming a partition alone is refused.
 //  - Facts about a DDL command that its catalog state does not show: which
 //    partitions an ALTER TABLE attached, whether CREATE TRIGGER was OR REPLACE,
-//    and (at ddl_command_start) whether it detaches a partition.
+//    and (at ddl_command_start) whether it detaches a partition or gives a
+//    generated column a new expression.
 #include "pg.hpp"
 #include "sqlstates.hpp"
 
@@ -159,11 +160,15 @@ Datum changefeed_replaces_trigger(PG_FUNCTION_ARGS) {
     PG_RETURN_BOOL(replace);
 }
 
-// ddl_command_start on ALTER TABLE: refuses DETACH PARTITION (also CONCURRENTLY,
-// whose first transaction commits before ddl_command_end could refuse it) from
-// an enabled table or one of its partitions.  Declared SECURITY DEFINER without
-// a pinned search_path: the table name is resolved as the user's command will
-// resolve it, and the one query it runs is fully schema-qualified.
+// ddl_command_start on ALTER TABLE of an enabled table or one of its
+// partitions: refuses
+//  - DETACH PARTITION (also CONCURRENTLY, whose first transaction commits
+//    before ddl_command_end could refuse it): the rows would leave the table;
+//  - ALTER COLUMN ... SET EXPRESSION (17 and newer): the table is rewritten
+//    with the column's new values, which no row trigger sees.
+// Declared SECURITY DEFINER without a pinned search_path: the table name is
+// resolved as the user's command will resolve it, and the one query it runs
+// is fully schema-qualified.
 Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
     if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
@@ -173,25 +178,34 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
     if (data->parsetree == NULL || !IsA(data->parsetree, AlterTableStmt)) PG_RETURN_VOID();
     AlterTableStmt *stmt = (AlterTableStmt *)data->parsetree;
     bool detaches = false;
+    const char *new_expression_of = NULL;
     ListCell *lc;
     foreach (lc, stmt->cmds) {
         AlterTableCmd *at = (AlterTableCmd *)lfirst(lc);
-        if (IsA(at, AlterTableCmd) &&
-            (at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize))
-            detaches = true;
+        if (!IsA(at, AlterTableCmd)) continue;
+        if (at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize) detaches = true;
+        if (changefeed_sets_expression(at->subtype) && new_expression_of == NULL) new_expression_of = at->name;
     }
-    if (!detaches || stmt->relation == NULL) PG_RETURN_VOID();
+    if ((!detaches && new_expression_of == NULL) || stmt->relation == NULL) PG_RETURN_VOID();
     if (stmt->relation->relpersistence == RELPERSISTENCE_TEMP) PG_RETURN_VOID();
     Oid parent = RangeVarGetRelid(stmt->relation, NoLock, true);
     if (!OidIsValid(parent)) PG_RETURN_VOID();
     char *enabled = enabled_table_above(parent);
-    if (enabled != NULL)
+    if (enabled == NULL) PG_RETURN_VOID();
+    if (detaches)
         ereport(ERROR,
                 (errcode(changefeed::kDdlRefused),
                  errmsg("DETACH PARTITION from %s would let rows leave an enabled table without a change",
                         stmt->relation->relname),
                  errdetail("Table %s is enabled for changefeed.", enabled),
                  errhint("Disable capture first with SELECT changefeed.disable(%s);", quote_literal_cstr(enabled))));
+    ereport(ERROR,
+            (errcode(changefeed::kDdlRefused),
+             errmsg("SET EXPRESSION of column %s of %s would rewrite its values without a change in the feed",
+                    quote_identifier(new_expression_of), stmt->relation->relname),
+             errdetail("Table %s is enabled for changefeed; the rewrite that computes the column's new "
+                       "values fires no row trigger.", enabled),
+             errhint("Disable capture first with SELECT changefeed.disable(%s);", quote_literal_cstr(enabled))));
     PG_RETURN_VOID();
 }
 

@@ -45,3 +45,18 @@ static inline bool changefeed_has_virtual_generated_columns(TupleDesc desc) {
     return false;
 #endif
 }
+
+// 17 added ALTER TABLE ... ALTER COLUMN ... SET EXPRESSION, which rewrites a
+// stored generated column without firing row triggers (guard.cpp refuses it
+// on an enabled table).
+extern "C" {
+#include "nodes/parsenodes.h"
+}
+static inline bool changefeed_sets_expression(AlterTableType subtype) {
+#if PG_VERSION_NUM >= 170000
+    return subtype == AT_SetExpression;
+#else
+    (void)subtype;
+    return false;
+#endif
+}

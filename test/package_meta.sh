@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The release metadata agree: META.json (PGXN) is valid JSON with the fields
 # PGXN requires, and its version is the CMake project's, the extension's
-# default_version (major.minor) and debian/changelog's.
+# default_version (major.minor) and debian/changelog's; the license is the
+# PostgreSQL License in LICENSE, META.json and debian/copyright alike.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 - <<'PY'
@@ -27,6 +28,21 @@ if ext.get("version") != version:
 pg = meta.get("prereqs", {}).get("runtime", {}).get("requires", {}).get("PostgreSQL")
 if pg != "15.0.0":
     errors.append(f"META.json runtime prerequisite PostgreSQL is {pg}, not 15.0.0")
+# The license: LICENSE's text is debian/copyright's License paragraph.
+license = open("LICENSE").read()
+if meta.get("license") != "postgresql" or not license.startswith("PostgreSQL License\n"):
+    errors.append(f"META.json license {meta.get('license')!r} / LICENSE are not the PostgreSQL License")
+copyright = open("debian/copyright").read()
+files = re.search(r"^Files: \*\nCopyright: (.+)\nLicense: (\S+)$", copyright, re.M)
+if not files or files.group(2) != "PostgreSQL":
+    errors.append("debian/copyright: Files: * is not under License: PostgreSQL")
+elif files.group(1).split(" ", 1)[-1] not in license:
+    errors.append(f"debian/copyright holder {files.group(1)!r} is not LICENSE's")
+text = re.search(r"^License: PostgreSQL\n((?: .*\n?)+)", copyright, re.M)
+deb_text = [l[1:] if l != " ." else "" for l in text.group(1).rstrip("\n").split("\n")] if text else []
+lic_text = license.split("\n\n", 2)[2].rstrip("\n").split("\n")
+if deb_text != lic_text:
+    errors.append("debian/copyright's PostgreSQL license text differs from LICENSE's")
 for e in errors:
     print(e, file=sys.stderr)
 if errors:

@@ -14,8 +14,9 @@
 #      and the SQL tests again on PostgreSQL 17 and 18, each in a Debian root
 #      (trixie, forky) cached in /var/cache/changefeed-matrix, with the client
 #      built there on libpqxx 7.10 and 8.0, three of its suites and the
-#      upgrade test (test/matrix.sh); the Debian packages (test/packages.sh,
-#      about 10 minutes a release) run outside this script,
+#      upgrade test (test/matrix.sh), and the Debian packages built for
+#      both releases, installed on a minimal root and the demo run against
+#      them (test/packages.sh; its build roots and ccache are cached there too),
 #   3. PostgreSQL's own regression suite with and without the extension, a
 #      dump and restore round trip of a database using it, and an upgrade from
 #      the last release (test/upgrade.sh; it builds the client's processor
@@ -109,6 +110,8 @@ bash test/cluster.sh stop "$scratch/plain"
 
 echo "== PostgreSQL 17 and 18: the SQL tests in Debian trixie and forky roots"
 stage "PostgreSQL 17 and 18" bash test/matrix.sh --port-base 55470
+echo "== Debian packages: built for trixie and forky, installed on minimal roots, the demo against them"
+stage "Debian packages" bash test/packages.sh --suites "trixie forky" --port 55498
 
 echo "== logical replication into enabled tables (own cluster, wal_level = logical)"
 stage "logical replication" bash test/replication.sh --port 55496

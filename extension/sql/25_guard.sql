@@ -174,9 +174,25 @@ BEGIN
 END
 $$;
 
+-- ---- PostgreSQL 18: virtual generated columns ----
+-- A virtual generated column (18 and newer) is computed when read: a row
+-- trigger sees it as null, so capture cannot log it.  enable() refuses such a
+-- table, and the guard an ALTER TABLE that adds one (via shape_problems()).
+CREATE OR REPLACE FUNCTION changefeed.virtual_column_problems(tbl oid) RETURNS SETOF text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT format('column %I of %s is a virtual generated column, which a row trigger sees as null (make it STORED)',
+                  a.attname, a.attrelid::regclass)
+      FROM pg_attribute a
+     WHERE a.attrelid IN (SELECT changefeed.tree_of(tbl)) AND a.attnum > 0 AND NOT a.attisdropped
+       AND a.attgenerated = 'v'
+     ORDER BY a.attrelid, a.attnum
+$$;
+-- ---- end of virtual generated columns ----
+
 -- Shapes of a table whose writes could escape capture: being a partition or
 -- an inheritance child, having inheritance children (its own or its
--- partitions'), foreign partitions (written elsewhere), enabled partitions.
+-- partitions'), foreign partitions (written elsewhere), enabled partitions, virtual
+-- generated columns.
 CREATE OR REPLACE FUNCTION changefeed.shape_problems(tbl oid) RETURNS text[]
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(array_agg(p ORDER BY n, p), '{}') FROM (
@@ -194,6 +210,8 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
         SELECT 4, format('partition %s is enabled itself (collection %s)', c.relid::regclass, c.id)
           FROM changefeed.collection c
          WHERE c.relid IN (SELECT changefeed.tree_of(tbl)) AND c.relid <> tbl AND c.disabled_at IS NULL
+        UNION ALL
+        SELECT 5, problem FROM changefeed.virtual_column_problems(tbl) problem
     ) problems(n, p)
 $$;
 

@@ -125,16 +125,22 @@ make_clean_root() {
     mv "$tmp" "$root"
 }
 
-# overlay_root LOWER DIR: mounts at DIR/root a writable overlay of the root
-# LOWER (its changes go to DIR/upper, LOWER stays as it is), with apt's
-# downloads kept in $cache/apt-archives/NAME-OF-LOWER so that a later run
-# fetches nothing twice.
+# overlay_root LOWER DIR [in-memory]: mounts at DIR/root a writable overlay
+# of the root LOWER (its changes go to DIR/upper, LOWER stays as it is), with
+# apt's downloads kept in $cache/apt-archives/NAME-OF-LOWER so that a later
+# run fetches nothing twice.  in-memory: DIR is a tmpfs, so the changes cost
+# no disk writes and vanish with the unmount.
 overlay_root() {
     local lower=$1 dir=$2 archives
     archives=$cache/apt-archives/$(basename "$lower")
     # A run that was killed may have left its overlay mounted.
     awk -v p="$dir/" 'index($2, p) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount -l
+    awk -v p="$dir" '$2 == p {print $2}' /proc/mounts | xargs -r -n1 umount -l
     rm -rf --one-file-system "$dir"
+    mkdir -p "$dir"
+    if [ "${3:-}" = in-memory ]; then
+        mount -t tmpfs -o size=6g,mode=755 changefeed-overlay "$dir" && mounted+=("$dir")
+    fi
     mkdir -p "$dir/upper" "$dir/work" "$dir/root" "$archives/partial"
     mount -t overlay overlay -o "lowerdir=$lower,upperdir=$dir/upper,workdir=$dir/work" "$dir/root" \
         && mounted+=("$dir/root")
@@ -142,4 +148,13 @@ overlay_root() {
     # apt deletes its downloads after an install unless told to keep them.
     echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' >"$dir/root/etc/apt/apt.conf.d/99changefeed-keep"
     mount_in "$dir/root"
+}
+
+# fast_dpkg ROOT: dpkg in the root skips its fsync calls and man-db its index
+# rebuilds, the slowest parts of an install in a throwaway or test root.
+fast_dpkg() {
+    mkdir -p "$1/etc/dpkg/dpkg.cfg.d" "$1/var/lib/man-db"
+    echo force-unsafe-io >"$1/etc/dpkg/dpkg.cfg.d/99changefeed-unsafe-io"
+    echo 'man-db man-db/auto-update boolean false' | chroot "$1" debconf-set-selections 2>/dev/null || true
+    rm -f "$1/var/lib/man-db/auto-update"
 }
