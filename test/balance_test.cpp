@@ -85,7 +85,7 @@ struct Delivery {
 class Deliveries {
 public:
     changefeed::Handler handler() {
-        return [this](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+        return [this](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
             std::lock_guard lock(mu_);
             for (const auto& c : batch) {
                 int v = -1;
@@ -119,8 +119,8 @@ TEST(Balance, FourInstancesStartedTogetherSplitSixtyFourRangesAtOnce) {
     for (const char* name : {"a", "b", "c", "d"}) {
         auto o = options(name);
         notified.hook(o);
-        ps.push_back(changefeed::make_all_versions_processor({cluster().conninfo(), "bl_start"}, "together",
-                                                             [](auto&&...) {}, o));
+        ps.push_back(changefeed::make_processor({cluster().conninfo(), "bl_start"}, "together",
+                                                             [](auto&&...) {}, changefeed::AllVersionsOptions(o)));
     }
     std::vector<std::thread> starts;
     for (auto& p : ps) starts.emplace_back([&p] { p.start(); });
@@ -163,7 +163,7 @@ TEST(Balance, JoinStopAndKillRebalanceWithinTwoIntervalsWithoutLossOrDisorder) {
         auto o = options(name);
         notified.hook(o);
         ps[name] = std::make_unique<changefeed::Processor>(
-            changefeed::make_all_versions_processor({cluster().conninfo(), table}, "moves", got.handler(), o));
+            changefeed::make_processor({cluster().conninfo(), table}, "moves", got.handler(), changefeed::AllVersionsOptions(o)));
         ps[name]->start();
     };
     for (const char* name : {"a", "b", "c"}) make(name);

@@ -85,7 +85,7 @@ struct Deliveries {
     std::map<std::string, int> by_id;
     int backfill_rows = 0;
     changefeed::Handler handler(std::chrono::milliseconds delay = 0ms) {
-        return [this, delay](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+        return [this, delay](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
             if (delay.count()) std::this_thread::sleep_for(delay);
             std::lock_guard lock(m);
             for (const auto& c : batch) {
@@ -286,7 +286,7 @@ TEST_F(CliTest, ProcessorsAndLagOfARunningProcessor) {
     cluster().exec("GRANT SELECT ON " + t + " TO cli_owner");
     Deliveries d;
     changefeed::LatestVersionOptions o(cftest::fast_options("inst-a"));
-    auto p = changefeed::make_latest_version_processor(coll(t, "cli_owner"), "billing", d.handler(), o);
+    auto p = changefeed::make_processor(coll(t, "cli_owner"), "billing", d.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));
 
@@ -334,7 +334,7 @@ TEST_F(CliTest, CheckpointMovesARunningProcessorBackAndOnlyItsOwnerMay) {
     cluster().exec("GRANT SELECT ON " + t + " TO cli_owner, cli_other");
     Deliveries d;
     changefeed::LatestVersionOptions o(cftest::fast_options("inst-a"));
-    auto p = changefeed::make_latest_version_processor(coll(t, "cli_owner"), "billing", d.handler(), o);
+    auto p = changefeed::make_processor(coll(t, "cli_owner"), "billing", d.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));
     const std::string before = value("SELECT changefeed.current_position()");
@@ -401,7 +401,7 @@ TEST_F(CliTest, ResyncRestartsABackfillThatBackfillFollows) {
     Deliveries d;
     changefeed::LatestVersionOptions o(cftest::fast_options("inst-a"));
     o.max_batch_size = 20;
-    auto p = changefeed::make_latest_version_processor(coll(t), "view", d.handler(30ms), o);
+    auto p = changefeed::make_processor(coll(t), "view", d.handler(30ms), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));
 

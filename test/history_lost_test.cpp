@@ -33,7 +33,7 @@ TEST(HistoryLost, HaltsWithTheRunbookAndDeliversNothingMore) {
     cftest::ErrorLog errors;
     auto o = cftest::fast_options("one");
     o.on_error = errors.sink();
-    auto p = changefeed::make_all_versions_processor(coll("hl_halt"), "audit", rec.handler(), o);
+    auto p = changefeed::make_processor(coll("hl_halt"), "audit", rec.handler(), changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO hl_halt (id, v) VALUES (1, 'read')");
@@ -62,8 +62,8 @@ TEST(HistoryLost, HaltsWithTheRunbookAndDeliversNothingMore) {
     // Never a silent restart from now: a later write is not delivered either.
     cluster().exec("INSERT INTO hl_halt (id, v) VALUES (100, 'after')");
     cftest::Recorder probe;
-    auto witness = changefeed::make_all_versions_processor(coll("hl_halt"), "witness", probe.handler(),
-                                                           cftest::fast_options("w"));
+    auto witness = changefeed::make_processor(coll("hl_halt"), "witness", probe.handler(),
+                                                           changefeed::AllVersionsOptions(cftest::fast_options("w")));
     // The witness starts at now: it only proves wake-ups and polls happened.
     witness.start();
     ASSERT_TRUE(cftest::wait_running(witness));
@@ -104,7 +104,7 @@ TEST(HistoryLost, ACheckpointFromAnotherDatabaseHaltsWithTheRunbook) {
     cftest::ErrorLog errors;
     auto o = cftest::fast_options("one");
     o.on_error = errors.sink();
-    auto p = changefeed::make_all_versions_processor(coll("hl_foreign"), "audit", rec.handler(), o);
+    auto p = changefeed::make_processor(coll("hl_foreign"), "audit", rec.handler(), changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     p.stop();
@@ -153,7 +153,7 @@ TEST(HistoryLost, ResyncRereadsTheTableThenContinues) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.on_error = errors.sink();
     o.resync = true;
-    auto p = changefeed::make_latest_version_processor(coll("hl_resync"), "view", rec.handler(), o);
+    auto p = changefeed::make_processor(coll("hl_resync"), "view", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO hl_resync (id, v) VALUES (1, 'one'), (2, 'two')");
@@ -195,7 +195,7 @@ TEST(HistoryLost, ResyncIsRefusedOnTheAllVersionsFeed) {
 TEST(Lag, EstimatorReturnsWhatTheServerSays) {
     cftest::create_table(cluster(), "lag_t", 4);
     cftest::Recorder rec;
-    auto p = changefeed::make_latest_version_processor(coll("lag_t"), "dash", rec.handler(),
+    auto p = changefeed::make_processor(coll("lag_t"), "dash", rec.handler(),
                                                        cftest::fast_options("pod-1"));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));

@@ -18,13 +18,10 @@ struct FeedSettings {
     bool start_from_beginning = false;  // latest-version feed only
     bool resync = false;                // latest-version feed only
 
-    static FeedSettings of(LatestVersionOptions o) {
-        FeedSettings s{std::move(static_cast<ProcessorOptions&>(o)), FeedMode::latest_version,
-                       o.start_from_beginning, o.resync};
-        return s;
-    }
-    static FeedSettings of(AllVersionsOptions o) {
-        return FeedSettings{std::move(static_cast<ProcessorOptions&>(o)), FeedMode::all_versions_and_deletes};
+    static FeedSettings of(const FeedOptions& options) {
+        if (const auto* o = std::get_if<LatestVersionOptions>(&options.feed()))
+            return FeedSettings{*o, FeedMode::latest_version, o->start_from_beginning, o->resync};
+        return FeedSettings{options.common(), FeedMode::all_versions_and_deletes};
     }
 };
 

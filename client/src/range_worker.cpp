@@ -40,7 +40,7 @@ bool ranges_changed(const Error& e) { return e.sqlstate() == "CF020"; }
 
 RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper& leases)
     : s_(std::move(setup)), opt_(s_.feed->common), events_(events), leases_(leases),
-      delivery_(s_.collection.conninfo(), s_.key, *s_.handlers, opt_, events, s_.counters),
+      delivery_(s_.collection.conninfo(), s_.key, *s_.handler, opt_, events, s_.counters),
       read_ahead_(opt_.read_connection.empty() ? s_.collection.conninfo() : opt_.read_connection) {
     next_maintain_ = Clock::now();
 }

@@ -36,7 +36,7 @@ struct WorkerSetup {
     CollectionInfo info;
     TenantScope scope;
     const FeedSettings* feed = nullptr;
-    const Handlers* handlers = nullptr;
+    const ProcessorHandler* handler = nullptr;
     std::shared_ptr<ProjectionCounters> counters;  // a projector's
     std::string name;         // as given
     std::string stored_name;  // as on the server (with the tenant prefix)

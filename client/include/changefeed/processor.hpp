@@ -1,8 +1,7 @@
 // Change-feed processors: leased, checkpointed readers of a collection's feed.
 //
-//   changefeed::Processor p(collection, "billing-projection",
-//       [](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
-//          std::stop_token stop) { ... });
+//   auto p = changefeed::make_processor(collection, "billing-projection",
+//       [](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) { ... });
 //   p.start();  // nothing is read before this
 //   ...
 //   p.stop();   // or let the destructor do it; releases the leases at once
@@ -29,6 +28,7 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace changefeed {
@@ -53,6 +53,9 @@ struct Context {
     // while the processor runs, on a connection of its own; a position older
     // than one this instance already stored for the range is ignored.
     std::function<void()> checkpoint;
+    // Signalled when the processor (or the subscription) stops: a long
+    // handler returns early, and its batch is delivered again.
+    std::stop_token stop;
 };
 
 // A failure reported to on_error.  The processor keeps running after it,
@@ -85,8 +88,14 @@ enum class CheckpointMode {
     manual,     // only when the handler (or the service, later) calls Context::checkpoint; Handler only
 };
 
-using Handler = std::function<void(const std::vector<Change>& batch, const Context& context,
-                                   std::stop_token stop)>;
+// The handler shapes all take the Context last: Handler(batch, context),
+// Projector(change, context), TransactionalHandler(batch, transaction, context)
+// (projection.hpp), and a subscription's ChangeCallback(change, context).
+using Handler = std::function<void(const std::vector<Change>& batch, const Context& context)>;
+
+// What a processor runs: one of the three shapes.  A lambda converts to the
+// shape its parameters say (a generic lambda fits several: give it a type).
+using ProcessorHandler = std::variant<Handler, Projector, TransactionalHandler>;
 
 // What every processor takes, whichever its feed.  A processor is given
 // LatestVersionOptions or AllVersionsOptions, which say the feed: the options
@@ -216,6 +225,25 @@ struct AllVersionsOptions : ProcessorOptions {
     AllVersionsOptions(const LatestVersionOptions&) = delete;
 };
 
+// The options a processor is made with, whose type says the feed:
+// LatestVersionOptions (or the common ProcessorOptions alone: the latest-version
+// feed is the default) or AllVersionsOptions (BridgeOptions too).
+class FeedOptions {
+public:
+    FeedOptions() = default;
+    FeedOptions(ProcessorOptions common) : feed_(LatestVersionOptions(std::move(common))) {}
+    FeedOptions(LatestVersionOptions options) : feed_(std::move(options)) {}
+    FeedOptions(AllVersionsOptions options) : feed_(std::move(options)) {}
+
+    const std::variant<LatestVersionOptions, AllVersionsOptions>& feed() const noexcept { return feed_; }
+    const ProcessorOptions& common() const noexcept {
+        return std::visit([](const ProcessorOptions& o) -> const ProcessorOptions& { return o; }, feed_);
+    }
+
+private:
+    std::variant<LatestVersionOptions, AllVersionsOptions> feed_;
+};
+
 // The name a processor's leases are filed under on the server: `name`, or
 // with a tenant "<tenant>/<name>" ('%' and '/' in the tenant percent-encoded,
 // so two tenants never share a lease set).  What changefeed.lag(),
@@ -231,23 +259,9 @@ struct ProcessorImpl;
 struct ProcessorAccess;
 }  // namespace detail
 
+// A processor, made by make_processor (PostgreSQL or in-memory).
 class Processor {
 public:
-    // The options' type says the feed: LatestVersionOptions (the default) or
-    // AllVersionsOptions.
-    // Throws Error(processor_name_empty) for an empty name,
-    // Error(processor_name_too_long) for one over 200 characters (with its
-    // tenant prefix), Error(instance_name_invalid), Error(invalid_option) for
-    // an empty handler or a bad interval.  Does not connect.
-    Processor(Collection collection, std::string name, Handler handler, LatestVersionOptions options = {});
-    Processor(Collection collection, std::string name, Handler handler, AllVersionsOptions options);
-    // A projector: deduplicated at-least-once, one change per call (projection.hpp).
-    Processor(Collection collection, std::string name, Projector projector, LatestVersionOptions options = {});
-    Processor(Collection collection, std::string name, Projector projector, AllVersionsOptions options);
-    // A transactional handler: exactly once into the feed's database (projection.hpp).
-    Processor(Collection collection, std::string name, TransactionalHandler handler,
-              LatestVersionOptions options = {});
-    Processor(Collection collection, std::string name, TransactionalHandler handler, AllVersionsOptions options);
     // Stops.  Destroying a processor from inside its own handler is allowed:
     // it asks the processor to stop and returns at once; once the handler has
     // returned, the processor's own thread finishes the stop (stores the last
@@ -289,17 +303,18 @@ public:
     ProjectionStats projection_stats() const;
 
 private:
-    friend struct detail::ProcessorAccess;
+    friend struct detail::ProcessorAccess;  // make_processor of each provider
     explicit Processor(std::unique_ptr<detail::ProcessorImpl> impl);
     void dispose() noexcept;
     std::unique_ptr<detail::ProcessorImpl> impl_;
 };
 
-// Latest-version processor: the current version of each changed document.
-Processor make_latest_version_processor(Collection collection, std::string name, Handler handler,
-                                        LatestVersionOptions options = {});
-// All-versions-and-deletes processor: every write, deletes and clears included.
-Processor make_all_versions_processor(Collection collection, std::string name, Handler handler,
-                                      AllVersionsOptions options = {});
+// Makes a processor of `collection`'s feed (the options' type says which)
+// that runs `handler`.  Throws Error(processor_name_empty) for an empty name,
+// Error(processor_name_too_long) for one over 200 characters (with its tenant
+// prefix), Error(instance_name_invalid), Error(invalid_option) for an empty
+// handler, a bad interval or an option the handler's shape does not take.
+// Does not connect.  The in-memory provider has the same (in_memory.hpp).
+Processor make_processor(Collection collection, std::string name, ProcessorHandler handler, FeedOptions options = {});
 
 }  // namespace changefeed
