@@ -19,10 +19,11 @@
 
 #include "consumer_policy.hpp"
 #include "lease_store.hpp"
-#include "processor_impl.hpp"
+#include "feed_mode.hpp"
 #include "projection_policy.hpp"
 
-#include <changefeed/processor.hpp>
+#include <changefeed/handler.hpp>
+#include <changefeed/processor_options.hpp>
 #include <changefeed/projection.hpp>
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <changefeed/in_memory.hpp>
 
 #include "consumer_policy.hpp"
+#include "feed_mode.hpp"
 #include "names.hpp"
 #include "processor_impl.hpp"
 #include "projection_policy.hpp"
@@ -716,7 +717,7 @@ std::map<std::string, boost::json::value> InMemoryCollection::projection(const s
 
 Processor make_processor(InMemoryCollection& collection, std::string name, ProcessorHandler handler,
                          FeedOptions options) {
-    return detail::ProcessorAccess::make(std::make_unique<detail::MemoryProcessor>(
+    return detail::processor_of(std::make_unique<detail::MemoryProcessor>(
         collection.store_, std::move(name), std::move(handler), detail::FeedSettings::of(options)));
 }
 

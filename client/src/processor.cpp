@@ -12,6 +12,7 @@
 
 #include "consumer_policy.hpp"
 #include "db.hpp"
+#include "feed_mode.hpp"
 #include "feed_reader.hpp"
 #include "lease_keeper.hpp"
 #include "listener.hpp"
@@ -232,44 +233,22 @@ private:
 }  // namespace
 }  // namespace detail
 
-std::string stored_processor_name(const std::string& name, const std::string& tenant) {
-    if (tenant.empty()) return name;
-    std::string out;
-    for (char ch : tenant) {
-        if (ch == '%') out += "%25";
-        else if (ch == '/') out += "%2F";
-        else out += ch;
-    }
-    return out + "/" + name;
-}
-
 Processor make_processor(Collection collection, std::string name, ProcessorHandler handler, FeedOptions options) {
-    return detail::ProcessorAccess::make(std::make_unique<detail::PgProcessor>(
+    return detail::processor_of(std::make_unique<detail::PgProcessor>(
         std::move(collection), std::move(name), std::move(handler), detail::FeedSettings::of(options)));
 }
 
-Processor::Processor(std::unique_ptr<detail::ProcessorImpl> impl) : impl_(std::move(impl)) {}
-Processor::~Processor() { dispose(); }
-Processor::Processor(Processor&&) noexcept = default;
-Processor& Processor::operator=(Processor&& other) noexcept {
-    if (this != &other) {
-        dispose();
-        impl_ = std::move(other.impl_);
-    }
-    return *this;
+Processor detail::processor_of(std::unique_ptr<ProcessorImpl> impl) { return Processor(std::move(impl)); }
+
+void detail::DisposeProcessor::operator()(ProcessorImpl* impl) const noexcept {
+    std::unique_ptr<ProcessorImpl> owned(impl);
+    if (impl->on_handler_thread()) impl->dispose_from_handler(std::move(owned));
 }
 
-// Stops and frees the implementation -- or, from inside the handler, hands it
-// to its own thread, which frees it once the handler returned.
-void Processor::dispose() noexcept {
-    if (!impl_) return;
-    if (impl_->on_handler_thread()) {
-        detail::ProcessorImpl* impl = impl_.get();
-        impl->dispose_from_handler(std::move(impl_));
-        return;
-    }
-    impl_.reset();
-}
+Processor::Processor(std::unique_ptr<detail::ProcessorImpl> impl) : impl_(impl.release()) {}
+Processor::~Processor() = default;
+Processor::Processor(Processor&&) noexcept = default;
+Processor& Processor::operator=(Processor&&) noexcept = default;
 
 void Processor::start() { impl_->start(); }
 void Processor::stop() {

@@ -3,7 +3,8 @@
 // shape accepts, a projector's counters and its duplicates alert.
 #pragma once
 
-#include <changefeed/processor.hpp>
+#include <changefeed/handler.hpp>
+#include <changefeed/processor_options.hpp>
 #include <changefeed/projection.hpp>
 
 #include <atomic>

@@ -1,6 +1,7 @@
 #include "range_worker.hpp"
 
 #include "db.hpp"
+#include "raise_flag.hpp"
 #include "runbook.hpp"
 
 #include <algorithm>
@@ -45,21 +46,11 @@ RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper&
     next_maintain_ = Clock::now();
 }
 
-void RangeWorker::wake() {
-    {
-        std::lock_guard lock(mu_);
-        wake_ = true;
-    }
-    cv_.notify_all();
-}
+void RangeWorker::wake() { raise_flag(mu_, cv_, wake_); }
 
 void RangeWorker::request_stop() {
-    {
-        std::lock_guard lock(mu_);
-        stopping_ = true;
-    }
-    stop_source_.request_stop();
-    cv_.notify_all();
+    raise_flag(mu_, cv_, stopping_);
+    stop_source_.request_stop();  // a handler watching its Context::stop returns early
 }
 
 // Sleeps up to `d`, returning early when stopping.

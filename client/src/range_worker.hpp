@@ -7,12 +7,14 @@
 // connection of its own; everything else stays on the primary's.
 #pragma once
 
+#include <changefeed/collection.hpp>
+
 #include "consumer_policy.hpp"
 #include "delivery.hpp"
 #include "feed_reader.hpp"
 #include "lease_keeper.hpp"
 #include "lease_store.hpp"
-#include "processor_impl.hpp"
+#include "feed_mode.hpp"
 #include "read_ahead.hpp"
 
 #include <chrono>

@@ -114,10 +114,8 @@ Subscription watch(const Collection& collection, std::string id, ChangeCallback 
 Subscription::~Subscription() { cancel(); }
 Subscription::Subscription(Subscription&&) noexcept = default;
 Subscription& Subscription::operator=(Subscription&& o) noexcept {
-    if (this != &o) {
-        cancel();
-        state_ = std::move(o.state_);
-    }
+    Subscription taken(std::move(o));
+    std::swap(state_, taken.state_);  // the one this held is cancelled with `taken`
     return *this;
 }
 

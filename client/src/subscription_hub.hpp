@@ -3,7 +3,8 @@
 // the log for each of them in turn -- and the state of one subscription.
 #pragma once
 
-#include <changefeed/subscription.hpp>
+#include <changefeed/collection.hpp>
+#include <changefeed/subscription_options.hpp>
 
 #include "feed_reader.hpp"
 
