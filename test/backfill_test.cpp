@@ -94,7 +94,7 @@ TEST(Backfill, StoppedMidwayItResumesFromItsLastKeyWithoutLoss) {
 
     cftest::Recorder second;
     auto q = changefeed::make_processor({cluster().conninfo(), "bf_stop"}, "bf", second.handler(),
-                                                       backfill_options("one", 100));
+                                        backfill_options("one", 100));
     q.start();
     auto expected = ids_in("bf_stop");
     ASSERT_TRUE(cftest::eventually([&] {
@@ -130,7 +130,7 @@ TEST(Backfill, KilledMidwayItResumesWithoutLoss) {
 
     cftest::Recorder rec;
     auto p = changefeed::make_processor({cluster().conninfo(), "bf_kill"}, "bf", rec.handler(),
-                                                       backfill_options("heir", 100));
+                                        backfill_options("heir", 100));
     p.start();
     auto expected = ids_in("bf_kill");
     std::set<std::string> killed;

@@ -120,7 +120,8 @@ TEST(Balance, FourInstancesStartedTogetherSplitSixtyFourRangesAtOnce) {
         auto o = options(name);
         notified.hook(o);
         ps.push_back(changefeed::make_processor({cluster().conninfo(), "bl_start"}, "together",
-                                                             [](auto&&...) {}, changefeed::AllVersionsOptions(o)));
+                                                changefeed::Handler([](auto&&...) {}),
+                                                changefeed::AllVersionsOptions(o)));
     }
     std::vector<std::thread> starts;
     for (auto& p : ps) starts.emplace_back([&p] { p.start(); });
@@ -163,7 +164,8 @@ TEST(Balance, JoinStopAndKillRebalanceWithinTwoIntervalsWithoutLossOrDisorder) {
         auto o = options(name);
         notified.hook(o);
         ps[name] = std::make_unique<changefeed::Processor>(
-            changefeed::make_processor({cluster().conninfo(), table}, "moves", got.handler(), changefeed::AllVersionsOptions(o)));
+            changefeed::make_processor({cluster().conninfo(), table}, "moves", got.handler(),
+                                       changefeed::AllVersionsOptions(o)));
         ps[name]->start();
     };
     for (const char* name : {"a", "b", "c"}) make(name);

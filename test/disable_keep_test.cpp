@@ -144,7 +144,8 @@ TEST(DisableKeep, ForgetDropsTheProcessors) {
     cftest::create_table(cluster(), table, 2);
     const int id = collection_id(table);
     cftest::Recorder rec;
-    auto p = changefeed::make_processor(coll(table), "audit", rec.handler(), changefeed::AllVersionsOptions(cftest::fast_options("one")));
+    auto p = changefeed::make_processor(coll(table), "audit", rec.handler(),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("one")));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     p.stop();

@@ -52,7 +52,7 @@ TEST(Faults, AKilledInstancesRangesAreTakenOverAfterExpiry) {
 
     cftest::Recorder rec;
     auto p = changefeed::make_processor({cluster().conninfo(), "ft_kill"}, "killme",
-                                                       rec.handler(), cftest::fast_options("survivor"));
+                                        rec.handler(), cftest::fast_options("survivor"));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));
     ASSERT_EQ(owned_by("ft_kill", "victim"), 4);
@@ -91,7 +91,7 @@ TEST(Faults, AServerRestartIsResumedWithoutLoss) {
     auto o = cftest::fast_options("one");
     o.on_state_change = [&](changefeed::State s) { states.add(s); };
     auto p = changefeed::make_processor({cluster().conninfo(), "ft_restart"}, "restart",
-                                                       rec.handler(), o);
+                                        rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     insert_range("ft_restart", 1, 20);

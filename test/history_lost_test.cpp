@@ -63,7 +63,7 @@ TEST(HistoryLost, HaltsWithTheRunbookAndDeliversNothingMore) {
     cluster().exec("INSERT INTO hl_halt (id, v) VALUES (100, 'after')");
     cftest::Recorder probe;
     auto witness = changefeed::make_processor(coll("hl_halt"), "witness", probe.handler(),
-                                                           changefeed::AllVersionsOptions(cftest::fast_options("w")));
+                                              changefeed::AllVersionsOptions(cftest::fast_options("w")));
     // The witness starts at now: it only proves wake-ups and polls happened.
     witness.start();
     ASSERT_TRUE(cftest::wait_running(witness));
@@ -196,7 +196,7 @@ TEST(Lag, EstimatorReturnsWhatTheServerSays) {
     cftest::create_table(cluster(), "lag_t", 4);
     cftest::Recorder rec;
     auto p = changefeed::make_processor(coll("lag_t"), "dash", rec.handler(),
-                                                       cftest::fast_options("pod-1"));
+                                        cftest::fast_options("pod-1"));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));
     auto live = changefeed::estimate_lag(coll("lag_t"), "dash");

@@ -177,11 +177,11 @@ TEST(Metrics, ErrorsAreCountedByCodeAndLogged) {
         return changefeed::default_recovery(i);
     };
     auto p = changefeed::make_processor(coll(table), "failing",
-                            [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
-                                ++calls;
-                                throw std::runtime_error("projection store unavailable");
-                            },
-                            o);
+                                        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+                                            ++calls;
+                                            throw std::runtime_error("projection store unavailable");
+                                        },
+                                        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1));
     insert_rows(table, 1, 3);
@@ -456,10 +456,10 @@ TEST(StatusView, TheExporterQueryRunsAsAMonitoringRole) {
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.log = [](const LogRecord&) {};
     auto p = changefeed::make_processor(coll(table), "watched",
-                            [](const std::vector<changefeed::Change>&, const changefeed::Context&) {
-                                throw std::runtime_error("stuck");
-                            },
-                            o);
+                                        [](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+                                            throw std::runtime_error("stuck");
+                                        },
+                                        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     insert_rows(table, 1, 10);
@@ -534,10 +534,10 @@ TEST(Prometheus, TheExpositionScrapedOverHttpHasTheSeries) {
     o.metrics = metrics;
     o.log = [](const LogRecord&) {};
     auto p = changefeed::make_processor(coll(table), "scraped",
-                            [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
-                                if (calls++ == 0) throw std::runtime_error("first call fails");
-                            },
-                            o);
+                                        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+                                            if (calls++ == 0) throw std::runtime_error("first call fails");
+                                        },
+                                        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     insert_rows(table, 1, 20);

@@ -63,9 +63,9 @@ TEST(EventIds, TheSameAcrossARedeliveryAndAcrossProcessors) {
     };
         // All versions: the insert and the update of a row are two changes, however they are read.
     auto a = changefeed::make_processor(coll, "ev_a", changefeed::Handler(handler_of("a")),
-                            changefeed::AllVersionsOptions(cftest::fast_options("a")));
+                                        changefeed::AllVersionsOptions(cftest::fast_options("a")));
     auto b = changefeed::make_processor(coll, "ev_b", changefeed::Handler(handler_of("b")),
-                            changefeed::AllVersionsOptions(cftest::fast_options("b")));
+                                        changefeed::AllVersionsOptions(cftest::fast_options("b")));
     a.start();
     b.start();
     ASSERT_TRUE(cftest::wait_running(a, 4u));

@@ -128,7 +128,8 @@ void run_through_changes(const std::string& table, const std::vector<int>& chang
         auto o = cftest::fast_options(name);
         o.on_error = [&got](const changefeed::ErrorInfo& e) { got.on_error(e); };
         ps.push_back(std::make_unique<changefeed::Processor>(
-            changefeed::make_processor({cluster().conninfo(), table}, "through", got.handler(), changefeed::AllVersionsOptions(o))));
+            changefeed::make_processor({cluster().conninfo(), table}, "through", got.handler(),
+                                       changefeed::AllVersionsOptions(o))));
         ps.back()->start();
     }
     ASSERT_TRUE(cftest::eventually([&] { return held(owners(table, "through")) == 4; }, 20s));
@@ -206,7 +207,8 @@ TEST(RangeChange, ACheckpointOfTheOldLayoutIsFencedAndTheNewRangesInheritIt) {
     o.on_error = [&got](const changefeed::ErrorInfo& e) { got.on_error(e); };
     // Started from the beginning of the log is not possible; start, then write.
     changefeed::Processor p =
-        changefeed::make_processor({cluster().conninfo(), table}, "fence", got.handler(), changefeed::AllVersionsOptions(o));
+        changefeed::make_processor({cluster().conninfo(), table}, "fence", got.handler(),
+                                   changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     cluster().exec("UPDATE " + table + " SET v = '2'");

@@ -132,10 +132,10 @@ TEST(Recovery, ThrowingPolicyFallsBackToDefaults) {
     o.recovery = [](const changefeed::Incident&) -> RecoveryDecision { throw std::runtime_error("broken policy"); };
     o.on_error = [](const changefeed::ErrorInfo&) {};
     auto p = changefeed::make_processor({cluster().conninfo(), table}, "p",
-                            [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
-                                if (++calls < 3) throw std::runtime_error("transient");
-                            },
-                            o);
+                                        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+                                            if (++calls < 3) throw std::runtime_error("transient");
+                                        },
+                                        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1));
     cluster().exec("INSERT INTO " + table + " (id) VALUES (1)");

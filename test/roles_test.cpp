@@ -19,7 +19,7 @@ namespace {
 changefeed::Processor as(const std::string& role, const std::string& table, const std::string& name,
                          changefeed::Handler h, changefeed::ProcessorOptions o) {
     return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), table),
-                                                     name, std::move(h), std::move(o));
+                                      name, std::move(h), std::move(o));
 }
 
 class Roles : public ::testing::Test {

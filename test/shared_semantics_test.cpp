@@ -523,7 +523,8 @@ TYPED_TEST(SharedSemantics, ManualCheckpointsStoreOnlyWhatTheHandlerCheckpointed
 TEST(InMemory, RangeIsThePartitionKeyValue) {
     changefeed::InMemoryCollection orders({.key = {"id"}, .partition_key = {"region", "city"}});
     cftest::Recorder rec;
-    auto p = changefeed::make_processor(orders, "p", rec.handler(), changefeed::AllVersionsOptions(cftest::fast_options("one")));
+    auto p = changefeed::make_processor(orders, "p", rec.handler(),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("one")));
     p.start();
     orders.create({{"id", "o1"}, {"region", "eu"}, {"city", "Oslo"}});
     orders.create({{"id", "o2"}, {"region", "us"}, {"city", "Austin"}});

@@ -42,7 +42,7 @@ changefeed::Processor as(const std::string& role, const std::string& table, cons
     auto o = cftest::fast_options(instance);
     o.tenant = tenant;
     return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), table),
-                                                     name, std::move(h), o);
+                                      name, std::move(h), o);
 }
 
 void create_tenant_table(const std::string& name) {
@@ -201,8 +201,8 @@ TEST_F(Tenants, ARowThatMovesIsADeleteForTheOldTenantAndACreateForTheNew) {
     auto all_versions = [](const std::string& role, const std::string& name, cftest::Recorder& rec,
                            const std::string& instance) {
         return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), "tn_move"),
-                                                       name, rec.handler(),
-                                                       changefeed::AllVersionsOptions(cftest::fast_options(instance)));
+                                          name, rec.handler(),
+                                          changefeed::AllVersionsOptions(cftest::fast_options(instance)));
     };
     cftest::Recorder a, b, all, bound;
     auto pa = [&] {
@@ -301,7 +301,7 @@ TEST(TenantNames, StoredNamesOfTwoTenantsNeverCollide) {
     o.tenant = std::string(10, 't');
     EXPECT_EQ(code_of([&] {
                   changefeed::make_processor(changefeed::Collection("", "t"), std::string(195, 'p'),
-                                                            cftest::noop_handler(), o);
+                                             cftest::noop_handler(), o);
               }),
               errc::processor_name_too_long);
 }

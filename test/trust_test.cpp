@@ -113,7 +113,7 @@ TEST_F(Trust, AProcessorWhoseNameAStrangerTriedToSquatGetsAllItsRanges) {
 
     for (int round = 0; round < 2; ++round) {
         auto p = changefeed::make_processor(coll, "billing", cftest::noop_handler(),
-                                changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
+                                            changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
         p.start();
         EXPECT_TRUE(cftest::wait_running(p, 16u)) << "round " << round;
         // Once started, the name is svc's: still nothing for att.
@@ -139,7 +139,7 @@ TEST_F(Trust, ANameClaimedFirstByARoleThatMayReadIsGivenBackByAnAdmin) {
 
     // Loud: the service cannot start under a name another role holds.
     auto refused = changefeed::make_processor(coll, "reports", cftest::noop_handler(),
-                                  changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
+                                              changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
     EXPECT_EQ(cftest::code_of([&] { refused.start(); }), changefeed::errc::permission_denied);
 
     // An admin gives the name to svc: what sq filed under it is gone.
@@ -153,7 +153,7 @@ TEST_F(Trust, ANameClaimedFirstByARoleThatMayReadIsGivenBackByAnAdmin) {
 
     cftest::Recorder rec;
     auto p = changefeed::make_processor(coll, "reports", rec.handler(),
-                            changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
+                                        changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 16u));
     cluster().exec("INSERT INTO tr_reports (id, v) SELECT g, 'x' FROM generate_series(1, 50) g");

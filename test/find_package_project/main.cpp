@@ -6,7 +6,7 @@
 int main() {
     try {
         auto p = changefeed::make_processor(changefeed::Collection("", "public.users"), "",
-                                [](const auto&, const auto&) {});
+                                            [](const auto&, const auto&) {});
     } catch (const changefeed::Error& e) {
         if (e.code() == changefeed::errc::processor_name_empty) {
             std::cout << "ok: " << e.what() << "\n";
