@@ -48,11 +48,10 @@ int main(int argc, char** argv) {
                 opt.read_connection = read_connection;
                 opt.acquire_interval = std::chrono::milliseconds(200);
                 opt.poll_interval = std::chrono::milliseconds(200);
-                ps.push_back(std::make_unique<changefeed::Processor>(changefeed::make_all_versions_processor(
+                ps.push_back(std::make_unique<changefeed::Processor>(changefeed::make_processor(
                     changefeed::Collection(conninfo, table), name,
-                    [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&,
-                        std::stop_token) { handled += long(batch.size()); },
-                    opt)));
+                    [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&) { handled += long(batch.size()); },
+                    changefeed::AllVersionsOptions(opt))));
                 ps.back()->start();
             }
             auto deadline = t0 + std::chrono::minutes(10);

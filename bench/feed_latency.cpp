@@ -38,13 +38,13 @@ void run_changefeed(const std::string& conninfo, const std::string& table, doubl
     changefeed::ProcessorOptions opt;
     opt.poll_interval = std::chrono::seconds(5);
     opt.max_batch_size = 1000;
-    auto p = changefeed::make_all_versions_processor(
+    auto p = changefeed::make_processor(
         changefeed::Collection(conninfo, table), "latency",
-        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
             for (auto& c : batch)
                 if (c.has_current()) seen.add(c.current.at("id").to_number<std::int64_t>());
         },
-        opt);
+        changefeed::AllVersionsOptions(opt));
     p.start();
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     p.stop();

@@ -73,9 +73,9 @@ int main(int argc, char** argv) {
             o.lease_duration = 4s;
             o.renew_interval = 1s;
             o.poll_interval = 1s;
-            ps.push_back(std::make_unique<changefeed::Processor>(changefeed::make_all_versions_processor(
+            ps.push_back(std::make_unique<changefeed::Processor>(changefeed::make_processor(
                 changefeed::Collection(conninfo, table), name,
-                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
                     const auto now = std::chrono::system_clock::now();
                     double oldest = 0;
                     for (const auto& ch : batch)
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
                     std::lock_guard lock(mu);
                     oldest_s = std::max(oldest_s, oldest);
                 },
-                o)));
+                changefeed::AllVersionsOptions(o))));
             ps.back()->start();
         }
         pqxx::connection c(conninfo);

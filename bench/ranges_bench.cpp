@@ -51,12 +51,12 @@ struct Fleet {
     void add(int n) {
         std::vector<std::unique_ptr<changefeed::Processor>> fresh;
         for (int i = 0; i < n; ++i)
-            fresh.push_back(std::make_unique<changefeed::Processor>(changefeed::make_all_versions_processor(
+            fresh.push_back(std::make_unique<changefeed::Processor>(changefeed::make_processor(
                 changefeed::Collection(conninfo, table), name,
-                [this](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+                [this](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
                     handled += long(batch.size());
                 },
-                options("i" + std::to_string(ps.size() + i)))));
+                changefeed::AllVersionsOptions(options("i" + std::to_string(ps.size() + i))))));
         // Started together: each start() on its own thread.
         std::vector<std::thread> starts;
         for (auto& p : fresh) starts.emplace_back([&p] { p->start(); });

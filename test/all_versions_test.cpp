@@ -17,8 +17,8 @@ namespace {
 TEST(AllVersions, EveryWriteArrivesInOrderWithDeletes) {
     cftest::create_table(cluster(), "av_audit", 4);
     cftest::Recorder rec;
-    auto p = changefeed::make_all_versions_processor({cluster().conninfo(), "av_audit"}, "audit", rec.handler(),
-                                                     cftest::fast_options("one"));
+    auto p = changefeed::make_processor({cluster().conninfo(), "av_audit"}, "audit", rec.handler(),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("one")));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO av_audit (id, v) VALUES (1, 'a')");
@@ -42,8 +42,8 @@ TEST(AllVersions, EveryWriteArrivesInOrderWithDeletes) {
 TEST(AllVersions, WrittenAtIsTheWritingTransactionsStart) {
     cftest::create_table(cluster(), "av_time", 2);
     cftest::Recorder rec;
-    auto p = changefeed::make_all_versions_processor({cluster().conninfo(), "av_time"}, "audit", rec.handler(),
-                                                     cftest::fast_options("one"));
+    auto p = changefeed::make_processor({cluster().conninfo(), "av_time"}, "audit", rec.handler(),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("one")));
     p.start();
     ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::running; }));
     auto before = std::chrono::system_clock::now();
@@ -65,7 +65,8 @@ using changefeed::Operation;
 
 changefeed::Processor running_audit(const std::string& table, cftest::Recorder& rec,
                                     changefeed::ProcessorOptions o = cftest::fast_options("one")) {
-    auto p = changefeed::make_all_versions_processor({cluster().conninfo(), table}, "audit", rec.handler(), o);
+    auto p = changefeed::make_processor({cluster().conninfo(), table}, "audit", rec.handler(),
+                                        changefeed::AllVersionsOptions(o));
     p.start();
     EXPECT_TRUE(cftest::wait_running(p));
     return p;

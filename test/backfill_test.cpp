@@ -44,7 +44,7 @@ TEST(Backfill, DeliversEveryRowThenTheLogWithProgress) {
         EXPECT_GE(p.rows_done, last[p.range_id].rows_done);  // monotonic
         last[p.range_id] = p;
     };
-    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "bf_all"}, "bf", rec.handler(), o);
+    auto p = changefeed::make_processor({cluster().conninfo(), "bf_all"}, "bf", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 2000; }));
     for (const auto& h : rec.all()) {
@@ -71,9 +71,9 @@ TEST(Backfill, StoppedMidwayItResumesFromItsLastKeyWithoutLoss) {
     fill("bf_stop", 3000);
     cftest::Recorder first;
     std::atomic<int> batches{0};
-    auto p = changefeed::make_latest_version_processor(
+    auto p = changefeed::make_processor(
         {cluster().conninfo(), "bf_stop"}, "bf",
-        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
             first.add(batch, ctx);
             ++batches;
         },
@@ -93,8 +93,8 @@ TEST(Backfill, StoppedMidwayItResumesFromItsLastKeyWithoutLoss) {
                    "DELETE FROM bf_stop WHERE id = 1500");
 
     cftest::Recorder second;
-    auto q = changefeed::make_latest_version_processor({cluster().conninfo(), "bf_stop"}, "bf", second.handler(),
-                                                       backfill_options("one", 100));
+    auto q = changefeed::make_processor({cluster().conninfo(), "bf_stop"}, "bf", second.handler(),
+                                        backfill_options("one", 100));
     q.start();
     auto expected = ids_in("bf_stop");
     ASSERT_TRUE(cftest::eventually([&] {
@@ -129,8 +129,8 @@ TEST(Backfill, KilledMidwayItResumesWithoutLoss) {
     ASSERT_LT(rows_done(), 2000);
 
     cftest::Recorder rec;
-    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "bf_kill"}, "bf", rec.handler(),
-                                                       backfill_options("heir", 100));
+    auto p = changefeed::make_processor({cluster().conninfo(), "bf_kill"}, "bf", rec.handler(),
+                                        backfill_options("heir", 100));
     p.start();
     auto expected = ids_in("bf_kill");
     std::set<std::string> killed;

@@ -83,8 +83,9 @@ TEST(Balance, FourInstancesStartedTogetherSplitSixtyFourRangesAtOnce) {
     for (const char* name : {"a", "b", "c", "d"}) {
         auto o = options(name);
         notified.hook(o);
-        ps.push_back(changefeed::make_all_versions_processor({cluster().conninfo(), "bl_start"}, "together",
-                                                             [](auto&&...) {}, o));
+        ps.push_back(changefeed::make_processor({cluster().conninfo(), "bl_start"}, "together",
+                                                changefeed::Handler([](auto&&...) {}),
+                                                changefeed::AllVersionsOptions(o)));
     }
     std::vector<std::thread> starts;
     for (auto& p : ps) starts.emplace_back([&p] { p.start(); });
@@ -127,7 +128,8 @@ TEST(Balance, JoinStopAndKillRebalanceWithinTwoIntervalsWithoutLossOrDisorder) {
         auto o = options(name);
         notified.hook(o);
         ps[name] = std::make_unique<changefeed::Processor>(
-            changefeed::make_all_versions_processor({cluster().conninfo(), table}, "moves", got.handler(), o));
+            changefeed::make_processor({cluster().conninfo(), table}, "moves", got.handler(),
+                                       changefeed::AllVersionsOptions(o)));
         ps[name]->start();
     };
     for (const char* name : {"a", "b", "c"}) make(name);

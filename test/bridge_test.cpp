@@ -87,9 +87,9 @@ bool wait_bridge_running(const changefeed::Bridge& b) {
 // The feed's own view of the table: an all-versions processor that records
 // every change, the truth the envelopes are compared with.
 struct Reference {
-    Reference(const std::string& table) : processor(changefeed::make_all_versions_processor(
+    Reference(const std::string& table) : processor(changefeed::make_processor(
                                               {cluster().conninfo(), table}, "reference", rec.handler(),
-                                              cftest::fast_options("ref"))) {
+                                              changefeed::AllVersionsOptions(cftest::fast_options("ref")))) {
         processor.start();
         EXPECT_TRUE(cftest::wait_running(processor));
     }
@@ -323,9 +323,9 @@ TEST(Bridge, NoBackfillOnTheBridgeAndReadRowsFromABackfill) {
     std::vector<std::pair<changefeed::Change, changefeed::Envelope>> dbz, ce;
     changefeed::LatestVersionOptions o(cftest::fast_options("one"));
     o.start_from_beginning = true;
-    auto p = changefeed::make_latest_version_processor(
+    auto p = changefeed::make_processor(
         {cluster().conninfo(), t}, "backfill",
-        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
             changefeed::MapContext mctx;
             static_cast<changefeed::Context&>(mctx) = ctx;
             mctx.source = {db, "public." + t};

@@ -35,7 +35,7 @@ TEST(CancelInCallback, CancelFromTheCallbackStopsDeliveryAndKeepsStateAlive) {
     // A neighbour on the same hub, which must go on after the cancel.
     std::atomic<int> neighbour{0};
     auto other = changefeed::subscribe(
-        coll("cc_cancel"), [&](const changefeed::DocumentChange&, std::stop_token) { ++neighbour; }, fast());
+        coll("cc_cancel"), [&](const changefeed::Change&, const changefeed::Context&) { ++neighbour; }, fast());
     for (int round = 0; round < 5; ++round) {
         std::mutex mu;
         std::optional<changefeed::Subscription> sub;
@@ -45,13 +45,13 @@ TEST(CancelInCallback, CancelFromTheCallbackStopsDeliveryAndKeepsStateAlive) {
             std::lock_guard lock(mu);
             sub = changefeed::subscribe(
                 coll("cc_cancel"),
-                [&](const changefeed::DocumentChange&, std::stop_token stop) {
+                [&](const changefeed::Change&, const changefeed::Context& ctx) {
                     if (++calls > 1) ++after_cancel;
                     {
                         std::lock_guard lock(mu);
                         sub->cancel();
                     }
-                    EXPECT_TRUE(stop.stop_requested());  // the token of the cancelled subscription
+                    EXPECT_TRUE(ctx.stop.stop_requested());  // the token of the cancelled subscription
                     std::this_thread::sleep_for(20ms);  // still running while cancel() has returned
                     returned = true;
                 },
@@ -79,7 +79,7 @@ TEST(CancelInCallback, DestroyingTheSubscriptionFromItsCallback) {
         std::lock_guard lock(mu);
         *sub = changefeed::subscribe(
             coll("cc_destroy"),
-            [&](const changefeed::DocumentChange&, std::stop_token) {
+            [&](const changefeed::Change&, const changefeed::Context&) {
                 ++calls;
                 std::unique_ptr<changefeed::Subscription> gone;
                 {
@@ -99,7 +99,7 @@ TEST(CancelInCallback, DestroyingTheSubscriptionFromItsCallback) {
     // The hub is still usable for new subscriptions.
     std::atomic<int> later{0};
     auto again = changefeed::subscribe(
-        coll("cc_destroy"), [&](const changefeed::DocumentChange&, std::stop_token) { ++later; }, fast());
+        coll("cc_destroy"), [&](const changefeed::Change&, const changefeed::Context&) { ++later; }, fast());
     insert("cc_destroy", 31, 40);
     EXPECT_TRUE(cftest::eventually([&] { return later.load() == 10; }));
 }

@@ -90,7 +90,7 @@ changefeed::Processor start_billing(const std::string& t, const std::string& rea
     cftest::create_table(cluster(), t, 4);
     cluster().exec("GRANT SELECT ON " + t + " TO " + readers);
     changefeed::LatestVersionOptions o(cftest::fast_options("inst-a"));
-    auto p = changefeed::make_latest_version_processor(coll(t, "cli_owner"), "billing", d.handler(), o);
+    auto p = changefeed::make_processor(coll(t, "cli_owner"), "billing", d.handler(), o);
     p.start();
     return p;
 }
@@ -394,7 +394,7 @@ TEST_F(CliTest, ResyncRestartsABackfillThatBackfillFollows) {
     cftest::Recorder d;
     changefeed::LatestVersionOptions o(cftest::fast_options("inst-a"));
     o.max_batch_size = 20;
-    auto p = changefeed::make_latest_version_processor(coll(t), "view", d.handler(30ms), o);
+    auto p = changefeed::make_processor(coll(t), "view", d.handler(30ms), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));
 

@@ -37,7 +37,7 @@ TEST(DisableKeep, TheGapIsHistoryLostWithItsRunbookNeverSkipped) {
     cftest::ErrorLog errors;
     auto o = cftest::fast_options("one");
     o.on_error = errors.sink();
-    auto p = changefeed::make_all_versions_processor(coll(table), "audit", rec.handler(), o);
+    auto p = changefeed::make_processor(coll(table), "audit", rec.handler(), changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     cluster().exec("INSERT INTO " + table + " (id, v) VALUES (1, 'before')");
@@ -92,7 +92,7 @@ TEST(DisableKeep, ResyncRereadsTheTableAfterTheGap) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.resync = true;
     o.on_error = [](const changefeed::ErrorInfo&) {};
-    auto p = changefeed::make_latest_version_processor(coll(table), "view", rec.handler(), o);
+    auto p = changefeed::make_processor(coll(table), "view", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     cluster().exec("INSERT INTO " + table + " (id, v) VALUES (1, 'before')");
@@ -121,7 +121,7 @@ TEST(DisableKeep, DisableAndEnableInOneTransactionLeaveNoGap) {
     cftest::ErrorLog errors;
     auto o = cftest::fast_options("one");
     o.on_error = errors.sink();
-    auto p = changefeed::make_all_versions_processor(coll(table), "audit", rec.handler(), o);
+    auto p = changefeed::make_processor(coll(table), "audit", rec.handler(), changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     p.stop();
@@ -146,7 +146,8 @@ TEST(DisableKeep, ForgetDropsTheProcessors) {
     cftest::create_table(cluster(), table, 2);
     const int id = collection_id(table);
     cftest::Recorder rec;
-    auto p = changefeed::make_all_versions_processor(coll(table), "audit", rec.handler(), cftest::fast_options("one"));
+    auto p = changefeed::make_processor(coll(table), "audit", rec.handler(),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("one")));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     p.stop();

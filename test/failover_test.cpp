@@ -56,8 +56,9 @@ TEST(Failover, ProcessorsFollowAPromotedStandbyLosingNothing) {
     all_opt.max_read_size = 300;  // several reads in flight around the stop, read-ahead among them
     changefeed::LatestVersionOptions latest_opt(cftest::fast_options("latest-1"));
     latest_opt.on_error = latest_errors.sink();
-    auto all = changefeed::make_all_versions_processor({both, table}, "ha_all", all_rec.handler(), all_opt);
-    auto latest = changefeed::make_latest_version_processor({both, table}, "ha_latest", latest_rec.handler(), latest_opt);
+    auto all = changefeed::make_processor({both, table}, "ha_all", all_rec.handler(),
+                                          changefeed::AllVersionsOptions(all_opt));
+    auto latest = changefeed::make_processor({both, table}, "ha_latest", latest_rec.handler(), latest_opt);
     all.start();
     latest.start();
     ASSERT_TRUE(cftest::wait_running(all, 16));

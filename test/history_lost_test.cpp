@@ -34,7 +34,7 @@ TEST(HistoryLost, HaltsWithTheRunbookAndDeliversNothingMore) {
     cftest::ErrorLog errors;
     auto o = cftest::fast_options("one");
     o.on_error = errors.sink();
-    auto p = changefeed::make_all_versions_processor(coll("hl_halt"), "audit", rec.handler(), o);
+    auto p = changefeed::make_processor(coll("hl_halt"), "audit", rec.handler(), changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO hl_halt (id, v) VALUES (1, 'read')");
@@ -98,7 +98,7 @@ TEST(HistoryLost, ACheckpointFromAnotherDatabaseHaltsWithTheRunbook) {
     cftest::ErrorLog errors;
     auto o = cftest::fast_options("one");
     o.on_error = errors.sink();
-    auto p = changefeed::make_all_versions_processor(coll("hl_foreign"), "audit", rec.handler(), o);
+    auto p = changefeed::make_processor(coll("hl_foreign"), "audit", rec.handler(), changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     p.stop();
@@ -147,7 +147,7 @@ TEST(HistoryLost, ResyncRereadsTheTableThenContinues) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.on_error = errors.sink();
     o.resync = true;
-    auto p = changefeed::make_latest_version_processor(coll("hl_resync"), "view", rec.handler(), o);
+    auto p = changefeed::make_processor(coll("hl_resync"), "view", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("INSERT INTO hl_resync (id, v) VALUES (1, 'one'), (2, 'two')");
@@ -189,8 +189,8 @@ TEST(HistoryLost, ResyncIsRefusedOnTheAllVersionsFeed) {
 TEST(Lag, EstimatorReturnsWhatTheServerSays) {
     cftest::create_table(cluster(), "lag_t", 4);
     cftest::Recorder rec;
-    auto p = changefeed::make_latest_version_processor(coll("lag_t"), "dash", rec.handler(),
-                                                       cftest::fast_options("pod-1"));
+    auto p = changefeed::make_processor(coll("lag_t"), "dash", rec.handler(),
+                                        cftest::fast_options("pod-1"));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));
     auto live = changefeed::estimate_lag(coll("lag_t"), "dash");

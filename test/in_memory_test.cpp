@@ -48,7 +48,7 @@ TEST(InMemoryTransaction, ReadsItsOwnWritesAndCommitsThemWithTheBatch) {
     cftest::ErrorLog errors;
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.on_error = errors.sink();
-    auto p = changefeed::make_latest_version_processor(c, "names", handler, o);
+    auto p = changefeed::make_processor(c, "names", handler, o);
     p.start();
     c.create({{"id", 1}, {"name", "Ann"}});
     ASSERT_TRUE(cftest::eventually([&] { return c.projection("names").size() == 1; }));
@@ -66,7 +66,7 @@ TEST(InMemoryTransaction, ReadsItsOwnWritesAndCommitsThemWithTheBatch) {
 TEST(InMemory, EventIdsAndPositionsNameTheSequence) {
     changefeed::InMemoryCollection c;
     cftest::Recorder warmup;
-    { auto w = changefeed::make_latest_version_processor(c, "warmup", warmup.handler(), cftest::fast_options("w")); w.start(); }
+    { auto w = changefeed::make_processor(c, "warmup", warmup.handler(), cftest::fast_options("w")); w.start(); }
     c.create({{"id", "a"}});
     c.create({{"id", "b"}});
     std::atomic<int> calls{0};
@@ -75,8 +75,8 @@ TEST(InMemory, EventIdsAndPositionsNameTheSequence) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.start_from_beginning = true;
     o.on_error = errors.sink();
-    auto p = c.make_processor("p",
-        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+    auto p = changefeed::make_processor(c, "p",
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
             if (calls++ == 0) throw std::runtime_error("once");
             rec.add(batch, ctx);
         }, o);
@@ -98,33 +98,33 @@ TEST(InMemory, StartOptionsNeverStartSilentlyFromNow) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.start_time = std::chrono::system_clock::now() - 1min;
     // Nothing was recorded before this first processor: the minute before is lost.
-    auto p = c.make_processor("p", rec.handler(), o);
+    auto p = changefeed::make_processor(c, "p", rec.handler(), o);
     EXPECT_EQ(cftest::code_of([&] { p.start(); }), errc::history_lost);
     EXPECT_EQ(p.state(), changefeed::State::stopped);
 
-    auto reader = c.make_processor("reader", rec.handler(), changefeed::LatestVersionOptions(cftest::fast_options("r")));
+    auto reader = changefeed::make_processor(c, "reader", rec.handler(), changefeed::LatestVersionOptions(cftest::fast_options("r")));
     reader.start();
     c.create({{"id", 1}});  // seq 2
     c.create({{"id", 2}});  // seq 3
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("2"); }));
     reader.stop();
-    auto q = c.make_processor("q", rec.handler(), o);
+    auto q = changefeed::make_processor(c, "q", rec.handler(), o);
     EXPECT_EQ(cftest::code_of([&] { q.start(); }), errc::history_lost);  // still before the recording
     o.start_time.reset();
     o.start_position = "mem.0";
-    EXPECT_EQ(cftest::code_of([&] { q = c.make_processor("q", rec.handler(), o); q.start(); }), errc::history_lost);
+    EXPECT_EQ(cftest::code_of([&] { q = changefeed::make_processor(c, "q", rec.handler(), o); q.start(); }), errc::history_lost);
     o.start_position = "mem.99";
-    EXPECT_EQ(cftest::code_of([&] { q = c.make_processor("q", rec.handler(), o); q.start(); }),
+    EXPECT_EQ(cftest::code_of([&] { q = changefeed::make_processor(c, "q", rec.handler(), o); q.start(); }),
               errc::foreign_position);
     for (const char* bad : {"mem.", "mem.1.2", "mem.x", "mem.-1", "mem.5.3.4", "pg.1", "mem.1.", "mem.99999999999999999999"}) {
         o.start_position = bad;
-        EXPECT_EQ(cftest::code_of([&] { q = c.make_processor("q", rec.handler(), o); q.start(); }),
+        EXPECT_EQ(cftest::code_of([&] { q = changefeed::make_processor(c, "q", rec.handler(), o); q.start(); }),
                   errc::malformed_position)
             << bad;
     }
     // Read by the reader long ago, still there for a new name: every write since the recording is kept.
     o.start_position = "mem.2";
-    q = c.make_processor("q", rec.handler(), o);
+    q = changefeed::make_processor(c, "q", rec.handler(), o);
     q.start();
     ASSERT_TRUE(cftest::eventually([&] { return rec.of("2").size() == 2; }));
     EXPECT_EQ(rec.of("1").size(), 1u);
@@ -136,7 +136,7 @@ TEST(InMemory, StartOptionsNeverStartSilentlyFromNow) {
 TEST(InMemory, ManualCheckpointsOfABackfill) {
     changefeed::InMemoryCollection c;
     cftest::Recorder warmup;
-    { auto w = c.make_processor("warmup", warmup.handler(), changefeed::LatestVersionOptions(cftest::fast_options("w"))); w.start(); }
+    { auto w = changefeed::make_processor(c, "warmup", warmup.handler(), changefeed::LatestVersionOptions(cftest::fast_options("w"))); w.start(); }
     for (const char* k : {"a", "b", "c"}) c.upsert({{"id", "x"}, {"k", k}});  // one document, replaced
     c.create({{"id", "y"}});
     c.create({{"id", "z"}});
@@ -147,14 +147,14 @@ TEST(InMemory, ManualCheckpointsOfABackfill) {
     std::mutex mu;
     std::vector<std::string> seen;
     std::vector<std::function<void()>> checkpoints;
-    auto handler = [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+    auto handler = [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
         std::lock_guard lock(mu);
         for (const auto& ch : batch) seen.push_back(ch.doc_id);
         checkpoints.push_back(ctx.checkpoint);
         if (seen.size() == 1) ctx.checkpoint();  // only the first page: "x"
     };
     {
-        auto p = c.make_processor("p", handler, o);
+        auto p = changefeed::make_processor(c, "p", handler, o);
         p.start();
         ASSERT_TRUE(cftest::eventually([&] {
             std::lock_guard lock(mu);
@@ -169,7 +169,7 @@ TEST(InMemory, ManualCheckpointsOfABackfill) {
         checkpoints.at(0)();  // again, later: already stored, nothing changes
         seen.clear();
     }
-    auto p = c.make_processor("p", handler, o);
+    auto p = changefeed::make_processor(c, "p", handler, o);
     p.start();
     ASSERT_TRUE(cftest::eventually([&] {
         std::lock_guard lock(mu);
@@ -198,20 +198,20 @@ TEST(InMemory, ShapesAndOptionsAreChecked) {
     o.checkpoint_mode = changefeed::CheckpointMode::manual;
     auto tx_handler = [](const std::vector<changefeed::Change>&, changefeed::Transaction&,
                          const changefeed::Context&) {};
-    EXPECT_EQ(cftest::code_of([&] { c.make_processor("p", tx_handler, o); }), errc::invalid_option);
-    EXPECT_EQ(cftest::code_of([&] { c.make_processor("p", applying(), o); }), errc::invalid_option);
-    EXPECT_EQ(cftest::code_of([&] { c.make_processor("p", changefeed::Projector{}, changefeed::LatestVersionOptions{}); }),
+    EXPECT_EQ(cftest::code_of([&] { changefeed::make_processor(c, "p", tx_handler, o); }), errc::invalid_option);
+    EXPECT_EQ(cftest::code_of([&] { changefeed::make_processor(c, "p", applying(), o); }), errc::invalid_option);
+    EXPECT_EQ(cftest::code_of([&] { changefeed::make_processor(c, "p", changefeed::Projector{}, changefeed::LatestVersionOptions{}); }),
               errc::invalid_option);
     o = cftest::fast_options("one");
     o.start_from_beginning = true;
     o.start_time = std::chrono::system_clock::now();
-    EXPECT_EQ(cftest::code_of([&] { c.make_processor("p", applying(), o); }), errc::invalid_option);
+    EXPECT_EQ(cftest::code_of([&] { changefeed::make_processor(c, "p", applying(), o); }), errc::invalid_option);
     o = cftest::fast_options("one");
     o.duplicate_alert_share = 1.5;
-    EXPECT_EQ(cftest::code_of([&] { c.make_processor("p", applying(), o); }), errc::invalid_option);
+    EXPECT_EQ(cftest::code_of([&] { changefeed::make_processor(c, "p", applying(), o); }), errc::invalid_option);
     o.duplicate_alert_share = 0.5;
     o.duplicate_alert_window = 0;
-    EXPECT_EQ(cftest::code_of([&] { c.make_processor("p", applying(), o); }), errc::invalid_option);
+    EXPECT_EQ(cftest::code_of([&] { changefeed::make_processor(c, "p", applying(), o); }), errc::invalid_option);
 }
 
 // handler_failing goes to the policy with the count of failures in a row; a
@@ -238,8 +238,8 @@ TEST(InMemory, RecoveryPolicyHaltsAFailingRange) {
             return changefeed::RecoveryDecision::halt(changefeed::State::stopped, "handler-failing");
         return changefeed::default_recovery(i);
     };
-    auto p = c.make_processor("p",
-        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+    auto p = changefeed::make_processor(c, "p",
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
             if (ctx.range == "eu") {
                 ++eu_calls;
                 throw std::runtime_error("eu is broken");
@@ -276,8 +276,8 @@ TEST(InMemory, RecoveryPolicyHaltsAFailingRange) {
     // A restart delivers the range again (the halt kept its checkpoint).
     p.stop();
     std::atomic<bool> got{false};
-    auto q = c.make_processor("p",
-        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+    auto q = changefeed::make_processor(c, "p",
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
             for (const auto& ch : batch) got = got || ch.doc_id == "1";
         }, changefeed::LatestVersionOptions(cftest::fast_options("one")));
     q.start();
@@ -294,7 +294,7 @@ TEST(InMemory, DuplicatesRisingIsToldOncePerCrossing) {
     o.on_error = errors.sink();
     o.duplicate_alert_window = 4;
     o.duplicate_alert_share = 0.5;
-    auto p = c.make_processor("p",
+    auto p = changefeed::make_processor(c, "p",
         [&](const changefeed::Change&, const changefeed::Context&) {
             ++seen;
             return duplicates ? changefeed::ProjectionResult::skipped_duplicate : changefeed::ProjectionResult::applied;
@@ -339,7 +339,7 @@ TEST(InMemory, LeaseCallbacksOncePerRangeAndOnStop) {
     };
     c.create({{"id", 1}});  // a range known before the start
     cftest::Recorder rec;
-    auto p = c.make_processor("p", rec.handler(), o);
+    auto p = changefeed::make_processor(c, "p", rec.handler(), o);
     p.start();
     c.create({{"id", 2}});
     c.replace({{"id", 2}});

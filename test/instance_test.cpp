@@ -24,8 +24,8 @@ namespace {
 
 changefeed::Processor make(const std::string& table, const std::string& name, changefeed::Handler h,
                            changefeed::ProcessorOptions o) {
-    return changefeed::make_latest_version_processor(changefeed::Collection(cluster().conninfo(), table), name,
-                                                     std::move(h), std::move(o));
+    return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table), name,
+                                      std::move(h), std::move(o));
 }
 
 int owned_by(const std::string& table, const std::string& instance) {

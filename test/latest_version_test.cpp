@@ -26,8 +26,8 @@ protected:
 
     changefeed::Processor processor(cftest::Recorder& rec, const std::string& name = "proj",
                                     changefeed::LatestVersionOptions o = cftest::fast_options("one")) {
-        return changefeed::make_latest_version_processor(changefeed::Collection(cluster().conninfo(), table_),
-                                                         name, rec.handler(), std::move(o));
+        return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table_),
+                                          name, rec.handler(), std::move(o));
     }
 
     // Starts, waits until running with all ranges leased.
@@ -208,9 +208,9 @@ TEST_F(LatestVersion, AThrowingHandlerGetsTheBatchAgainAndOnErrorIsTold) {
     cftest::Recorder rec;
     auto o = cftest::fast_options("one");
     o.on_error = log.sink();
-    auto p = changefeed::make_latest_version_processor(
+    auto p = changefeed::make_processor(
         changefeed::Collection(cluster().conninfo(), table_), "thrower",
-        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
             {
                 std::lock_guard lock(mu);
                 if (++calls <= 2) throw std::runtime_error("projection unavailable");

@@ -16,8 +16,8 @@ namespace {
 
 changefeed::Processor make(const std::string& table, const std::string& name, changefeed::Handler h,
                            changefeed::ProcessorOptions o) {
-    return changefeed::make_latest_version_processor(changefeed::Collection(cluster().conninfo(), table), name,
-                                                     std::move(h), std::move(o));
+    return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table), name,
+                                      std::move(h), std::move(o));
 }
 
 TEST(Leases, ThreeInstancesShareSixteenRangesAndHandleEachChangeOnce) {
@@ -90,7 +90,7 @@ TEST(Leases, AFencedInstanceCannotCheckpoint) {
     o.renew_interval = 100s;
     o.on_error = errors.sink();
     auto p = make("ls_fence", "fenced",
-                  [&](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {
+                  [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
                       std::unique_lock lock(mu);
                       entered = true;
                       cv.notify_all();

@@ -36,9 +36,8 @@ TEST(ManualCheckpoint, NothingIsStoredWithoutACallAndARestartRedelivers) {
     std::vector<std::string> positions;
     std::mutex mu;
     {
-        changefeed::Processor p(coll, "mc",
-                                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
-                                    std::stop_token) {
+        auto p = changefeed::make_processor(coll, "mc",
+                                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                                     first.add(batch, ctx);
                                     std::lock_guard lock(mu);
                                     positions.push_back(ctx.position);
@@ -63,7 +62,7 @@ TEST(ManualCheckpoint, NothingIsStoredWithoutACallAndARestartRedelivers) {
         for (const auto& pos : positions) EXPECT_FALSE(pos.empty());
     }
     cftest::Recorder second;
-    changefeed::Processor p(coll, "mc", second.handler(), manual_options());
+    auto p = changefeed::make_processor(coll, "mc", second.handler(), manual_options());
     p.start();
     ASSERT_TRUE(cftest::eventually([&] { return second.counts().size() == 6; }));  // everything again
 }
@@ -75,9 +74,8 @@ TEST(ManualCheckpoint, ACheckpointCalledFromAnotherThreadAfterTheHandlerIsStored
     std::vector<changefeed::Context> contexts;
     std::vector<std::string> ids;
     {
-        changefeed::Processor p(coll, "mc",
-                                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
-                                    std::stop_token) {
+        auto p = changefeed::make_processor(coll, "mc",
+                                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                                     std::lock_guard lock(mu);
                                     contexts.push_back(ctx);
                                     for (const auto& c : batch) ids.push_back(c.doc_id);
@@ -105,7 +103,7 @@ TEST(ManualCheckpoint, ACheckpointCalledFromAnotherThreadAfterTheHandlerIsStored
     }
     // A restart resumes after the second batch: only the third comes again.
     cftest::Recorder again;
-    changefeed::Processor p(coll, "mc", again.handler(), manual_options(2));
+    auto p = changefeed::make_processor(coll, "mc", again.handler(), manual_options(2));
     p.start();
     ASSERT_TRUE(cftest::eventually([&] { return again.counts().size() == 2; }));
     std::this_thread::sleep_for(300ms);

@@ -99,9 +99,8 @@ TEST(Metrics, CountsEqualWhatWasDelivered) {
     o.metrics = metrics;
     o.max_batch_size = 7;
     o.log = [](const LogRecord&) {};
-    changefeed::Processor p(coll(table), "counted",
-                            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
-                                std::stop_token) {
+    auto p = changefeed::make_processor(coll(table), "counted",
+                            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                                 std::this_thread::sleep_for(3ms);
                                 std::lock_guard lock(mu);
                                 changes[ctx.range_id] += static_cast<std::int64_t>(batch.size());
@@ -177,12 +176,12 @@ TEST(Metrics, ErrorsAreCountedByCodeAndLogged) {
             return changefeed::RecoveryDecision::halt(changefeed::State::stopped, "handler-failing");
         return changefeed::default_recovery(i);
     };
-    changefeed::Processor p(coll(table), "failing",
-                            [&](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {
-                                ++calls;
-                                throw std::runtime_error("projection store unavailable");
-                            },
-                            o);
+    auto p = changefeed::make_processor(coll(table), "failing",
+                                        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+                                            ++calls;
+                                            throw std::runtime_error("projection store unavailable");
+                                        },
+                                        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1));
     insert_rows(table, 1, 3);
@@ -232,11 +231,11 @@ TEST(Metrics, LeasesAcquiredLostAndReleasedAsASecondInstanceJoinsAndLeaves) {
     changefeed::LatestVersionOptions ob = steady_options("b");
     ob.metrics = metrics;
     ob.log = log_b.sink();
-    changefeed::Processor a(coll(table), "shared", cftest::noop_handler(), oa);
+    auto a = changefeed::make_processor(coll(table), "shared", cftest::noop_handler(), oa);
     a.start();
     ASSERT_TRUE(cftest::wait_running(a, 4));
     {
-        changefeed::Processor b(coll(table), "shared", cftest::noop_handler(), ob);
+        auto b = changefeed::make_processor(coll(table), "shared", cftest::noop_handler(), ob);
         b.start();
         // Balanced two and two: b took two of a's leases, a lost them.
         ASSERT_TRUE(cftest::eventually([&] {
@@ -276,7 +275,7 @@ TEST(Metrics, ReconnectsOfEachConnectionAreCountedAndLogged) {
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = log.sink();
-    changefeed::Processor p({cluster().conninfo_as("mt_reconnect_svc"), table}, "reconnecting", rec.handler(), o);
+    auto p = changefeed::make_processor({cluster().conninfo_as("mt_reconnect_svc"), table}, "reconnecting", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     // The server ends every session of the service: worker, lease thread, listener.
@@ -314,7 +313,7 @@ TEST(Metrics, DuplicatesAProjectorSkippedAreCounted) {
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = [](const LogRecord&) {};
-    changefeed::Processor p(coll(table), "projecting",
+    auto p = changefeed::make_processor(coll(table), "projecting",
                             changefeed::Projector([](const changefeed::Change& c, const changefeed::Context&) {
                                 return std::stoi(c.doc_id) % 2 == 0 ? changefeed::ProjectionResult::skipped_duplicate
                                                                     : changefeed::ProjectionResult::applied;
@@ -338,7 +337,7 @@ TEST(Logs, TheSinkReceivesTheLifecycleInOrder) {
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.log = log.sink();
     {
-        changefeed::Processor p(coll(table), "logged", cftest::noop_handler(), o);
+        auto p = changefeed::make_processor(coll(table), "logged", cftest::noop_handler(), o);
         p.start();
         ASSERT_TRUE(cftest::wait_running(p, 3));
     }
@@ -363,7 +362,7 @@ TEST(Logs, ByDefaultEachEventIsOneLogfmtLineOnStderr) {
     changefeed::LatestVersionOptions o = steady_options("i1");
     testing::internal::CaptureStderr();
     {
-        changefeed::Processor p(coll(table), "plain", cftest::noop_handler(), o);
+        auto p = changefeed::make_processor(coll(table), "plain", cftest::noop_handler(), o);
         p.start();
         cftest::wait_running(p, 1);
     }
@@ -456,11 +455,11 @@ TEST(StatusView, TheExporterQueryRunsAsAMonitoringRole) {
     cftest::create_login_role(cluster(), "mt_exporter", {"changefeed_reader", "pg_monitor"});
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.log = [](const LogRecord&) {};
-    changefeed::Processor p(coll(table), "watched",
-                            [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {
-                                throw std::runtime_error("stuck");
-                            },
-                            o);
+    auto p = changefeed::make_processor(coll(table), "watched",
+                                        [](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+                                            throw std::runtime_error("stuck");
+                                        },
+                                        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     insert_rows(table, 1, 10);
@@ -534,11 +533,11 @@ TEST(Prometheus, TheExpositionScrapedOverHttpHasTheSeries) {
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = [](const LogRecord&) {};
-    changefeed::Processor p(coll(table), "scraped",
-                            [&](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {
-                                if (calls++ == 0) throw std::runtime_error("first call fails");
-                            },
-                            o);
+    auto p = changefeed::make_processor(coll(table), "scraped",
+                                        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+                                            if (calls++ == 0) throw std::runtime_error("first call fails");
+                                        },
+                                        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     insert_rows(table, 1, 20);

@@ -20,7 +20,7 @@ protected:
 };
 
 TEST_F(Errors, EmptyProcessorName) {
-    EXPECT_EQ(code_of([&] { changefeed::Processor p(enabled(), "", cftest::noop_handler()); }), errc::processor_name_empty);
+    EXPECT_EQ(code_of([&] { auto p = changefeed::make_processor(enabled(), "", cftest::noop_handler()); }), errc::processor_name_empty);
 }
 
 // Refused at compile time: the all-versions feed's options have no
@@ -36,7 +36,7 @@ TEST_F(Errors, StartFromBeginningOnAllVersions) {
 }
 
 TEST_F(Errors, AlreadyStarted) {
-    auto p = changefeed::make_latest_version_processor(enabled(), "twice", cftest::noop_handler(), cftest::fast_options("i"));
+    auto p = changefeed::make_processor(enabled(), "twice", cftest::noop_handler(), cftest::fast_options("i"));
     p.start();
     EXPECT_EQ(code_of([&] { p.start(); }), errc::already_started);
     p.stop();
@@ -45,38 +45,38 @@ TEST_F(Errors, AlreadyStarted) {
 }
 
 TEST_F(Errors, CollectionNotFound) {
-    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "no_such_table"}, "p", cftest::noop_handler());
+    auto p = changefeed::make_processor({cluster().conninfo(), "no_such_table"}, "p", cftest::noop_handler());
     auto code = code_of([&] { p.start(); });
     EXPECT_EQ(code, errc::collection_not_found);
     EXPECT_EQ(p.state(), changefeed::State::stopped);
 }
 
 TEST_F(Errors, CollectionNotEnabled) {
-    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_plain"}, "p", cftest::noop_handler());
+    auto p = changefeed::make_processor({cluster().conninfo(), "err_plain"}, "p", cftest::noop_handler());
     EXPECT_EQ(code_of([&] { p.start(); }), errc::collection_not_enabled);
     EXPECT_EQ(code_of([&] { changefeed::Collection(cluster().conninfo(), "err_plain").describe(); }),
               errc::collection_not_enabled);
 }
 
 TEST_F(Errors, ServerUnreachable) {
-    auto p = changefeed::make_latest_version_processor({"host=/nonexistent port=1", "t"}, "p", cftest::noop_handler());
+    auto p = changefeed::make_processor({"host=/nonexistent port=1", "t"}, "p", cftest::noop_handler());
     EXPECT_EQ(code_of([&] { p.start(); }), errc::connection_failed);
 }
 
 TEST_F(Errors, InvalidInstanceName) {
     auto o = cftest::fast_options(std::string(300, 'x'));
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", cftest::noop_handler(), o); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_processor(enabled(), "p", cftest::noop_handler(), o); }),
               errc::instance_name_invalid);
 }
 
 TEST_F(Errors, InvalidOptions) {
     auto o = cftest::fast_options("i");
     o.renew_interval = o.lease_duration;
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", cftest::noop_handler(), o); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_processor(enabled(), "p", cftest::noop_handler(), o); }),
               errc::invalid_option);
     o = cftest::fast_options("i");
     o.max_batch_size = 0;
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(enabled(), "p", cftest::noop_handler(), o); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_processor(enabled(), "p", cftest::noop_handler(), o); }),
               errc::invalid_option);
 }
 
@@ -133,7 +133,7 @@ TEST_F(Errors, DisablingTheTableStopsARunningProcessor) {
     cftest::ErrorLog errors;
     auto o = cftest::fast_options("i");
     o.on_error = errors.sink();
-    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_disabled"}, "p", cftest::noop_handler(), o);
+    auto p = changefeed::make_processor({cluster().conninfo(), "err_disabled"}, "p", cftest::noop_handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     cluster().exec("SELECT changefeed.disable('err_disabled')");
@@ -147,11 +147,11 @@ TEST_F(Errors, StopFromInsideTheHandlerDoesNotDeadlock) {
     cftest::create_table(cluster(), "err_self_stop", 2);
     changefeed::Processor* self = nullptr;
     std::atomic<bool> called{false};
-    auto p = changefeed::make_latest_version_processor(
+    auto p = changefeed::make_processor(
         {cluster().conninfo(), "err_self_stop"}, "p",
-        [&](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token stop) {
+        [&](const std::vector<changefeed::Change>&, const changefeed::Context& ctx) {
             self->stop();
-            EXPECT_TRUE(stop.stop_requested());
+            EXPECT_TRUE(ctx.stop.stop_requested());
             called = true;
         },
         cftest::fast_options("i"));
@@ -174,7 +174,7 @@ TEST_F(Errors, HistoryLostHaltsWithARunbook) {
     auto o = cftest::fast_options("i");
     o.on_error = log.sink();
     cftest::Recorder rec;
-    auto p = changefeed::make_latest_version_processor({cluster().conninfo(), "err_history"}, "p", rec.handler(), o);
+    auto p = changefeed::make_processor({cluster().conninfo(), "err_history"}, "p", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     p.stop();

@@ -30,8 +30,7 @@ struct Observed {
     std::atomic<int> errors{0};
 
     changefeed::Handler handler() {
-        return [this](const std::vector<changefeed::Change>& batch, const changefeed::Context&,
-                      std::stop_token stop) {
+        return [this](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
             if (++batches == 1) first_batch = batch.size();
             std::unique_ptr<changefeed::Processor> self;
             {
@@ -39,7 +38,7 @@ struct Observed {
                 self = std::move(processor);
             }
             self.reset();  // ~Processor from inside its own handler
-            EXPECT_TRUE(stop.stop_requested());
+            EXPECT_TRUE(ctx.stop.stop_requested());
             std::this_thread::sleep_for(50ms);  // the processor's state must still be alive under us
             handler_returned = true;
         };
@@ -69,7 +68,7 @@ TEST(ProcessorSelfDestroy, OnPostgresTheProcessorStopsAndReleasesItsLeases) {
     seen.watch(o);
     {
         std::lock_guard lock(seen.mu);
-        seen.processor = std::make_unique<changefeed::Processor>(changefeed::make_latest_version_processor(
+        seen.processor = std::make_unique<changefeed::Processor>(changefeed::make_processor(
             changefeed::Collection(cluster().conninfo(), "sd_pg"), "self-destroy", seen.handler(), o));
         seen.processor->start();
     }
@@ -84,8 +83,8 @@ TEST(ProcessorSelfDestroy, OnPostgresTheProcessorStopsAndReleasesItsLeases) {
     // The batch whose handler destroyed the processor returned, so it was
     // checkpointed: a successor does not get it again, and gets the rest.
     cftest::Recorder rec;
-    auto next = changefeed::make_latest_version_processor(changefeed::Collection(cluster().conninfo(), "sd_pg"),
-                                                          "self-destroy", rec.handler(), cftest::fast_options("two"));
+    auto next = changefeed::make_processor(changefeed::Collection(cluster().conninfo(), "sd_pg"),
+                                           "self-destroy", rec.handler(), cftest::fast_options("two"));
     next.start();
     ASSERT_GT(seen.first_batch.load(), 0u);
     EXPECT_TRUE(cftest::eventually([&] { return rec.size() == 40 - seen.first_batch.load(); }));
@@ -101,7 +100,7 @@ TEST(ProcessorSelfDestroy, InMemoryTheProcessorStops) {
     {
         std::lock_guard lock(seen.mu);
         seen.processor = std::make_unique<changefeed::Processor>(
-            changefeed::make_all_versions_processor(coll, "self-destroy", seen.handler(), o));
+            changefeed::make_processor(coll, "self-destroy", seen.handler(), changefeed::AllVersionsOptions(o)));
         seen.processor->start();
     }
     coll.create({{"id", 1}, {"v", "x"}});

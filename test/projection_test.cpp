@@ -49,7 +49,7 @@ TEST(EventIds, TheSameAcrossARedeliveryAndAcrossProcessors) {
     std::map<std::string, std::vector<std::string>> seen;  // processor -> ids delivered and checkpointed
     std::atomic<bool> failed{false};
     auto handler_of = [&](const std::string& who) {
-        return [&, who](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+        return [&, who](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
             std::lock_guard lock(mu);
             if (who == "a" && !failed.exchange(true)) {
                 for (const auto& c : batch) failed_batch.push_back(c.event_id);
@@ -62,10 +62,10 @@ TEST(EventIds, TheSameAcrossARedeliveryAndAcrossProcessors) {
         };
     };
         // All versions: the insert and the update of a row are two changes, however they are read.
-    changefeed::Processor a(coll, "ev_a", changefeed::Handler(handler_of("a")),
-                            changefeed::AllVersionsOptions(cftest::fast_options("a")));
-    changefeed::Processor b(coll, "ev_b", changefeed::Handler(handler_of("b")),
-                            changefeed::AllVersionsOptions(cftest::fast_options("b")));
+    auto a = changefeed::make_processor(coll, "ev_a", changefeed::Handler(handler_of("a")),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("a")));
+    auto b = changefeed::make_processor(coll, "ev_b", changefeed::Handler(handler_of("b")),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("b")));
     a.start();
     b.start();
     ASSERT_TRUE(cftest::wait_running(a, 4u));
@@ -90,7 +90,7 @@ TEST(EventIds, BackfillRowsNameTheirBackfill) {
     cftest::Recorder rec;
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.start_from_beginning = true;
-    changefeed::Processor p(coll, "ev_bf", rec.handler(), o);
+    auto p = changefeed::make_processor(coll, "ev_bf", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 20; }));
     const std::regex shape(std::to_string(collection_id("ev_backfill")) + R"(\.b[0-9a-f]{16}\.(\d+))");
@@ -114,7 +114,7 @@ TEST(Projector, NotCalledAgainForTheChangesBeforeTheOneThatThrew) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.max_batch_size = 10;
     o.on_error = errors.sink();
-    changefeed::Processor p(coll, "pj",
+    auto p = changefeed::make_processor(coll, "pj",
                             changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
                                 std::lock_guard lock(mu);
                                 if (++calls[c.event_id] == 1) order.push_back(c.event_id);
@@ -161,7 +161,7 @@ TEST(Projector, AppliesEachChangeOnceAcrossTerminatedBackends) {
     std::atomic<int> total{0};
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.max_batch_size = 20;
-    changefeed::Processor p(coll, "pj_blip",
+    auto p = changefeed::make_processor(coll, "pj_blip",
                             changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
                                 {
                                     std::lock_guard lock(mu);
@@ -229,12 +229,12 @@ TEST(Projector, ALeaseTakenMidBatchReappliesNothing) {
         o.max_batch_size = 50;
         return o;
     };
-    changefeed::Processor a(coll, "pj_steal", projector, options("a"));
+    auto a = changefeed::make_processor(coll, "pj_steal", projector, options("a"));
     a.start();
     ASSERT_TRUE(cftest::wait_running(a, 4u));
     cluster().exec("INSERT INTO pj_steal (id, v) SELECT g, 'x' FROM generate_series(1, 400) g");
     ASSERT_TRUE(cftest::eventually([&] { return total >= 10; }));  // a is mid-batch
-    changefeed::Processor b(coll, "pj_steal", projector, options("b"));
+    auto b = changefeed::make_processor(coll, "pj_steal", projector, options("b"));
     b.start();
     ASSERT_TRUE(cftest::wait_running(b, 2u));
     ASSERT_TRUE(cftest::eventually([&] {
@@ -261,7 +261,7 @@ TEST(Projector, ProjectsABackfillOnce) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.start_from_beginning = true;
     o.max_batch_size = 10;
-    changefeed::Processor p(coll, "pj_bf",
+    auto p = changefeed::make_processor(coll, "pj_bf",
                             changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
                                 std::lock_guard lock(mu);
                                 ++calls[c.doc_id];
@@ -290,7 +290,7 @@ TEST(Projector, DuplicatesRisingIsToldOncePerCrossing) {
     o.duplicate_alert_window = 4;
     o.duplicate_alert_share = 0.5;
     o.on_error = errors.sink();
-    changefeed::Processor p(coll, "pj_dups",
+    auto p = changefeed::make_processor(coll, "pj_dups",
                             changefeed::Projector([&](const changefeed::Change&, const changefeed::Context&) {
                                 return skip ? changefeed::ProjectionResult::skipped_duplicate
                                             : changefeed::ProjectionResult::applied;
@@ -334,7 +334,7 @@ TEST(Projector, OptionsAreChecked) {
     auto invalid = [&](auto handler, auto tweak) {
         changefeed::LatestVersionOptions o = cftest::fast_options("one");
         tweak(o);
-        return cftest::code_of([&] { changefeed::Processor p(coll, "opts", handler, o); }) ==
+        return cftest::code_of([&] { auto p = changefeed::make_processor(coll, "opts", handler, o); }) ==
                make_error_code(changefeed::errc::invalid_option);
     };
     using O = changefeed::LatestVersionOptions;

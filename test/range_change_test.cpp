@@ -96,7 +96,8 @@ void run_through_changes(const std::string& table, const std::vector<int>& chang
         auto o = cftest::fast_options(name);
         o.on_error = got.errors.sink();
         ps.push_back(std::make_unique<changefeed::Processor>(
-            changefeed::make_all_versions_processor({cluster().conninfo(), table}, "through", got.handled.handler(), o)));
+            changefeed::make_processor({cluster().conninfo(), table}, "through", got.handled.handler(),
+                                       changefeed::AllVersionsOptions(o))));
         ps.back()->start();
     }
     ASSERT_TRUE(cftest::eventually([&] { return held(owners(table, "through")) == 4; }, 20s));
@@ -174,7 +175,8 @@ TEST(RangeChange, ACheckpointOfTheOldLayoutIsFencedAndTheNewRangesInheritIt) {
     o.on_error = got.errors.sink();
     // Started from the beginning of the log is not possible; start, then write.
     changefeed::Processor p =
-        changefeed::make_all_versions_processor({cluster().conninfo(), table}, "fence", got.handled.handler(), o);
+        changefeed::make_processor({cluster().conninfo(), table}, "fence", got.handled.handler(),
+                                   changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     cluster().exec("UPDATE " + table + " SET v = '2'");

@@ -58,9 +58,8 @@ TEST(Recovery, HandlerFailingHaltsItsRangeByPolicy) {
     // Range of id 1 fails always; the other range's ids are delivered.
     const int poison_range = cluster().exec("SELECT changefeed.range_of('1', 2)")[0][0].as<int>();
     cftest::Recorder rec;
-    changefeed::Processor p({cluster().conninfo(), table}, "p",
-                            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
-                                std::stop_token) {
+    auto p = changefeed::make_processor({cluster().conninfo(), table}, "p",
+                            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                                 if (ctx.range_id == poison_range) throw std::runtime_error("cannot project");
                                 rec.add(batch, ctx);
                             },
@@ -107,7 +106,7 @@ TEST(Recovery, CollectionGoneHaltsWithItsRunbook) {
     cftest::ErrorLog errors;
     changefeed::LatestVersionOptions o = cftest::fast_options("i");
     o.on_error = errors.sink();
-    changefeed::Processor p({cluster().conninfo(), table}, "p", cftest::noop_handler(), o);
+    auto p = changefeed::make_processor({cluster().conninfo(), table}, "p", cftest::noop_handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     cluster().exec("SELECT changefeed.disable('" + table + "')");
@@ -132,11 +131,11 @@ TEST(Recovery, ThrowingPolicyFallsBackToDefaults) {
     o.retry_delay = std::chrono::milliseconds(20);
     o.recovery = [](const changefeed::Incident&) -> RecoveryDecision { throw std::runtime_error("broken policy"); };
     o.on_error = [](const changefeed::ErrorInfo&) {};
-    changefeed::Processor p({cluster().conninfo(), table}, "p",
-                            [&](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {
-                                if (++calls < 3) throw std::runtime_error("transient");
-                            },
-                            o);
+    auto p = changefeed::make_processor({cluster().conninfo(), table}, "p",
+                                        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+                                            if (++calls < 3) throw std::runtime_error("transient");
+                                        },
+                                        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1));
     cluster().exec("INSERT INTO " + table + " (id) VALUES (1)");
@@ -154,9 +153,8 @@ TEST(Recovery, FailuresGoToStderrWithoutOnError) {
     o.retry_delay = std::chrono::milliseconds(20);
     testing::internal::CaptureStderr();
     {
-        changefeed::Processor p({cluster().conninfo(), table}, "p",
-                                [&](const std::vector<changefeed::Change>&, const changefeed::Context&,
-                                    std::stop_token) {
+        auto p = changefeed::make_processor({cluster().conninfo(), table}, "p",
+                                [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
                                     if (++calls == 1) throw std::runtime_error("projection store unavailable");
                                 },
                                 o);

@@ -19,8 +19,8 @@ namespace {
 
 changefeed::Processor as(const std::string& role, const std::string& table, const std::string& name,
                          changefeed::Handler h, changefeed::ProcessorOptions o) {
-    return changefeed::make_latest_version_processor(changefeed::Collection(cluster().conninfo_as(role), table),
-                                                     name, std::move(h), std::move(o));
+    return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), table),
+                                      name, std::move(h), std::move(o));
 }
 
 class Roles : public ::testing::Test {
@@ -157,7 +157,7 @@ TEST_F(Roles, ARoleWithoutSelectIsRefusedAtStartAndClaimsNothing) {
               errc::permission_denied);
     EXPECT_EQ(code_of([&] {
                   changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("nosel_svc"), "ro_nosel"),
-                                        [](const changefeed::DocumentChange&, std::stop_token) {});
+                                        [](const changefeed::Change&, const changefeed::Context&) {});
               }),
               errc::permission_denied);
     auto filed = cluster().exec("SELECT count(*) FROM changefeed.leases WHERE table_name = 'ro_nosel'::regclass");
@@ -174,7 +174,7 @@ TEST_F(Roles, AReaderOnlyRoleMaySubscribeButNotRunAProcessor) {
     EXPECT_EQ(code_of([&] { p.start(); }), errc::permission_denied);
     std::atomic<int> seen{0};
     auto sub = changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("reader_svc"), "ro_e2e"),
-                                     [&](const changefeed::DocumentChange&, std::stop_token) { ++seen; });
+                                     [&](const changefeed::Change&, const changefeed::Context&) { ++seen; });
     cluster().exec("INSERT INTO ro_e2e (id, v) VALUES (1001, 'r')");
     EXPECT_TRUE(cftest::eventually([&] { return seen.load() == 1; }));
 }
@@ -186,7 +186,7 @@ TEST_F(Roles, ResetCheckpointByTheOwnerMovesRunningInstancesAnotherRoleIsRefused
     auto o = cftest::fast_options("reset-1");
     o.max_batch_size = 1000;
     auto p = as("owner_svc", "ro_reset", "mover",
-                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                     for (const auto& c : batch) {
                         int id = std::stoi(c.doc_id);
                         if (id >= 100 && id < 105) throw std::runtime_error("poison");
@@ -261,10 +261,10 @@ TEST_F(Roles, NameErrorsOfTheServerAreClassifiedByTheNameAtFault) {
     // 200 characters of two bytes each is a valid name: the server counts characters.
     std::string wide;
     for (int i = 0; i < 200; ++i) wide += "\xc3\xa9";
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(c, wide, cftest::noop_handler()); }), std::error_code());
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(c, std::string(201, 'x'), cftest::noop_handler()); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_processor(c, wide, cftest::noop_handler()); }), std::error_code());
+    EXPECT_EQ(code_of([&] { changefeed::make_processor(c, std::string(201, 'x'), cftest::noop_handler()); }),
               errc::processor_name_too_long);
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(c, "   ", cftest::noop_handler()); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_processor(c, "   ", cftest::noop_handler()); }),
               errc::processor_name_empty);
     EXPECT_EQ(changefeed::make_error_code(errc::permission_denied).message().find("permission denied"), 0u);
 }

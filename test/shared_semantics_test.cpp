@@ -44,8 +44,8 @@ public:
     changefeed::Processor processor(const std::string& name, Consumer h, changefeed::LatestVersionOptions o,
                                     FeedMode mode) {
         changefeed::Collection c(cluster().conninfo(), table_);
-        if (mode == FeedMode::latest_version) return changefeed::Processor(c, name, std::move(h), std::move(o));
-        return changefeed::Processor(c, name, std::move(h), cftest::common_options(std::move(o)));
+        if (mode == FeedMode::latest_version) return changefeed::make_processor(c, name, std::move(h), std::move(o));
+        return changefeed::make_processor(c, name, std::move(h), cftest::common_options(std::move(o)));
     }
     // A transactional handler's write to the projection, in its transaction.
     void put(changefeed::Transaction& tx, const std::string& key, const std::string& value) {
@@ -89,8 +89,8 @@ public:
     template <class Consumer>
     changefeed::Processor processor(const std::string& name, Consumer h, changefeed::LatestVersionOptions o,
                                     FeedMode mode) {
-        if (mode == FeedMode::latest_version) return coll_.make_processor(name, std::move(h), std::move(o));
-        return coll_.make_processor(name, std::move(h), cftest::common_options(std::move(o)));
+        if (mode == FeedMode::latest_version) return changefeed::make_processor(coll_, name, std::move(h), std::move(o));
+        return changefeed::make_processor(coll_, name, std::move(h), cftest::common_options(std::move(o)));
     }
     void put(changefeed::Transaction& tx, const std::string& key, const std::string& value) {
         tx.memory().put("projection", key, boost::json::value(value));
@@ -209,7 +209,7 @@ TYPED_TEST(SharedSemantics, AThrowingHandlerGetsTheBatchAgain) {
     o.on_error = errors.sink();
     auto p = this->provider.processor(
         "p",
-        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
             if (calls++ == 0) throw std::runtime_error("first time fails");
             rec.add(batch, ctx);
         },
@@ -463,8 +463,7 @@ TYPED_TEST(SharedSemantics, ManualCheckpointsStoreOnlyWhatTheHandlerCheckpointed
     std::mutex mu;
     std::vector<std::string> seen, positions;
     std::function<void()> checkpoint_of_a;
-    auto handler = [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
-                       std::stop_token) {
+    auto handler = [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
         std::lock_guard lock(mu);
         positions.push_back(ctx.position);
         bool has_b = false;
@@ -524,7 +523,8 @@ TYPED_TEST(SharedSemantics, ManualCheckpointsStoreOnlyWhatTheHandlerCheckpointed
 TEST(InMemory, RangeIsThePartitionKeyValue) {
     changefeed::InMemoryCollection orders({.key = {"id"}, .partition_key = {"region", "city"}});
     cftest::Recorder rec;
-    auto p = changefeed::make_all_versions_processor(orders, "p", rec.handler(), cftest::fast_options("one"));
+    auto p = changefeed::make_processor(orders, "p", rec.handler(),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("one")));
     p.start();
     orders.create({{"id", "o1"}, {"region", "eu"}, {"city", "Oslo"}});
     orders.create({{"id", "o2"}, {"region", "us"}, {"city", "Austin"}});
@@ -540,8 +540,8 @@ TEST(InMemory, RangeIsThePartitionKeyValue) {
 TEST(InMemory, TwoInstancesOfOneNameEachSeeEverything) {
     changefeed::InMemoryCollection c;
     cftest::Recorder a, b;
-    auto p = changefeed::make_latest_version_processor(c, "p", a.handler(), cftest::fast_options("a"));
-    auto q = changefeed::make_latest_version_processor(c, "p", b.handler(), cftest::fast_options("b"));
+    auto p = changefeed::make_processor(c, "p", a.handler(), cftest::fast_options("a"));
+    auto q = changefeed::make_processor(c, "p", b.handler(), cftest::fast_options("b"));
     p.start();
     q.start();
     for (int id = 1; id <= 5; ++id) c.create({{"id", id}});

@@ -68,8 +68,8 @@ TEST(Standby, StartOnAStandbyFailsWithReadOnlyServer) {
     create_versioned(table);
     wait_replayed();
     cftest::Recorder rec;
-    auto p = changefeed::make_all_versions_processor({standby->conninfo(), table}, "on_standby", rec.handler(),
-                                                     changefeed::AllVersionsOptions(cftest::fast_options("a")));
+    auto p = changefeed::make_processor({standby->conninfo(), table}, "on_standby", rec.handler(),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("a")));
     try {
         p.start();
         FAIL() << "start() on a standby succeeded";
@@ -84,12 +84,12 @@ TEST(Standby, StartOnAStandbyFailsWithReadOnlyServer) {
               0);
 
     // A multi-host string that takes any server takes the standby listed first: the same error.
-    auto q = changefeed::make_all_versions_processor(
+    auto q = changefeed::make_processor(
         {cftest::multi_host_conninfo({standby.get(), primary.get()}, "any"), table}, "on_standby", rec.handler(),
         changefeed::AllVersionsOptions(cftest::fast_options("a")));
     EXPECT_EQ(cftest::code_of([&] { q.start(); }), errc::read_only_server);
     // With read-write it finds the primary.
-    auto r = changefeed::make_all_versions_processor(
+    auto r = changefeed::make_processor(
         {cftest::multi_host_conninfo({standby.get(), primary.get()}), table}, "on_standby", rec.handler(),
         changefeed::AllVersionsOptions(cftest::fast_options("a")));
     r.start();
@@ -102,7 +102,8 @@ TEST(Standby, AReadConnectionThatIsNotReachableFailsStart) {
     cftest::Recorder rec;
     auto o = changefeed::AllVersionsOptions(cftest::fast_options("a"));
     o.read_connection = "host=/nonexistent port=1 connect_timeout=1";
-    auto p = changefeed::make_all_versions_processor({primary->conninfo(), table}, "unreachable", rec.handler(), o);
+    auto p = changefeed::make_processor({primary->conninfo(), table}, "unreachable", rec.handler(),
+                                        changefeed::AllVersionsOptions(o));
     EXPECT_EQ(cftest::code_of([&] { p.start(); }), errc::connection_failed);
 }
 
@@ -113,11 +114,12 @@ TEST(Standby, ReadScaleOutDeliversWhatThePrimaryDelivers) {
 
     cftest::Recorder on_primary, on_standby;
     cftest::ErrorLog errors;
-    auto direct = changefeed::make_all_versions_processor({primary->conninfo(), table}, "direct", on_primary.handler(),
-                                                          changefeed::AllVersionsOptions(cftest::fast_options("d")));
+    auto direct = changefeed::make_processor({primary->conninfo(), table}, "direct", on_primary.handler(),
+                                             changefeed::AllVersionsOptions(cftest::fast_options("d")));
     auto o = reading_standby("s");
     o.on_error = errors.sink();
-    auto scaled = changefeed::make_all_versions_processor({primary->conninfo(), table}, "scaled", on_standby.handler(), o);
+    auto scaled = changefeed::make_processor({primary->conninfo(), table}, "scaled", on_standby.handler(),
+                                             changefeed::AllVersionsOptions(o));
     direct.start();
     scaled.start();
     ASSERT_TRUE(cftest::wait_running(direct, 8));
@@ -204,7 +206,8 @@ TEST(Standby, APositionTheStandbyHasNotReplayedOnlyDelays) {
     cftest::ErrorLog errors;
     auto o = reading_standby("s");
     o.on_error = errors.sink();
-    auto p = changefeed::make_all_versions_processor({primary->conninfo(), table}, "ahead", rec.handler(), o);
+    auto p = changefeed::make_processor({primary->conninfo(), table}, "ahead", rec.handler(),
+                                        changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 8));
     {
@@ -245,7 +248,8 @@ TEST(Standby, AWakeUpThatComesBeforeTheStandbyReplayedIsNotLost) {
     cftest::Recorder rec;
     auto o = reading_standby("s");
     o.poll_interval = 1min;
-    auto p = changefeed::make_all_versions_processor({primary->conninfo(), table}, "late", rec.handler(), o);
+    auto p = changefeed::make_processor({primary->conninfo(), table}, "late", rec.handler(),
+                                        changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 8));
     std::this_thread::sleep_for(500ms);  // the start's own reads are over
@@ -262,7 +266,7 @@ TEST(Standby, TheInMemoryProviderRefusesReadConnection) {
     changefeed::InMemoryCollection c;
     auto o = changefeed::AllVersionsOptions(cftest::fast_options("a"));
     o.read_connection = standby->conninfo();
-    EXPECT_EQ(cftest::code_of([&] { (void)c.make_processor("x", cftest::noop_handler(), o); }), errc::invalid_option);
+    EXPECT_EQ(cftest::code_of([&] { (void)changefeed::make_processor(c, "x", cftest::noop_handler(), o); }), errc::invalid_option);
 }
 
 }  // namespace

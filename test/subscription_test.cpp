@@ -11,7 +11,7 @@
 
 using namespace std::chrono_literals;
 using changefeed::Operation;
-using changefeed::DocumentChange;
+using changefeed::Change;
 using changefeed::field;
 using cftest::cluster;
 
@@ -43,20 +43,20 @@ TEST(Subscription, IsHotAndCarriesEveryOperation) {
     auto got = sink.all();
     ASSERT_EQ(got.size(), 6u);  // nothing from before the subscription; one Cleared per TRUNCATE
     EXPECT_EQ(got[0].operation, Operation::create);
-    EXPECT_EQ(got[0].id, "2");
-    EXPECT_EQ(got[0].document.at("v").as_string(), "a");
+    EXPECT_EQ(got[0].doc_id, "2");
+    EXPECT_EQ(got[0].current.at("v").as_string(), "a");
     EXPECT_EQ(got[1].operation, Operation::replace);
-    EXPECT_EQ(got[1].document.at("v").as_string(), "b");
-    EXPECT_TRUE(got[1].document.as_object().contains("deleted"));  // untouched columns too
+    EXPECT_EQ(got[1].current.at("v").as_string(), "b");
+    EXPECT_TRUE(got[1].current.as_object().contains("deleted"));  // untouched columns too
     EXPECT_EQ(got[1].previous.at("v").as_string(), "a");
     EXPECT_EQ(got[2].operation, Operation::delete_);
-    EXPECT_TRUE(got[2].document.is_null());
+    EXPECT_TRUE(got[2].current.is_null());
     EXPECT_EQ(got[2].previous.at("v").as_string(), "b");
     EXPECT_EQ(got[3].operation, Operation::create);
     EXPECT_EQ(got[4].operation, Operation::clear);
-    EXPECT_TRUE(got[4].id.empty());
-    EXPECT_TRUE(got[4].document.is_null());
-    EXPECT_EQ(got[5].id, "4");
+    EXPECT_TRUE(got[4].doc_id.empty());
+    EXPECT_TRUE(got[4].current.is_null());
+    EXPECT_EQ(got[5].doc_id, "4");
     EXPECT_TRUE(sub.active());
 }
 
@@ -67,16 +67,16 @@ TEST(Subscription, WatchesOneDocumentAndPassesClears) {
     cluster().exec("INSERT INTO sub_watch (id, v) SELECT g, 'x' FROM generate_series(1, 10) g");
     cluster().exec("UPDATE sub_watch SET v = 'y' WHERE id IN (6, 7, 8)");
     cluster().exec("TRUNCATE sub_watch");
-    std::vector<DocumentChange> got;
+    std::vector<Change> got;
     for (int i = 0; i < 3; ++i) {
         auto c = sub.next();
         ASSERT_TRUE(c);
         got.push_back(*c);
     }
     EXPECT_EQ(got[0].operation, Operation::create);
-    EXPECT_EQ(got[0].id, "7");
+    EXPECT_EQ(got[0].doc_id, "7");
     EXPECT_EQ(got[1].operation, Operation::replace);
-    EXPECT_EQ(got[1].id, "7");
+    EXPECT_EQ(got[1].doc_id, "7");
     EXPECT_EQ(got[2].operation, Operation::clear);
     EXPECT_FALSE(sub.try_next());
 }
@@ -203,7 +203,7 @@ TEST(Subscription, ATransactionArrivesWholeAfterCommit) {
     ASSERT_TRUE(cftest::eventually([&] { return sink.all().size() == 6; }));
     auto got = sink.all();
     for (int i = 0; i < 5; ++i) {
-        EXPECT_EQ(got[1 + i].id, std::to_string(11 + i));
+        EXPECT_EQ(got[1 + i].doc_id, std::to_string(11 + i));
         EXPECT_EQ(got[1 + i].txid, got[1].txid);
     }
 }
@@ -216,7 +216,7 @@ TEST(Subscription, SeesWritesOfAnotherProcess) {
                             "\" -c \"INSERT INTO sub_other (id, v) VALUES (42, 'from psql')\" >/dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
     ASSERT_TRUE(cftest::eventually([&] { return sink.has("42"); }));
-    EXPECT_EQ(sink.all()[0].document.at("v").as_string(), "from psql");
+    EXPECT_EQ(sink.all()[0].current.at("v").as_string(), "from psql");
 }
 
 TEST(Subscription, PullIterationEndsWithTheStopToken) {
@@ -226,7 +226,7 @@ TEST(Subscription, PullIterationEndsWithTheStopToken) {
     std::vector<std::string> seen;
     std::thread consumer([&] {
         for (const auto& c : sub.changes(stop.get_token())) {
-            seen.push_back(c.id);
+            seen.push_back(c.doc_id);
             if (seen.size() == 3) stop.request_stop();
         }
     });

@@ -41,8 +41,8 @@ changefeed::Processor as(const std::string& role, const std::string& table, cons
                          changefeed::Handler h, const std::string& tenant, const std::string& instance) {
     auto o = cftest::fast_options(instance);
     o.tenant = tenant;
-    return changefeed::make_latest_version_processor(changefeed::Collection(cluster().conninfo_as(role), table),
-                                                     name, std::move(h), o);
+    return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), table),
+                                      name, std::move(h), o);
 }
 
 void create_tenant_table(const std::string& name) {
@@ -140,7 +140,7 @@ TEST_F(Tenants, TheTenantOptionNeedsATenantColumn) {
     o.tenant = "a";
     EXPECT_EQ(code_of([&] {
                   changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_plain"),
-                                        [](const changefeed::DocumentChange&, std::stop_token) {}, o);
+                                        [](const changefeed::Change&, const changefeed::Context&) {}, o);
               }),
               errc::invalid_option);
 }
@@ -154,7 +154,7 @@ TEST_F(Tenants, StartFromBeginningBackfillsOnlyTheTenantsRows) {
     o.tenant = "b";
     o.start_from_beginning = true;
     o.max_batch_size = 7;  // pages of mixed tenants, some without a row of b
-    auto p = changefeed::make_latest_version_processor(
+    auto p = changefeed::make_processor(
         changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_backfill"), "bf", rec.handler(), o);
     p.start();
     cluster().exec("INSERT INTO tn_backfill (tenant, id, v) VALUES ('a', 31, 'new'), ('b', 31, 'new')");
@@ -185,7 +185,7 @@ TEST_F(Tenants, ASubscriptionMayBeScopedToATenant) {
     auto seen = sink.all();
     ASSERT_EQ(seen.size(), 2u);
     for (const auto& c : seen) {
-        EXPECT_EQ(c.document.at("tenant").as_string(), "b");
+        EXPECT_EQ(c.current.at("tenant").as_string(), "b");
         EXPECT_EQ(c.partition_key.find('/'), std::string::npos);
     }
 }
@@ -200,22 +200,22 @@ TEST_F(Tenants, ARowThatMovesIsADeleteForTheOldTenantAndACreateForTheNew) {
                    "GRANT SELECT ON tn_move TO tn_svc, tn_bound");
     auto all_versions = [](const std::string& role, const std::string& name, cftest::Recorder& rec,
                            const std::string& instance) {
-        return changefeed::make_all_versions_processor(changefeed::Collection(cluster().conninfo_as(role), "tn_move"),
-                                                       name, rec.handler(),
-                                                       changefeed::AllVersionsOptions(cftest::fast_options(instance)));
+        return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), "tn_move"),
+                                          name, rec.handler(),
+                                          changefeed::AllVersionsOptions(cftest::fast_options(instance)));
     };
     cftest::Recorder a, b, all, bound;
     auto pa = [&] {
         auto o = changefeed::AllVersionsOptions(cftest::fast_options("mv-a"));
         o.tenant = "a";
-        return changefeed::make_all_versions_processor(
-            changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"), "audit", a.handler(), o);
+        return changefeed::make_processor(
+            changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"), "audit", a.handler(), changefeed::AllVersionsOptions(o));
     }();
     auto pb = [&] {
         auto o = changefeed::AllVersionsOptions(cftest::fast_options("mv-b"));
         o.tenant = "b";
-        return changefeed::make_all_versions_processor(
-            changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"), "audit", b.handler(), o);
+        return changefeed::make_processor(
+            changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"), "audit", b.handler(), changefeed::AllVersionsOptions(o));
     }();
     auto pall = all_versions("tn_svc", "audit", all, "mv-all");
     auto pbound = all_versions("tn_bound", "audit-bound", bound, "mv-bound");  // bound to a, not scoped
@@ -261,7 +261,7 @@ TEST_F(Tenants, ARowThatMovesIsADeleteForTheOldTenantAndACreateForTheNew) {
     auto seen = sub_a.all();
     ASSERT_EQ(seen.size(), 2u);
     EXPECT_EQ(seen[1].operation, changefeed::Operation::delete_);
-    EXPECT_TRUE(seen[1].document.is_null());
+    EXPECT_TRUE(seen[1].current.is_null());
     EXPECT_EQ(seen[1].previous, old_image);
 
     // The envelopes: two events with ids of their own, each with its
@@ -300,8 +300,8 @@ TEST(TenantNames, StoredNamesOfTwoTenantsNeverCollide) {
     changefeed::ProcessorOptions o;
     o.tenant = std::string(10, 't');
     EXPECT_EQ(code_of([&] {
-                  changefeed::make_latest_version_processor(changefeed::Collection("", "t"), std::string(195, 'p'),
-                                                            cftest::noop_handler(), o);
+                  changefeed::make_processor(changefeed::Collection("", "t"), std::string(195, 'p'),
+                                             cftest::noop_handler(), o);
               }),
               errc::processor_name_too_long);
 }
@@ -310,7 +310,7 @@ TEST(TenantNames, TheInMemoryProviderRefusesTheTenantOption) {
     changefeed::InMemoryCollection users;
     changefeed::ProcessorOptions o;
     o.tenant = "a";
-    EXPECT_EQ(code_of([&] { changefeed::make_latest_version_processor(users, "p", cftest::noop_handler(), o); }),
+    EXPECT_EQ(code_of([&] { changefeed::make_processor(users, "p", cftest::noop_handler(), o); }),
               errc::invalid_option);
 }
 

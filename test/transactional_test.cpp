@@ -70,7 +70,7 @@ TEST(Transactional, AHandlerThatWritesThenThrowsLeavesNothingAndGetsTheBatchAgai
     cftest::ErrorLog errors;
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.on_error = errors.sink();
-    changefeed::Processor p(
+    auto p = changefeed::make_processor(
         coll, "tx",
         changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch,
                                              changefeed::Transaction& tx, const changefeed::Context&) {
@@ -104,7 +104,7 @@ TEST(Transactional, ExactlyOnceWhileItsConnectionsAreKilled) {
     changefeed::ProcessorOptions o = cftest::fast_options("one");
     o.max_batch_size = 7;
     std::atomic<int> calls{0};
-    changefeed::Processor p(coll, "tx",
+    auto p = changefeed::make_processor(coll, "tx",
                             changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch,
                                                                  changefeed::Transaction& tx,
                                                                  const changefeed::Context&) {
@@ -152,7 +152,7 @@ TEST(Transactional, ALeaseTakenAwayWhileTheHandlerRunsRefusesItsTransaction) {
     cftest::ErrorLog errors;
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.on_error = errors.sink();
-    changefeed::Processor p(coll, "tx",
+    auto p = changefeed::make_processor(coll, "tx",
                             changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch,
                                                                  changefeed::Transaction& tx,
                                                                  const changefeed::Context&) {

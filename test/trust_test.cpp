@@ -75,7 +75,7 @@ TEST_F(Trust, AProjectorWhoseStoreAStrangerTriedToPrefillAppliesEveryChange) {
     std::atomic<int> calls{0};
     changefeed::LatestVersionOptions o = cftest::fast_options("svc-1");
     o.max_batch_size = 7;
-    changefeed::Processor p(coll, "projector",
+    auto p = changefeed::make_processor(coll, "projector",
                             changefeed::Projector([&](const changefeed::Change&, const changefeed::Context&) {
                                 ++calls;
                                 return changefeed::ProjectionResult::applied;
@@ -112,8 +112,8 @@ TEST_F(Trust, AProcessorWhoseNameAStrangerTriedToSquatGetsAllItsRanges) {
     EXPECT_EQ(sqlstate_on(att, "SELECT changefeed.dedup_record('tr_billing', 'billing', ARRAY['x'])"), "CF012");
 
     for (int round = 0; round < 2; ++round) {
-        changefeed::Processor p(coll, "billing", cftest::noop_handler(),
-                                changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
+        auto p = changefeed::make_processor(coll, "billing", cftest::noop_handler(),
+                                            changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
         p.start();
         EXPECT_TRUE(cftest::wait_running(p, 16u)) << "round " << round;
         // Once started, the name is svc's: still nothing for att.
@@ -138,8 +138,8 @@ TEST_F(Trust, ANameClaimedFirstByARoleThatMayReadIsGivenBackByAnAdmin) {
     EXPECT_EQ(sqlstate_on(sq, "SELECT changefeed.dedup_record('tr_reports', 'reports', ARRAY['x'])"), "");
 
     // Loud: the service cannot start under a name another role holds.
-    changefeed::Processor refused(coll, "reports", cftest::noop_handler(),
-                                  changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
+    auto refused = changefeed::make_processor(coll, "reports", cftest::noop_handler(),
+                                              changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
     EXPECT_EQ(cftest::code_of([&] { refused.start(); }), changefeed::errc::permission_denied);
 
     // An admin gives the name to svc: what sq filed under it is gone.
@@ -152,8 +152,8 @@ TEST_F(Trust, ANameClaimedFirstByARoleThatMayReadIsGivenBackByAnAdmin) {
               "42501");
 
     cftest::Recorder rec;
-    changefeed::Processor p(coll, "reports", rec.handler(),
-                            changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
+    auto p = changefeed::make_processor(coll, "reports", rec.handler(),
+                                        changefeed::LatestVersionOptions(cftest::fast_options("svc-1")));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 16u));
     cluster().exec("INSERT INTO tr_reports (id, v) SELECT g, 'x' FROM generate_series(1, 50) g");

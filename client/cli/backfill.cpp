@@ -172,8 +172,7 @@ void add_backfill(Wiring w) {
     auto r = std::make_shared<ResyncOptions>();
     auto* resync = w.app.add_subcommand("resync", "restart a processor's ranges as a backfill of the table's current "
                                                   "rows (latest-version processors; owner or admin)");
-    resync->add_option("table", r->table, "the enabled table")->required();
-    resync->add_option("processor", r->processor, "the processor name (a tenant's: <tenant>/<name>)")->required();
+    add_processor_arguments(*resync, r->table, r->processor);
     resync->add_option("--range", r->ranges, "only these ranges (repeat the option; default all)");
     resync->add_flag("--wait", r->wait, "then follow the backfill as `backfill` does");
     resync->add_option("--timeout", r->timeout, "with --wait: give up after this many seconds")

@@ -87,8 +87,7 @@ void add_checkpoint(Wiring w) {
     auto o = std::make_shared<CheckpointOptions>();
     auto* sub = w.app.add_subcommand("checkpoint", "move a processor's checkpoints (owner or admin); running "
                                                    "instances are fenced and read on from there");
-    sub->add_option("table", o->table, "the enabled table")->required();
-    sub->add_option("processor", o->processor, "the processor name (a tenant's: <tenant>/<name>)")->required();
+    add_processor_arguments(*sub, o->table, o->processor);
     sub->add_option("--to", o->to, "now, a time (through changefeed.position_at()) or a position (cf2....)")
         ->required();
     sub->add_option("--range", o->ranges, "only these ranges (repeat the option; default all)");
@@ -97,8 +96,7 @@ void add_checkpoint(Wiring w) {
     auto r = std::make_shared<ResetOptions>();
     auto* reset = w.app.add_subcommand("reset", "forget a stopped processor: leases, checkpoints, instances, "
                                                 "deduplication store (owner or admin; needs --yes)");
-    reset->add_option("table", r->table, "the enabled table")->required();
-    reset->add_option("processor", r->processor, "the processor name (a tenant's: <tenant>/<name>)")->required();
+    add_processor_arguments(*reset, r->table, r->processor);
     reset->add_flag("--yes", r->yes, "really forget it (without it: say what would be forgotten, exit 2)");
     reset->callback([w, r] { w.action = [&c = w.connect, r] { return run_reset(c, *r); }; });
 }

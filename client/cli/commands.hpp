@@ -45,6 +45,10 @@ std::optional<std::string> resolve_position(Connection& c, const std::string& ta
 // "{1,2,3}" for a list of range ids (nullopt = all ranges).
 std::optional<std::string> int_array(const std::vector<int>& ids);
 
+// The arguments of a subcommand about one processor: the enabled table and
+// the processor name (a tenant's: <tenant>/<name>), both required.
+void add_processor_arguments(CLI::App& sub, std::string& table, std::string& processor);
+
 // A share given as 0.5 or "50%".
 double parse_share(const std::string& text);
 

@@ -51,6 +51,11 @@ std::optional<std::string> int_array(const std::vector<int>& ids) {
     return out + "}";
 }
 
+void add_processor_arguments(CLI::App& sub, std::string& table, std::string& processor) {
+    sub.add_option("table", table, "the enabled table")->required();
+    sub.add_option("processor", processor, "the processor name (a tenant's: <tenant>/<name>)")->required();
+}
+
 double parse_share(const std::string& text) {
     try {
         std::size_t used = 0;

@@ -108,8 +108,7 @@ void add_lag(Wiring w) {
     auto o = std::make_shared<LagOptions>();
     auto* sub = w.app.add_subcommand("lag", "a processor's lag per range, with a warning over a share of the retention "
                                             "(exit 9 over it, 6 when history is lost)");
-    sub->add_option("table", o->table, "the enabled table")->required();
-    sub->add_option("processor", o->processor, "the processor name (a tenant's: <tenant>/<name>)")->required();
+    add_processor_arguments(*sub, o->table, o->processor);
     sub->add_option("--warn", o->warn, "warn when a range's oldest pending change has used more than this share "
                                        "of the retention (default 50%)");
     sub->add_option("--count-limit", o->count_limit, "count pending changes up to this many per range (default 10000)")

@@ -55,9 +55,9 @@ int main(int argc, char** argv) {
 
         changefeed::LatestVersionOptions options;
         options.metrics = metrics;
-        changefeed::Processor processor(
+        auto processor = changefeed::make_processor(
             changefeed::Collection(conninfo, table), name,
-            [](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+            [](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
                 for (const auto& change : batch)
                     std::cout << changefeed::to_string(change.operation) << " " << change.doc_id << "\n";
                 std::cout.flush();

@@ -79,9 +79,9 @@ int main(int argc, char** argv) {
     };
 
     try {
-        auto processor = changefeed::make_latest_version_processor(
+        auto processor = changefeed::make_processor(
             changefeed::Collection(conninfo, table), name,
-            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx, std::stop_token) {
+            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                 std::lock_guard lock(mu);
                 for (const auto& change : batch) {
                     std::cout << clock_time() << "  range " << ctx.range_id << " " << changefeed::to_string(change.operation)

@@ -25,7 +25,7 @@ struct Bridge::Impl {
     // retry the same envelopes with backoff without returning (the
     // instance's reading thread waits; nothing is checkpointed).  A mapper
     // that throws fails the batch before anything of it is published.
-    void handle(const std::vector<Change>& batch, const Context& ctx, std::stop_token stop) {
+    void handle(const std::vector<Change>& batch, const Context& ctx) {
         MapContext mctx;
         static_cast<Context&>(mctx) = ctx;
         mctx.source = source;
@@ -57,8 +57,8 @@ struct Bridge::Impl {
                 report(ctx.range_id, std::current_exception());
             }
             std::unique_lock lock(mu);
-            std::stop_callback wake(stop, [&] { cv.notify_all(); });
-            if (cv.wait_for(lock, backoff.next(), [&] { return stop.stop_requested(); }))
+            std::stop_callback wake(ctx.stop, [&] { cv.notify_all(); });
+            if (cv.wait_for(lock, backoff.next(), [&] { return ctx.stop.stop_requested(); }))
                 throw Error(errc::publish_failed, "stopped while the publisher was failing");
         }
     }
@@ -117,12 +117,10 @@ Bridge::Bridge(Collection collection, std::string name, Mapper mapper, Publisher
         throw Error(errc::invalid_option, "publish_retry_min must be positive and not above publish_retry_max");
     impl_ = std::make_unique<Impl>(collection, std::move(mapper), publisher, options);
     Impl* impl = impl_.get();
-    impl_->processor = std::make_unique<Processor>(
+    impl_->processor = std::make_unique<Processor>(make_processor(
         std::move(collection), std::move(name),
-        Handler([impl](const std::vector<Change>& batch, const Context& ctx, std::stop_token stop) {
-            impl->handle(batch, ctx, stop);
-        }),
-        AllVersionsOptions(static_cast<AllVersionsOptions&>(options)));
+        Handler([impl](const std::vector<Change>& batch, const Context& ctx) { impl->handle(batch, ctx); }),
+        AllVersionsOptions(static_cast<AllVersionsOptions&>(options))));
     impl_->events = std::make_unique<detail::ConsumerEvents>(options.on_error, nullptr, nullptr, options.metrics,
                                                              options.log);
     impl_->events->telemetry().set_scope(MetricScope{impl_->collection.table(),

@@ -4,7 +4,8 @@
 #pragma once
 
 #include <changefeed/error.hpp>
-#include <changefeed/processor.hpp>
+#include <changefeed/log.hpp>
+#include <changefeed/recovery.hpp>
 
 #include "telemetry.hpp"
 

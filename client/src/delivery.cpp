@@ -118,9 +118,9 @@ void ManualCheckpoints::store(int range, std::int64_t epoch, std::uint64_t order
     stored_[range] = order;
 }
 
-Delivery::Delivery(std::string conninfo, LeaseKey key, const Handlers& handlers, const ProcessorOptions& options,
+Delivery::Delivery(std::string conninfo, LeaseKey key, const ProcessorHandler& handler, const ProcessorOptions& options,
                    ConsumerEvents& events, std::shared_ptr<ProjectionCounters> counters)
-    : conninfo_(std::move(conninfo)), key_(std::move(key)), handlers_(handlers), options_(options),
+    : conninfo_(std::move(conninfo)), key_(std::move(key)), handler_(handler), options_(options),
       events_(events), counters_(std::move(counters)) {
     if (!automatic()) manual_ = std::make_shared<ManualCheckpoints>(conninfo_, key_);
 }
@@ -150,10 +150,11 @@ bool Delivery::hand_over(pqxx::connection& conn, const std::vector<Change>& batc
                          const Mark& before, const Mark& after, std::stop_token stop, const Guard& guard,
                          std::vector<PendingCheckpoint>* deferred, std::int64_t& duplicates) {
     ctx.position = after.backfill ? std::string() : after.position;
-    switch (handlers_.shape) {
+    ctx.stop = stop;
+    switch (shape_of(handler_)) {
     case HandlerShape::handler:
         if (manual_) ctx.checkpoint = manual_->bind(ctx.range_id, epoch, after);
-        if (!guard([&] { handlers_.handler(batch, ctx, stop); })) return false;
+        if (!guard([&] { std::get<Handler>(handler_)(batch, ctx); })) return false;
         break;
     case HandlerShape::projector:
         // Its checkpoint commits with the record of what it applied.
@@ -209,7 +210,7 @@ bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch,
         for (const auto& c : batch) {
             bool duplicate = recorded.count(c.event_id) > 0;
             if (!duplicate) {
-                duplicate = handlers_.projector(c, ctx) == ProjectionResult::skipped_duplicate;
+                duplicate = std::get<Projector>(handler_)(c, ctx) == ProjectionResult::skipped_duplicate;
                 done.push_back(c.event_id);
             }
             duplicates += duplicate;
@@ -256,7 +257,7 @@ bool Delivery::transact(pqxx::connection& conn, const std::vector<Change>& batch
                         std::int64_t epoch, const Mark& after, const Guard& guard) {
     std::unique_ptr<pqxx::work> tx = translated([&] { return std::make_unique<pqxx::work>(conn); });
     PgTransaction t(*tx);
-    if (!guard([&] { handlers_.transactional(batch, t, ctx); })) {
+    if (!guard([&] { std::get<TransactionalHandler>(handler_)(batch, t, ctx); })) {
         try {
             tx->abort();
         } catch (...) {

@@ -19,10 +19,11 @@
 
 #include "consumer_policy.hpp"
 #include "lease_store.hpp"
-#include "processor_impl.hpp"
+#include "feed_mode.hpp"
 #include "projection_policy.hpp"
 
-#include <changefeed/processor.hpp>
+#include <changefeed/handler.hpp>
+#include <changefeed/processor_options.hpp>
 #include <changefeed/projection.hpp>
 
 #include <cstdint>
@@ -37,14 +38,6 @@
 #include <vector>
 
 namespace changefeed::detail {
-
-// The handler a processor was given, in one of its three shapes.
-struct Handlers {
-    HandlerShape shape = HandlerShape::handler;
-    Handler handler;
-    Projector projector;
-    TransactionalHandler transactional;
-};
 
 // Where a range stands after a batch: what its checkpoint stores.
 struct Mark {
@@ -82,7 +75,7 @@ public:
     // returns false when it threw (reported there, retried later).
     using Guard = std::function<bool(const std::function<void()>& user_code)>;
 
-    Delivery(std::string conninfo, LeaseKey key, const Handlers& handlers, const ProcessorOptions& options,
+    Delivery(std::string conninfo, LeaseKey key, const ProcessorHandler& handler, const ProcessorOptions& options,
              ConsumerEvents& events, std::shared_ptr<ProjectionCounters> counters);
 
     // Hands `batch` (not empty) to the handler with `ctx` (Context::position
@@ -123,7 +116,7 @@ private:
 
     const std::string conninfo_;
     const LeaseKey key_;
-    const Handlers& handlers_;
+    const ProcessorHandler& handler_;
     const ProcessorOptions& options_;
     ConsumerEvents& events_;
     std::shared_ptr<ProjectionCounters> counters_;

@@ -4,6 +4,8 @@
 #include <changefeed/bridge.hpp>
 #include <changefeed/error.hpp>
 
+#include "time_text.hpp"
+
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -53,21 +55,6 @@ Source source_of(const EnvelopeSource& given, const MapContext& ctx) {
     return s;
 }
 
-// RFC 3339 in UTC with microseconds, e.g. "2026-11-30T08:34:44.123456Z".
-std::string rfc3339(system_clock::time_point t) {
-    using namespace std::chrono;
-    const auto us = floor<microseconds>(t);
-    const auto day = floor<days>(us);
-    const year_month_day ymd{day};
-    const hh_mm_ss hms{us - day};
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02d.%06lldZ", static_cast<int>(ymd.year()),
-                  static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
-                  static_cast<int>(hms.hours().count()), static_cast<int>(hms.minutes().count()),
-                  static_cast<int>(hms.seconds().count()), static_cast<long long>(hms.subseconds().count()));
-    return buf;
-}
-
 std::int64_t epoch_ms(system_clock::time_point t) {
     return std::chrono::floor<std::chrono::milliseconds>(t).time_since_epoch().count();
 }
@@ -102,7 +89,7 @@ Mapper cloudevents_mapper(EnvelopeSource source) {
         ev["id"] = c.event_id;
         ev["source"] = "/" + s.database + "/" + s.qualified;
         ev["type"] = std::string("changefeed.") + to_string(c.operation);
-        if (c.written_at) ev["time"] = rfc3339(*c.written_at);
+        if (c.written_at) ev["time"] = detail::rfc3339_utc(*c.written_at, 6);
         if (c.operation != Operation::clear) ev["subject"] = c.doc_id;
         ev["datacontenttype"] = "application/json";
         ev["changefeedrange"] = c.range_id;

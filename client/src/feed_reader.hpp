@@ -2,7 +2,6 @@
 #pragma once
 
 #include <changefeed/change.hpp>
-#include <changefeed/processor.hpp>
 
 #include "feed_mode.hpp"
 

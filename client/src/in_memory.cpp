@@ -6,6 +6,7 @@
 #include <changefeed/in_memory.hpp>
 
 #include "consumer_policy.hpp"
+#include "feed_mode.hpp"
 #include "names.hpp"
 #include "processor_impl.hpp"
 #include "projection_policy.hpp"
@@ -213,19 +214,9 @@ Change change_of(const Entry& e, const MemoryStore& s) {
     return c;
 }
 
-// What the processor calls: one of the three shapes.
-struct Consumer {
-    Handler handler;
-    Projector projector;
-    TransactionalHandler transactional;
-
-    bool empty() const { return !handler && !projector && !transactional; }
-    const char* culprit() const { return projector ? "projector failed" : "handler failed"; }
-};
-
 class MemoryProcessor final : public ProcessorImpl {
 public:
-    MemoryProcessor(std::shared_ptr<MemoryStore> store, std::string name, Consumer consumer, FeedSettings feed)
+    MemoryProcessor(std::shared_ptr<MemoryStore> store, std::string name, ProcessorHandler consumer, FeedSettings feed)
         : store_(std::move(store)), name_(std::move(name)), consumer_(std::move(consumer)),
           opt_(std::move(feed.common)), mode_(feed.mode), start_from_beginning_(feed.start_from_beginning),
           events_(opt_.on_error, opt_.on_state_change, opt_.recovery, nullptr, opt_.log),
@@ -237,14 +228,11 @@ public:
             throw Error(errc::invalid_option, "the in-memory provider does not support the tenant option");
         if (!opt_.read_connection.empty())
             throw Error(errc::invalid_option, "the in-memory provider does not support the read_connection option");
-        if (consumer_.empty()) throw Error(errc::invalid_option, "the handler must not be empty");
         if (opt_.max_batch_size < 1 || opt_.max_batch_size > 100000)
             throw Error(errc::invalid_option, "max_batch_size must be between 1 and 100000");
         if (opt_.poll_interval <= std::chrono::milliseconds(0) || opt_.retry_delay < std::chrono::milliseconds(0))
             throw Error(errc::invalid_option, "intervals must be positive");
-        check_shape_options(opt_, consumer_.handler      ? HandlerShape::handler
-                                  : consumer_.projector ? HandlerShape::projector
-                                                        : HandlerShape::transactional);
+        check_handler(consumer_, opt_);
         if (int(opt_.start_time.has_value()) + int(!opt_.start_position.empty()) + int(start_from_beginning_) > 1)
             throw Error(errc::invalid_option,
                         "at most one of start_time, start_position and start_from_beginning may be given");
@@ -471,18 +459,18 @@ private:
     Delivery deliver(const std::vector<Change>& batch, const Context& ctx, const std::vector<bool>& known) {
         Delivery d;
         try {
-            if (consumer_.handler) {
-                consumer_.handler(batch, ctx, stop_source_.get_token());
-            } else if (consumer_.transactional) {
+            if (const auto* handler = std::get_if<Handler>(&consumer_)) {
+                (*handler)(batch, ctx);
+            } else if (const auto* transactional = std::get_if<TransactionalHandler>(&consumer_)) {
                 d.transaction = MemoryTransactionAccess::make(store_);
-                consumer_.transactional(batch, *d.transaction, ctx);
+                (*transactional)(batch, *d.transaction, ctx);
             } else {
                 for (std::size_t i = 0; i < batch.size(); ++i) {
                     if (known[i]) {  // applied before: not given to the projector again
                         outcome(true);
                         continue;
                     }
-                    const auto result = consumer_.projector(batch[i], ctx);
+                    const auto result = std::get<Projector>(consumer_)(batch[i], ctx);
                     d.applied_ids.push_back(batch[i].event_id);
                     outcome(result != ProjectionResult::applied);
                 }
@@ -502,7 +490,7 @@ private:
     // A failed delivery: asks the recovery policy, tells on_error; whether the range halts.  Runs without mu.
     bool failed(const std::string& range, int range_id, std::exception_ptr p) {
         const int consecutive = ++failures_[range];
-        const Error e = handler_failure(p, consumer_.culprit());
+        const Error e = handler_failure(p, culprit_of(consumer_));
         const Incident incident{Situation::handler_failing, range_id, e.code(), e.what(), consecutive};
         const RecoveryDecision decision = events_.decide(incident);
         events_.report_decided(range_id, e, p, decision);
@@ -567,10 +555,10 @@ private:
                 }
                 const bool backfill_done = batch.size() < static_cast<std::size_t>(opt_.max_batch_size);
                 Context ctx{store_->range_ids.at(range), name_, instance_, 1, range,
-                            backfilling ? std::string() : text_of(pos), {}};
+                            backfilling ? std::string() : text_of(pos), {}, stop_source_.get_token()};
                 if (manual()) ctx.checkpoint = checkpoint_of(range, backfilling, pos, backfill_after, backfill_done);
                 std::vector<bool> known;
-                if (consumer_.projector) {
+                if (shape_of(consumer_) == HandlerShape::projector) {
                     const auto& ids = store_->applied[name_];
                     for (const auto& c : batch) known.push_back(ids.count(c.event_id) > 0);
                 }
@@ -619,7 +607,7 @@ private:
     std::shared_ptr<MemoryStore> store_;
     NameState cursor_;  // under store_->mu
     std::string name_, instance_;
-    Consumer consumer_;
+    const ProcessorHandler consumer_;
     ProcessorOptions opt_;
     FeedMode mode_;
     bool start_from_beginning_;
@@ -727,65 +715,10 @@ std::map<std::string, boost::json::value> InMemoryCollection::projection(const s
     return it->second;
 }
 
-namespace {
-
-template <class Options>
-Processor memory_processor(std::shared_ptr<detail::MemoryStore> store, std::string name, detail::Consumer consumer,
-                           Options options) {
-    return detail::ProcessorAccess::make(std::make_unique<detail::MemoryProcessor>(
-        std::move(store), std::move(name), std::move(consumer), detail::FeedSettings::of(std::move(options))));
-}
-
-detail::Consumer consumer_of(Handler h) { return detail::Consumer{std::move(h), {}, {}}; }
-detail::Consumer consumer_of(Projector p) { return detail::Consumer{{}, std::move(p), {}}; }
-detail::Consumer consumer_of(TransactionalHandler h) { return detail::Consumer{{}, {}, std::move(h)}; }
-
-}  // namespace
-
-Processor InMemoryCollection::make_processor(std::string name, Handler handler, LatestVersionOptions options) {
-    return memory_processor(store_, std::move(name), consumer_of(std::move(handler)), std::move(options));
-}
-Processor InMemoryCollection::make_processor(std::string name, Handler handler, AllVersionsOptions options) {
-    return memory_processor(store_, std::move(name), consumer_of(std::move(handler)), std::move(options));
-}
-Processor InMemoryCollection::make_processor(std::string name, Projector projector, LatestVersionOptions options) {
-    return memory_processor(store_, std::move(name), consumer_of(std::move(projector)), std::move(options));
-}
-Processor InMemoryCollection::make_processor(std::string name, Projector projector, AllVersionsOptions options) {
-    return memory_processor(store_, std::move(name), consumer_of(std::move(projector)), std::move(options));
-}
-Processor InMemoryCollection::make_processor(std::string name, TransactionalHandler handler,
-                                             LatestVersionOptions options) {
-    return memory_processor(store_, std::move(name), consumer_of(std::move(handler)), std::move(options));
-}
-Processor InMemoryCollection::make_processor(std::string name, TransactionalHandler handler,
-                                             AllVersionsOptions options) {
-    return memory_processor(store_, std::move(name), consumer_of(std::move(handler)), std::move(options));
-}
-
-Processor make_latest_version_processor(InMemoryCollection& c, std::string name, Handler handler,
-                                        LatestVersionOptions options) {
-    return c.make_processor(std::move(name), std::move(handler), std::move(options));
-}
-Processor make_all_versions_processor(InMemoryCollection& c, std::string name, Handler handler,
-                                      AllVersionsOptions options) {
-    return c.make_processor(std::move(name), std::move(handler), std::move(options));
-}
-Processor make_latest_version_processor(InMemoryCollection& c, std::string name, Projector projector,
-                                        LatestVersionOptions options) {
-    return c.make_processor(std::move(name), std::move(projector), std::move(options));
-}
-Processor make_all_versions_processor(InMemoryCollection& c, std::string name, Projector projector,
-                                      AllVersionsOptions options) {
-    return c.make_processor(std::move(name), std::move(projector), std::move(options));
-}
-Processor make_latest_version_processor(InMemoryCollection& c, std::string name, TransactionalHandler handler,
-                                        LatestVersionOptions options) {
-    return c.make_processor(std::move(name), std::move(handler), std::move(options));
-}
-Processor make_all_versions_processor(InMemoryCollection& c, std::string name, TransactionalHandler handler,
-                                      AllVersionsOptions options) {
-    return c.make_processor(std::move(name), std::move(handler), std::move(options));
+Processor make_processor(InMemoryCollection& collection, std::string name, ProcessorHandler handler,
+                         FeedOptions options) {
+    return detail::processor_of(std::make_unique<detail::MemoryProcessor>(
+        collection.store_, std::move(name), std::move(handler), detail::FeedSettings::of(options)));
 }
 
 }  // namespace changefeed

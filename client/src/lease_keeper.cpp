@@ -1,6 +1,7 @@
 #include "lease_keeper.hpp"
 
 #include "db.hpp"
+#include "raise_flag.hpp"
 
 namespace changefeed::detail {
 
@@ -31,20 +32,10 @@ void LeaseKeeper::start(std::unique_ptr<pqxx::connection> conn) {
     thread_ = std::jthread([this, c = std::move(conn)]() mutable { run(std::move(c)); });
 }
 
-void LeaseKeeper::stop_acquiring() {
-    {
-        std::lock_guard lock(mu_);
-        stopping_ = true;
-    }
-    cv_.notify_all();
-}
+void LeaseKeeper::stop_acquiring() { raise_flag(mu_, cv_, stopping_); }
 
 void LeaseKeeper::release() {
-    {
-        std::lock_guard lock(mu_);
-        released_ = true;
-    }
-    cv_.notify_all();
+    raise_flag(mu_, cv_, released_);
     if (thread_.joinable()) thread_.join();
     std::vector<int> given_up;
     {

@@ -6,6 +6,8 @@
 // releases the leases and the name when the processor stops.
 #pragma once
 
+#include <changefeed/processor_options.hpp>
+
 #include "consumer_policy.hpp"
 #include "lease_store.hpp"
 

@@ -6,12 +6,10 @@
 
 #include "db.hpp"
 #include "pqxx_compat.hpp"
+#include "time_text.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
-
-#include <cstdio>
-#include <ctime>
 
 namespace changefeed::detail {
 namespace {
@@ -28,27 +26,9 @@ std::map<int, std::int64_t> range_epochs(const pqxx::result& r) {
 
 }  // namespace
 
-// A time point as timestamptz text, UTC, to the microsecond.
-std::string timestamp_of(std::chrono::system_clock::time_point t) {
-    using namespace std::chrono;
-    const auto us = duration_cast<microseconds>(t.time_since_epoch()).count();
-    std::time_t secs = static_cast<std::time_t>(us / 1000000);
-    long frac = static_cast<long>(us % 1000000);
-    if (frac < 0) {
-        frac += 1000000;
-        --secs;
-    }
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%06ld+00", tm.tm_year + 1900, tm.tm_mon + 1,
-                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
-    return buf;
-}
-
 void init_leases(pqxx::connection& c, const LeaseKey& k, const StartAt& start) {
     std::optional<std::string> time;
-    if (start.time) time = timestamp_of(*start.time);
+    if (start.time) time = rfc3339_utc(*start.time, 6);
     std::optional<std::string> position;
     if (!start.position.empty()) position = start.position;
     translated_names(k.processor, k.instance, [&] {
@@ -59,22 +39,26 @@ void init_leases(pqxx::connection& c, const LeaseKey& k, const StartAt& start) {
     });
 }
 
-void register_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token) {
+namespace {
+
+// instance_register and instance_unregister take the same arguments.
+void call_instance_function(pqxx::connection& c, const char* function, const LeaseKey& k, const std::string& token) {
     translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
-        tx.exec_params("SELECT changefeed.instance_register($1::regclass, $2, $3, $4)", k.table, k.processor,
-                       k.instance, token);
+        tx.exec_params(std::string("SELECT changefeed.") + function + "($1::regclass, $2, $3, $4)", k.table,
+                       k.processor, k.instance, token);
         tx.commit();
     });
 }
 
+}  // namespace
+
+void register_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token) {
+    call_instance_function(c, "instance_register", k, token);
+}
+
 void unregister_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token) {
-    translated_names(k.processor, k.instance, [&] {
-        pqxx::work tx(c);
-        tx.exec_params("SELECT changefeed.instance_unregister($1::regclass, $2, $3, $4)", k.table, k.processor,
-                       k.instance, token);
-        tx.commit();
-    });
+    call_instance_function(c, "instance_unregister", k, token);
 }
 
 // acquire and renew take the same arguments and return (range_id, epoch) rows.

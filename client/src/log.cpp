@@ -3,6 +3,8 @@
 
 #include <changefeed/error.hpp>
 
+#include "time_text.hpp"
+
 #include <cstdio>
 #include <ctime>
 
@@ -72,28 +74,11 @@ void field(std::string& out, const char* key, const std::string& v) {
     append_value(out, v);
 }
 
-// RFC 3339, UTC, milliseconds.
-std::string utc_time(std::chrono::system_clock::time_point t) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-    std::time_t secs = static_cast<std::time_t>(ms / 1000);
-    long frac = static_cast<long>(ms % 1000);
-    if (frac < 0) {
-        frac += 1000;
-        --secs;
-    }
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
-    return buf;
-}
-
 }  // namespace
 
 std::string to_logfmt(const LogRecord& r) {
     std::string out = "changefeed:";
-    field(out, "ts", utc_time(r.time));
+    field(out, "ts", detail::rfc3339_utc(r.time, 3));
     field(out, "level", to_string(r.level));
     field(out, "event", to_string(r.event));
     if (!r.table.empty()) field(out, "table", r.table);

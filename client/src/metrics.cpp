@@ -107,20 +107,25 @@ void InProcessMetrics::lease_acquired(const MetricScope& scope, int range) {
     ++r.lease_acquisitions;
 }
 
-void InProcessMetrics::lease_lost(const MetricScope& scope, int range) {
-    std::lock_guard lock(mu_);
-    RangeMetrics& r = range_of(scope, range);
+namespace {
+
+// A range no longer held has no lag of its own to show.
+RangeMetrics& lease_ended(RangeMetrics& r) {
     r.lease_held = false;
     r.lag.reset();
-    ++r.lease_losses;
+    return r;
+}
+
+}  // namespace
+
+void InProcessMetrics::lease_lost(const MetricScope& scope, int range) {
+    std::lock_guard lock(mu_);
+    ++lease_ended(range_of(scope, range)).lease_losses;
 }
 
 void InProcessMetrics::lease_released(const MetricScope& scope, int range) {
     std::lock_guard lock(mu_);
-    RangeMetrics& r = range_of(scope, range);
-    r.lease_held = false;
-    r.lag.reset();
-    ++r.lease_releases;
+    ++lease_ended(range_of(scope, range)).lease_releases;
 }
 
 void InProcessMetrics::error(const MetricScope& scope, std::optional<int> range, errc code) {

@@ -1,7 +1,7 @@
 #include "names.hpp"
 
 #include <changefeed/error.hpp>
-#include <changefeed/processor.hpp>
+#include <changefeed/processor_names.hpp>
 
 #include <unistd.h>
 
@@ -35,6 +35,17 @@ void check_instance_name(const std::string& instance) {
 }  // namespace changefeed::detail
 
 namespace changefeed {
+
+std::string stored_processor_name(const std::string& name, const std::string& tenant) {
+    if (tenant.empty()) return name;
+    std::string out;
+    for (char ch : tenant) {
+        if (ch == '%') out += "%25";
+        else if (ch == '/') out += "%2F";
+        else out += ch;
+    }
+    return out + "/" + name;
+}
 
 // The host alone made every process on a host the same instance: each then
 // held every lease and handled every change.  The pid tells processes apart,

@@ -12,6 +12,7 @@
 
 #include "consumer_policy.hpp"
 #include "db.hpp"
+#include "feed_mode.hpp"
 #include "feed_reader.hpp"
 #include "lease_keeper.hpp"
 #include "listener.hpp"
@@ -41,18 +42,14 @@ std::string new_token() {
 
 class PgProcessor final : public ProcessorImpl {
 public:
-    PgProcessor(Collection c, std::string n, Handlers h, FeedSettings feed)
-        : collection_(std::move(c)), name_(std::move(n)), handlers_(std::move(h)), feed_(std::move(feed)),
+    PgProcessor(Collection c, std::string n, ProcessorHandler h, FeedSettings feed)
+        : collection_(std::move(c)), name_(std::move(n)), handler_(std::move(h)), feed_(std::move(feed)),
           events_(feed_.common.on_error, feed_.common.on_state_change, feed_.common.recovery, feed_.common.metrics,
                   feed_.common.log) {
         const ProcessorOptions& opt = feed_.common;
         stored_name_ = stored_processor_name(name_, opt.tenant);
         check_processor_name(name_, stored_name_);
-        const bool empty = handlers_.shape == HandlerShape::handler     ? !handlers_.handler
-                           : handlers_.shape == HandlerShape::projector ? !handlers_.projector
-                                                                        : !handlers_.transactional;
-        if (empty) throw Error(errc::invalid_option, "the handler must not be empty");
-        check_shape_options(opt, handlers_.shape);
+        check_handler(handler_, opt);
         instance_ = opt.instance_name.empty() ? default_instance_name() : opt.instance_name;
         check_instance_name(instance_);
         using std::chrono::milliseconds;
@@ -119,8 +116,8 @@ public:
             throw to_error(std::current_exception());
         }
         setup.feed = &feed_;
-        setup.handlers = &handlers_;
-        if (handlers_.shape == HandlerShape::projector) {
+        setup.handler = &handler_;
+        if (shape_of(handler_) == HandlerShape::projector) {
             auto counters =
                 std::make_shared<ProjectionCounters>(opt.duplicate_alert_share, opt.duplicate_alert_window);
             std::atomic_store(&counters_, counters);
@@ -215,7 +212,7 @@ private:
 
     const Collection collection_;
     const std::string name_;
-    const Handlers handlers_;
+    const ProcessorHandler handler_;
     std::shared_ptr<ProjectionCounters> counters_;  // a projector's, since its last start
     const FeedSettings feed_;
     std::string instance_;
@@ -236,91 +233,22 @@ private:
 }  // namespace
 }  // namespace detail
 
-std::string stored_processor_name(const std::string& name, const std::string& tenant) {
-    if (tenant.empty()) return name;
-    std::string out;
-    for (char ch : tenant) {
-        if (ch == '%') out += "%25";
-        else if (ch == '/') out += "%2F";
-        else out += ch;
-    }
-    return out + "/" + name;
+Processor make_processor(Collection collection, std::string name, ProcessorHandler handler, FeedOptions options) {
+    return detail::processor_of(std::make_unique<detail::PgProcessor>(
+        std::move(collection), std::move(name), std::move(handler), detail::FeedSettings::of(options)));
 }
 
-namespace {
+Processor detail::processor_of(std::unique_ptr<ProcessorImpl> impl) { return Processor(std::move(impl)); }
 
-detail::Handlers shape_of(Handler h) {
-    detail::Handlers out;
-    out.handler = std::move(h);
-    return out;
-}
-detail::Handlers shape_of(Projector p) {
-    detail::Handlers out;
-    out.shape = detail::HandlerShape::projector;
-    out.projector = std::move(p);
-    return out;
-}
-detail::Handlers shape_of(TransactionalHandler t) {
-    detail::Handlers out;
-    out.shape = detail::HandlerShape::transactional;
-    out.transactional = std::move(t);
-    return out;
+void detail::DisposeProcessor::operator()(ProcessorImpl* impl) const noexcept {
+    std::unique_ptr<ProcessorImpl> owned(impl);
+    if (impl->on_handler_thread()) impl->dispose_from_handler(std::move(owned));
 }
 
-}  // namespace
-
-Processor::Processor(Collection collection, std::string name, Handler handler, LatestVersionOptions options)
-    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name), shape_of(std::move(handler)),
-                                                  detail::FeedSettings::of(std::move(options)))) {}
-
-Processor::Processor(Collection collection, std::string name, Handler handler, AllVersionsOptions options)
-    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name), shape_of(std::move(handler)),
-                                                  detail::FeedSettings::of(std::move(options)))) {}
-
-Processor::Processor(Collection collection, std::string name, Projector projector, LatestVersionOptions options)
-    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name),
-                                                  shape_of(std::move(projector)),
-                                                  detail::FeedSettings::of(std::move(options)))) {}
-
-Processor::Processor(Collection collection, std::string name, Projector projector, AllVersionsOptions options)
-    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name),
-                                                  shape_of(std::move(projector)),
-                                                  detail::FeedSettings::of(std::move(options)))) {}
-
-Processor::Processor(Collection collection, std::string name, TransactionalHandler handler,
-                     LatestVersionOptions options)
-    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name),
-                                                  shape_of(std::move(handler)),
-                                                  detail::FeedSettings::of(std::move(options)))) {}
-
-Processor::Processor(Collection collection, std::string name, TransactionalHandler handler,
-                     AllVersionsOptions options)
-    : impl_(std::make_unique<detail::PgProcessor>(std::move(collection), std::move(name),
-                                                  shape_of(std::move(handler)),
-                                                  detail::FeedSettings::of(std::move(options)))) {}
-
-Processor::Processor(std::unique_ptr<detail::ProcessorImpl> impl) : impl_(std::move(impl)) {}
-Processor::~Processor() { dispose(); }
+Processor::Processor(std::unique_ptr<detail::ProcessorImpl> impl) : impl_(impl.release()) {}
+Processor::~Processor() = default;
 Processor::Processor(Processor&&) noexcept = default;
-Processor& Processor::operator=(Processor&& other) noexcept {
-    if (this != &other) {
-        dispose();
-        impl_ = std::move(other.impl_);
-    }
-    return *this;
-}
-
-// Stops and frees the implementation -- or, from inside the handler, hands it
-// to its own thread, which frees it once the handler returned.
-void Processor::dispose() noexcept {
-    if (!impl_) return;
-    if (impl_->on_handler_thread()) {
-        detail::ProcessorImpl* impl = impl_.get();
-        impl->dispose_from_handler(std::move(impl_));
-        return;
-    }
-    impl_.reset();
-}
+Processor& Processor::operator=(Processor&&) noexcept = default;
 
 void Processor::start() { impl_->start(); }
 void Processor::stop() {
@@ -331,15 +259,5 @@ const std::string& Processor::name() const { return impl_->processor_name(); }
 const std::string& Processor::instance_name() const { return impl_->instance_name(); }
 std::vector<int> Processor::owned_ranges() const { return impl_->owned_ranges(); }
 ProjectionStats Processor::projection_stats() const { return impl_->projection_stats(); }
-
-Processor make_latest_version_processor(Collection collection, std::string name, Handler handler,
-                                        LatestVersionOptions options) {
-    return Processor(std::move(collection), std::move(name), std::move(handler), std::move(options));
-}
-
-Processor make_all_versions_processor(Collection collection, std::string name, Handler handler,
-                                      AllVersionsOptions options) {
-    return Processor(std::move(collection), std::move(name), std::move(handler), std::move(options));
-}
 
 }  // namespace changefeed

@@ -1,32 +1,15 @@
 // Internal: what a Processor runs on -- the PostgreSQL implementation
-// (processor.cpp) or the in-memory one (in_memory.cpp) -- and the feed
-// settings both take from the per-feed option types.
+// (processor.cpp) or the in-memory one (in_memory.cpp).
 #pragma once
 
-#include <changefeed/processor.hpp>
-
-#include "feed_mode.hpp"
+#include <changefeed/projection.hpp>
+#include <changefeed/recovery.hpp>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace changefeed::detail {
-
-// The options of either feed, with the feed they were given for.
-struct FeedSettings {
-    ProcessorOptions common;
-    FeedMode mode = FeedMode::latest_version;
-    bool start_from_beginning = false;  // latest-version feed only
-    bool resync = false;                // latest-version feed only
-
-    static FeedSettings of(LatestVersionOptions o) {
-        FeedSettings s{std::move(static_cast<ProcessorOptions&>(o)), FeedMode::latest_version,
-                       o.start_from_beginning, o.resync};
-        return s;
-    }
-    static FeedSettings of(AllVersionsOptions o) {
-        return FeedSettings{std::move(static_cast<ProcessorOptions&>(o)), FeedMode::all_versions_and_deletes};
-    }
-};
 
 struct ProcessorImpl {
     virtual ~ProcessorImpl() = default;
@@ -44,11 +27,6 @@ struct ProcessorImpl {
     // very object); the handler's thread finishes the stop once the handler
     // returned, then frees it.
     virtual void dispose_from_handler(std::unique_ptr<ProcessorImpl> self) = 0;
-};
-
-// Lets the providers build a Processor around their implementation.
-struct ProcessorAccess {
-    static Processor make(std::unique_ptr<ProcessorImpl> impl) { return Processor(std::move(impl)); }
 };
 
 }  // namespace changefeed::detail

@@ -4,7 +4,10 @@
 
 namespace changefeed::detail {
 
-void check_shape_options(const ProcessorOptions& options, HandlerShape shape) {
+void check_handler(const ProcessorHandler& handler, const ProcessorOptions& options) {
+    if (std::visit([](const auto& h) { return !h; }, handler))
+        throw Error(errc::invalid_option, "the handler must not be empty");
+    const HandlerShape shape = shape_of(handler);
     if (!(options.duplicate_alert_share > 0.0 && options.duplicate_alert_share <= 1.0))
         throw Error(errc::invalid_option, "duplicate_alert_share must be in (0, 1]");
     if (options.duplicate_alert_window < 1)

@@ -3,7 +3,8 @@
 // shape accepts, a projector's counters and its duplicates alert.
 #pragma once
 
-#include <changefeed/processor.hpp>
+#include <changefeed/handler.hpp>
+#include <changefeed/processor_options.hpp>
 #include <changefeed/projection.hpp>
 
 #include <atomic>
@@ -13,13 +14,22 @@
 
 namespace changefeed::detail {
 
+// In the order of ProcessorHandler's alternatives.
 enum class HandlerShape { handler, projector, transactional };
 
-// Throws Error(invalid_option): duplicate_alert_share outside (0, 1],
-// duplicate_alert_window < 1, CheckpointMode::manual with a shape other than
-// Handler (a projector's and a transactional handler's checkpoints are the
-// processor's: they must follow the dedup store or the commit).
-void check_shape_options(const ProcessorOptions& options, HandlerShape shape);
+inline HandlerShape shape_of(const ProcessorHandler& h) { return static_cast<HandlerShape>(h.index()); }
+
+// Throws Error(invalid_option): an empty handler, duplicate_alert_share
+// outside (0, 1], duplicate_alert_window < 1, CheckpointMode::manual with a
+// shape other than Handler (a projector's and a transactional handler's
+// checkpoints are the processor's: they must follow the dedup store or the
+// commit).
+void check_handler(const ProcessorHandler& handler, const ProcessorOptions& options);
+
+// What on_error's handler_failed message names.
+inline const char* culprit_of(const ProcessorHandler& h) {
+    return shape_of(h) == HandlerShape::projector ? "projector failed" : "handler failed";
+}
 
 // A projector's counters and its duplicates alert, shared by the threads
 // that deliver and projection_stats().

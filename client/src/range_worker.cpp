@@ -1,6 +1,7 @@
 #include "range_worker.hpp"
 
 #include "db.hpp"
+#include "raise_flag.hpp"
 #include "runbook.hpp"
 
 #include <algorithm>
@@ -40,26 +41,16 @@ bool ranges_changed(const Error& e) { return e.sqlstate() == "CF020"; }
 
 RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper& leases)
     : s_(std::move(setup)), opt_(s_.feed->common), events_(events), leases_(leases),
-      delivery_(s_.collection.conninfo(), s_.key, *s_.handlers, opt_, events, s_.counters),
+      delivery_(s_.collection.conninfo(), s_.key, *s_.handler, opt_, events, s_.counters),
       read_ahead_(opt_.read_connection.empty() ? s_.collection.conninfo() : opt_.read_connection) {
     next_maintain_ = Clock::now();
 }
 
-void RangeWorker::wake() {
-    {
-        std::lock_guard lock(mu_);
-        wake_ = true;
-    }
-    cv_.notify_all();
-}
+void RangeWorker::wake() { raise_flag(mu_, cv_, wake_); }
 
 void RangeWorker::request_stop() {
-    {
-        std::lock_guard lock(mu_);
-        stopping_ = true;
-    }
-    stop_source_.request_stop();
-    cv_.notify_all();
+    raise_flag(mu_, cv_, stopping_);
+    stop_source_.request_stop();  // a handler watching its Context::stop returns early
 }
 
 // Sleeps up to `d`, returning early when stopping.

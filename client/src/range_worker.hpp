@@ -7,12 +7,14 @@
 // connection of its own; everything else stays on the primary's.
 #pragma once
 
+#include <changefeed/collection.hpp>
+
 #include "consumer_policy.hpp"
 #include "delivery.hpp"
 #include "feed_reader.hpp"
 #include "lease_keeper.hpp"
 #include "lease_store.hpp"
-#include "processor_impl.hpp"
+#include "feed_mode.hpp"
 #include "read_ahead.hpp"
 
 #include <chrono>
@@ -36,7 +38,7 @@ struct WorkerSetup {
     CollectionInfo info;
     TenantScope scope;
     const FeedSettings* feed = nullptr;
-    const Handlers* handlers = nullptr;
+    const ProcessorHandler* handler = nullptr;
     std::shared_ptr<ProjectionCounters> counters;  // a projector's
     std::string name;         // as given
     std::string stored_name;  // as on the server (with the tenant prefix)

@@ -5,6 +5,17 @@
 
 namespace changefeed {
 
+const char* to_string(State s) noexcept {
+    switch (s) {
+    case State::stopped: return "stopped";
+    case State::starting: return "starting";
+    case State::running: return "running";
+    case State::resuming: return "resuming";
+    case State::history_lost: return "history_lost";
+    }
+    return "unknown";
+}
+
 const char* to_string(Situation s) noexcept {
     switch (s) {
         case Situation::connection_lost: return "connection_lost";

@@ -11,7 +11,7 @@ namespace changefeed {
 
 namespace detail {
 
-void SubscriptionState::push(std::vector<DocumentChange> changes) {
+void SubscriptionState::push(std::vector<Change> changes) {
     {
         std::lock_guard lock(mu);
         if (cancelled) return;
@@ -38,7 +38,7 @@ void SubscriptionState::end(const Error& e) {
 void SubscriptionState::dispatch_loop() {
     auto token = stop.get_token();
     for (;;) {
-        DocumentChange c;
+        Change c;
         {
             std::unique_lock lock(mu);
             cv.wait(lock, token, [&] { return !queue.empty() || ended; });
@@ -49,7 +49,11 @@ void SubscriptionState::dispatch_loop() {
             if (was_full && !cancelled && hub) hub->kick();
         }
         try {
-            callback(c, token);
+            Context ctx;
+            ctx.range_id = c.range_id;
+            ctx.range = std::to_string(c.range_id);
+            ctx.stop = token;
+            callback(c, ctx);
         } catch (...) {
             report(handler_failure(std::current_exception(), "subscription callback failed"),
                    std::current_exception());
@@ -110,10 +114,8 @@ Subscription watch(const Collection& collection, std::string id, ChangeCallback 
 Subscription::~Subscription() { cancel(); }
 Subscription::Subscription(Subscription&&) noexcept = default;
 Subscription& Subscription::operator=(Subscription&& o) noexcept {
-    if (this != &o) {
-        cancel();
-        state_ = std::move(o.state_);
-    }
+    Subscription taken(std::move(o));
+    std::swap(state_, taken.state_);  // the one this held is cancelled with `taken`
     return *this;
 }
 
@@ -152,7 +154,7 @@ std::error_code Subscription::error() const {
     return state_->error;
 }
 
-std::optional<DocumentChange> Subscription::next(std::stop_token stop) {
+std::optional<Change> Subscription::next(std::stop_token stop) {
     if (!state_) return std::nullopt;
     auto& s = *state_;
     if (s.callback) throw Error(errc::invalid_option, "next() on a callback subscription");
@@ -160,20 +162,20 @@ std::optional<DocumentChange> Subscription::next(std::stop_token stop) {
     s.cv.wait(lock, stop, [&] { return !s.queue.empty() || s.ended || s.cancelled; });
     if (s.queue.empty() || stop.stop_requested()) return std::nullopt;
     const bool was_full = s.queue.size() >= s.options.max_buffered;
-    DocumentChange c = std::move(s.queue.front());
+    Change c = std::move(s.queue.front());
     s.queue.pop_front();
     if (was_full && s.hub) s.hub->kick();
     return c;
 }
 
-std::optional<DocumentChange> Subscription::try_next() {
+std::optional<Change> Subscription::try_next() {
     if (!state_) return std::nullopt;
     auto& s = *state_;
     if (s.callback) throw Error(errc::invalid_option, "try_next() on a callback subscription");
     std::lock_guard lock(s.mu);
     if (s.queue.empty()) return std::nullopt;
     const bool was_full = s.queue.size() >= s.options.max_buffered;
-    DocumentChange c = std::move(s.queue.front());
+    Change c = std::move(s.queue.front());
     s.queue.pop_front();
     if (was_full && s.hub) s.hub->kick();
     return c;

@@ -19,20 +19,6 @@ constexpr int page_size = 1000;
 constexpr auto backoff_min = std::chrono::milliseconds(100);
 constexpr auto backoff_max = std::chrono::milliseconds(5000);
 
-DocumentChange document_change(Change&& c) {
-    DocumentChange d;
-    d.operation = c.operation;
-    if (d.operation != Operation::clear) d.id = std::move(c.doc_id);
-    d.document = std::move(c.current);
-    d.previous = std::move(c.previous);
-    d.partition_key = std::move(c.partition_key);
-    d.range_id = c.range_id;
-    d.seq = c.seq;
-    d.txid = c.txid;
-    d.ttl_expired = c.ttl_expired;
-    return d;
-}
-
 class Receiver final : public pqxx::notification_receiver {
 public:
     Receiver(pqxx::connection& c, const std::string& channel, std::function<void(const std::string&)> wake)
@@ -207,14 +193,15 @@ void Hub::reader_loop() {
             }
             backoff.reset();
             const bool full = static_cast<int>(rr.changes.size()) == page_size;
-            std::vector<DocumentChange> out;
+            std::vector<Change> out;
             out.reserve(rr.changes.size());
             for (auto& c : rr.changes) {
                 if (c.operation == Operation::clear) {
                     if (c.txid == s->last_clear_txid) continue;
                     s->last_clear_txid = c.txid;
+                    c.doc_id.clear();  // a clear is of no one document
                 }
-                out.push_back(document_change(std::move(c)));
+                out.push_back(std::move(c));
             }
             s->position = std::move(rr.position);
             if (!out.empty()) s->push(std::move(out));

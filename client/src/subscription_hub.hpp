@@ -3,7 +3,8 @@
 // the log for each of them in turn -- and the state of one subscription.
 #pragma once
 
-#include <changefeed/subscription.hpp>
+#include <changefeed/collection.hpp>
+#include <changefeed/subscription_options.hpp>
 
 #include "feed_reader.hpp"
 
@@ -43,7 +44,7 @@ struct SubscriptionState {
     // The consumer's side.
     std::mutex mu;
     std::condition_variable_any cv;
-    std::deque<DocumentChange> queue;
+    std::deque<Change> queue;
     bool cancelled = false;
     bool ended = false;
     std::error_code error;
@@ -59,7 +60,7 @@ struct SubscriptionState {
         return queue.size();
     }
     // Adds a read's changes at once, so a transaction's changes arrive together.
-    void push(std::vector<DocumentChange> changes);
+    void push(std::vector<Change> changes);
     // Ends the subscription because of `e`: tells on_error, wakes the consumer.
     void end(const Error& e);
     void report(const Error& e, std::exception_ptr p);

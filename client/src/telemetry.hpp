@@ -5,7 +5,6 @@
 
 #include <changefeed/log.hpp>
 #include <changefeed/metrics.hpp>
-#include <changefeed/processor.hpp>
 
 #include <chrono>
 #include <cstdint>

@@ -30,9 +30,9 @@ int main(int argc, char** argv) {
     options.maintain_interval = std::chrono::milliseconds(0);
     options.on_error = [](const changefeed::ErrorInfo& e) { std::cerr << "error: " << e.message << "\n"; };
     try {
-        changefeed::Processor processor(
+        auto processor = changefeed::make_processor(
             changefeed::Collection(argv[1], argv[2]), "package-demo",
-            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
                 std::lock_guard lock(mu);
                 for (const auto& change : batch) {
                     std::cout << changefeed::to_string(change.operation) << " " << change.doc_id << " "

@@ -5,8 +5,8 @@
 
 int main() {
     try {
-        changefeed::Processor p(changefeed::Collection("", "public.users"), "",
-                                [](const auto&, const auto&, std::stop_token) {});
+        auto p = changefeed::make_processor(changefeed::Collection("", "public.users"), "",
+                                            [](const auto&, const auto&) {});
     } catch (const changefeed::Error& e) {
         if (e.code() == changefeed::errc::processor_name_empty) {
             std::cout << "ok: " << e.what() << "\n";

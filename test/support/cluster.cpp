@@ -150,7 +150,7 @@ std::string test_file(const std::string& suffix) {
 }
 
 changefeed::Handler noop_handler() {
-    return [](const std::vector<changefeed::Change>&, const changefeed::Context&, std::stop_token) {};
+    return [](const std::vector<changefeed::Change>&, const changefeed::Context&) {};
 }
 
 }  // namespace cftest

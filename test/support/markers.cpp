@@ -37,8 +37,8 @@ std::vector<std::string> deliver_markers(Cluster& c, const std::string& table, i
 
 bool witness_rounds(Cluster& c, const std::string& table, int first_id, int rounds) {
     Recorder seen;
-    auto witness = changefeed::make_all_versions_processor({c.conninfo(), table}, "witness_" + std::to_string(first_id),
-                                                           seen.handler(), fast_options("witness"));
+    auto witness = changefeed::make_processor({c.conninfo(), table}, "witness_" + std::to_string(first_id),
+                                              seen.handler(), changefeed::AllVersionsOptions(fast_options("witness")));
     witness.start();
     if (!wait_running(witness)) return false;
     int next = first_id;

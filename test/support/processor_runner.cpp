@@ -44,8 +44,7 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     FILE* out = std::fopen(argv[5], "a");
     if (!out) return 2;
-    auto handler = [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
-                       std::stop_token) {
+    auto handler = [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
         if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
         for (const auto& c : batch) {
             if (!all_versions) {
@@ -61,11 +60,10 @@ int main(int argc, char** argv) {
         }
         std::fflush(out);
     };
-    changefeed::Processor p =
-        all_versions
-            ? changefeed::make_all_versions_processor(changefeed::Collection(argv[1], argv[2]), argv[3], handler,
-                                                      changefeed::AllVersionsOptions(static_cast<const changefeed::ProcessorOptions&>(o)))
-            : changefeed::Processor(changefeed::Collection(argv[1], argv[2]), argv[3], handler, o);
+    changefeed::Processor p = changefeed::make_processor(
+        changefeed::Collection(argv[1], argv[2]), argv[3], handler,
+        all_versions ? changefeed::FeedOptions(changefeed::AllVersionsOptions(static_cast<const changefeed::ProcessorOptions&>(o)))
+                     : changefeed::FeedOptions(o));
     p.start();
     int sig = 0;
     sigwait(&set, &sig);

@@ -12,8 +12,7 @@ int v_of(const changefeed::Change& c) {
 }
 
 changefeed::Handler Recorder::handler(std::chrono::milliseconds delay) {
-    return [this, delay](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
-                         std::stop_token) {
+    return [this, delay](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
         if (delay.count()) std::this_thread::sleep_for(delay);
         add(batch, ctx);
     };
@@ -118,26 +117,26 @@ std::vector<std::string> ErrorLog::messages(changefeed::errc code) const {
 }
 
 changefeed::ChangeCallback ChangeSink::callback() {
-    return [this](const changefeed::DocumentChange& c, std::stop_token) {
+    return [this](const changefeed::Change& c, const changefeed::Context&) {
         std::lock_guard lock(mu_);
         got_.push_back(c);
     };
 }
 
-std::vector<changefeed::DocumentChange> ChangeSink::all() const {
+std::vector<changefeed::Change> ChangeSink::all() const {
     std::lock_guard lock(mu_);
     return got_;
 }
 
 std::vector<std::string> ChangeSink::ids() const {
     std::vector<std::string> out;
-    for (const auto& c : all()) out.push_back(c.id);
+    for (const auto& c : all()) out.push_back(c.doc_id);
     return out;
 }
 
 bool ChangeSink::has(const std::string& id) const {
     for (const auto& c : all())
-        if (c.id == id) return true;
+        if (c.doc_id == id) return true;
     return false;
 }
 

@@ -80,13 +80,13 @@ private:
 class ChangeSink {
 public:
     changefeed::ChangeCallback callback();
-    std::vector<changefeed::DocumentChange> all() const;
+    std::vector<changefeed::Change> all() const;
     std::vector<std::string> ids() const;
     bool has(const std::string& id) const;
 
 private:
     mutable std::mutex mu_;
-    std::vector<changefeed::DocumentChange> got_;
+    std::vector<changefeed::Change> got_;
 };
 
 }  // namespace cftest

@@ -159,7 +159,7 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
         if (kind == "project") {
             const std::string pid = num(getpid());
             std::unique_ptr<pqxx::connection>* conn = &calls[t];
-            procs.emplace_back(
+            procs.push_back(changefeed::make_processor(
                 coll, "torture-project",
                 changefeed::Projector([conn, t, pid](const changefeed::Change& c, const changefeed::Context&) {
                     try {
@@ -173,9 +173,9 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
                     }
                     return changefeed::ProjectionResult::applied;
                 }),
-                changefeed::AllVersionsOptions(o));
+                changefeed::AllVersionsOptions(o)));
         } else if (kind == "exact") {
-            procs.emplace_back(
+            procs.push_back(changefeed::make_processor(
                 coll, "torture-exact",
                 changefeed::TransactionalHandler([t](const std::vector<changefeed::Change>& batch,
                                                      changefeed::Transaction& tx, const changefeed::Context& ctx) {
@@ -183,11 +183,11 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
                     for (const auto& c : batch) sql += exact_statements(t, c, ctx, tx.sql());
                     tx.sql().exec(sql);
                 }),
-                changefeed::AllVersionsOptions(o));
+                changefeed::AllVersionsOptions(o)));
         } else if (latest) {
-            procs.push_back(changefeed::make_latest_version_processor(
+            procs.push_back(changefeed::make_processor(
                 coll, "torture-latest",
-                [sink, t](const std::vector<changefeed::Change>& batch, const changefeed::Context&, std::stop_token) {
+                [sink, t](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
                     // Last write wins, in delivery order: a key appears once per statement.
                     std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> last;
                     for (const auto& c : batch)
@@ -206,10 +206,9 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
                 },
                 o));
         } else {
-            procs.push_back(changefeed::make_all_versions_processor(
+            procs.push_back(changefeed::make_processor(
                 coll, "torture-all",
-                [sink, t, run_id](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx,
-                                  std::stop_token) {
+                [sink, t, run_id](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                     sink->run([&](pqxx::work& tx) {
                         std::string sql =
                             "INSERT INTO torture.deliveries (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch)"
@@ -221,7 +220,7 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
                         tx.exec(sql);
                     });
                 },
-                o));
+                changefeed::AllVersionsOptions(o)));
         }
     }
     // The server may be restarting when we are started: retry start() for a while.

@@ -3,6 +3,8 @@
 // no code of their own are errc::database_error, with the SQLSTATE kept).
 #pragma once
 
+#include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -59,6 +61,22 @@ public:
 
 private:
     std::string sqlstate_;
+};
+
+// A failure reported to on_error (of a processor, a subscription, a bridge).
+// A processor keeps running after it, except for history_lost: the range
+// concerned halts (its lease is kept, no further changes of it are delivered)
+// and the processor's state becomes history_lost; the message is the runbook (docs/runbooks/history-lost.md).
+// Other ranges go on.  With the `resync` option the range is re-read from the
+// table instead, and the processor stays running.
+struct ErrorInfo {
+    std::optional<int> range_id;  // the range concerned, if any
+    std::error_code code;         // an errc value
+    std::string message;
+    std::exception_ptr exception; // the exception thrown (handler's or the library's)
+    // Set when the recovery policy halted something over this failure:
+    // runbook_path() of the decision's runbook.
+    std::string runbook;
 };
 
 }  // namespace changefeed

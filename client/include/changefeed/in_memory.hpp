@@ -4,7 +4,7 @@
 // projection can be unit-tested without a database.
 //
 //   changefeed::InMemoryCollection users;          // documents keyed by "id"
-//   auto p = changefeed::make_latest_version_processor(users, "projection", handler);
+//   auto p = changefeed::make_processor(users, "projection", handler);
 //   p.start();
 //   users.upsert({{"id", 1}, {"name", "Ann"}});     // the handler sees it (a create)
 //
@@ -128,29 +128,15 @@ public:
     // A copy of a projection transactional handlers wrote (empty if none).
     std::map<std::string, boost::json::value> projection(const std::string& name) const;
 
-    // The options' type says the feed, as for Processor.
-    Processor make_processor(std::string name, Handler handler, LatestVersionOptions options = {});
-    Processor make_processor(std::string name, Handler handler, AllVersionsOptions options);
-    Processor make_processor(std::string name, Projector projector, LatestVersionOptions options = {});
-    Processor make_processor(std::string name, Projector projector, AllVersionsOptions options);
-    Processor make_processor(std::string name, TransactionalHandler handler, LatestVersionOptions options = {});
-    Processor make_processor(std::string name, TransactionalHandler handler, AllVersionsOptions options);
+    friend Processor make_processor(InMemoryCollection&, std::string, ProcessorHandler, FeedOptions);
 
 private:
     std::shared_ptr<detail::MemoryStore> store_;
 };
 
-Processor make_latest_version_processor(InMemoryCollection& collection, std::string name, Handler handler,
-                                        LatestVersionOptions options = {});
-Processor make_all_versions_processor(InMemoryCollection& collection, std::string name, Handler handler,
-                                      AllVersionsOptions options = {});
-Processor make_latest_version_processor(InMemoryCollection& collection, std::string name, Projector projector,
-                                        LatestVersionOptions options = {});
-Processor make_all_versions_processor(InMemoryCollection& collection, std::string name, Projector projector,
-                                      AllVersionsOptions options = {});
-Processor make_latest_version_processor(InMemoryCollection& collection, std::string name,
-                                        TransactionalHandler handler, LatestVersionOptions options = {});
-Processor make_all_versions_processor(InMemoryCollection& collection, std::string name,
-                                      TransactionalHandler handler, AllVersionsOptions options = {});
+// A processor of the in-memory collection's feed, as make_processor of a
+// Collection (processor.hpp): the same handler shapes and options.
+Processor make_processor(InMemoryCollection& collection, std::string name, ProcessorHandler handler,
+                         FeedOptions options = {});
 
 }  // namespace changefeed

@@ -19,7 +19,7 @@
 // transaction ends after lease_duration idle and the range moves): a
 // projector must still be idempotent, but duplicates stay rare and are counted.
 //
-//   changefeed::Processor p(orders, "order-totals",
+//   auto p = changefeed::make_processor(orders, "order-totals",
 //       [&](const changefeed::Change& c, const changefeed::Context&) {
 //           totals.apply(c);  // idempotent: keyed by c.doc_id
 //           return changefeed::ProjectionResult::applied;
@@ -31,7 +31,7 @@
 // the lease) and commits.  The projection's writes and the checkpoint commit
 // together or not at all, so no change is ever applied twice or lost.
 //
-//   changefeed::Processor p(orders, "order-copy",
+//   auto p = changefeed::make_processor(orders, "order-copy",
 //       [](const std::vector<changefeed::Change>& batch, changefeed::Transaction& tx,
 //          const changefeed::Context&) {
 //           for (const auto& c : batch) tx.sql().exec_params("...", c.doc_id);

@@ -1,8 +1,8 @@
 // Subscriptions: hot, unleased, uncheckpointed change streams for reacting
 // in-process -- the light sibling of a Processor.
 //
-//   auto sub = changefeed::subscribe(users, [](const changefeed::DocumentChange& c, std::stop_token) {
-//       std::cout << changefeed::to_string(c.operation) << ' ' << c.id << '\n';
+//   auto sub = changefeed::subscribe(users, [](const changefeed::Change& c, const changefeed::Context&) {
+//       std::cout << changefeed::to_string(c.operation) << ' ' << c.doc_id << '\n';
 //   });                                  // runs until sub is cancelled or destroyed
 //
 //   auto open = changefeed::subscribe(orders, {.filter = changefeed::field("status") == "open"});
@@ -29,15 +29,10 @@
 
 #include <changefeed/change.hpp>
 #include <changefeed/collection.hpp>
-#include <changefeed/filter.hpp>
-#include <changefeed/processor.hpp>
+#include <changefeed/subscription_options.hpp>
 
-#include <boost/json/value.hpp>
-#include <boost/json/value_to.hpp>
-
-#include <chrono>
-#include <cstdint>
-#include <functional>
+#include <cstddef>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -45,47 +40,6 @@
 #include <system_error>
 
 namespace changefeed {
-
-// `operation` is the change log's (Operation, change.hpp): create (INSERT),
-// replace (UPDATE, whatever it touched: `document` is the whole row), delete_
-// (DELETE: `document` is null, `previous` holds the row if kept), clear
-// (TRUNCATE: every document is gone; `id` is empty).
-struct DocumentChange {
-    Operation operation = Operation::create;
-    std::string id;               // the document id (primary key text); empty for clear
-    boost::json::value document;  // the whole row after the write; null for delete and clear
-    boost::json::value previous;  // the row before (replace, delete) when the collection keeps it
-    std::string partition_key;
-    int range_id = 0;
-    std::int64_t seq = 0;         // log order
-    std::uint64_t txid = 0;       // the writing transaction: its changes share it
-    bool ttl_expired = false;     // a delete made by the TTL sweeper
-
-    template <class T>
-    T as() const { return boost::json::value_to<T>(document); }
-};
-
-struct SubscriptionOptions {
-    // Only changes whose document matches (see the header comment for delete/clear).
-    std::optional<Predicate> filter;
-    // Only this document's changes (a clear passes too).  Set by watch().
-    std::optional<std::string> document_id;
-    // Only this tenant's changes (a clear passes too), with partition keys
-    // without the tenant prefix, as a tenant-scoped processor sees them.  The
-    // collection needs a tenant column (invalid_option otherwise).  Empty: all
-    // (a role bound to a tenant still sees only its tenant's changes).
-    std::string tenant;
-    // Fallback read interval when no notification arrives.
-    std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
-    // Most changes waiting for a slow consumer; reading pauses above it (nothing is dropped).
-    std::size_t max_buffered = 10000;
-    // Failures: connection losses (retried), a callback that threw (handler_failed; the
-    // change is not delivered again), and what ends the subscription (collection dropped
-    // or disabled, history lost).
-    std::function<void(const ErrorInfo&)> on_error;
-};
-
-using ChangeCallback = std::function<void(const DocumentChange& change, std::stop_token stop)>;
 
 namespace detail {
 struct SubscriptionState;
@@ -111,9 +65,9 @@ public:
     // Pull mode (subscriptions made without a callback): the next change,
     // waiting for one; nullopt once `stop` is requested, the subscription is
     // cancelled or it ended.
-    std::optional<DocumentChange> next(std::stop_token stop = {});
+    std::optional<Change> next(std::stop_token stop = {});
     // The next change if one is waiting.
-    std::optional<DocumentChange> try_next();
+    std::optional<Change> try_next();
 
     // `for (const auto& c : sub.changes(stop))`: next() as a range.
     class Range;
@@ -130,11 +84,11 @@ class Subscription::Range {
 public:
     class iterator {
     public:
-        using value_type = DocumentChange;
+        using value_type = Change;
         using difference_type = std::ptrdiff_t;
         iterator() = default;
-        const DocumentChange& operator*() const { return *current_; }
-        const DocumentChange* operator->() const { return &*current_; }
+        const Change& operator*() const { return *current_; }
+        const Change* operator->() const { return &*current_; }
         iterator& operator++() {
             current_ = sub_->next(stop_);
             return *this;
@@ -147,7 +101,7 @@ public:
         iterator(Subscription* s, std::stop_token st) : sub_(s), stop_(std::move(st)) { current_ = sub_->next(stop_); }
         Subscription* sub_ = nullptr;
         std::stop_token stop_;
-        std::optional<DocumentChange> current_;
+        std::optional<Change> current_;
     };
     iterator begin() { return iterator(sub_, stop_); }
     std::default_sentinel_t end() { return {}; }
