@@ -46,6 +46,8 @@ REGRESS_COMMON = setup enable capture read positions retention lag leases instan
 # Write paths of newer servers (MERGE ... RETURNING, RETURNING OLD/NEW), with
 # expected outputs per major: write_paths.out 18, _1 17, _2 15 and 16.
 REGRESS_COMMON += write_paths
+# Bulk statements' order across savepoints (log_writer.cpp keeps the partition open).
+REGRESS_COMMON += bulk_order
 REGRESS_PRELOADED = notifier ticks workers
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed

@@ -33,6 +33,19 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
             printf "| %s | %s | %.0f | %.3fx |\n", r[2], r[1], m[rows[i]], (b > 0 ? m[rows[i]] / b : 0)}}' \
         "$BENCH_OUT/medians.tsv" | sort
     echo
+    echo "## Bulk statements (s, commit included; ratio to the same statement without capture)"
+    echo
+    echo "One statement over N rows of ~200-byte jsonb documents (\`bench/bulk_writes.sh\`); a DELETE is also"
+    echo "compared with the plain INSERT of the same rows (writing every previous image once is its floor)."
+    echo
+    echo "| statement | variant | s | ratio to plain | ratio to plain INSERT |"
+    echo "|---|---|---:|---:|---:|"
+    awk -F'\t' '$1 == "bulk" {m[$2 FS $3] = $4; if (!($3 in s)) {s[$3]; ops[++no] = $3}; if (!($2 in v)) {v[$2]; vars[++nv] = $2}}
+        END {for (i = 1; i <= no; i++) for (j = 1; j <= nv; j++) {k = vars[j] FS ops[i]; if (!(k in m)) continue
+            b = m["none" FS ops[i]]; bi = m["none" FS "insert"]
+            printf "| %s | %s | %.3f | %s | %s |\n", ops[i], vars[j], m[k], (b > 0 ? sprintf("%.2fx", m[k] / b) : "-"),
+                (ops[i] == "delete" && bi > 0 ? sprintf("%.2fx", m[k] / bi) : "")}}' "$BENCH_OUT/medians.tsv"
+    echo
     echo "## Commit-to-handler latency (ms, ratio to the INSERT + NOTIFY floor at the same rate)"
     echo
     echo "Floor: INSERT + NOTIFY (the row's id) in one transaction, LISTEN on a bare connection, nothing read."

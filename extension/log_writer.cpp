@@ -5,7 +5,10 @@
 // transaction's start day (UTC) and inserts the index entries, the way
 // catalog updates do.  Bypassing the executor also means writers need no
 // privilege on changefeed.log.  Partition lookups are cached per backend and
-// dropped on any relcache invalidation of the log.
+// dropped on any relcache invalidation of the log.  The partition, its
+// indexes and their IndexInfo stay open from the first row a
+// (sub)transaction writes until it ends (a bulk statement writes all its rows
+// through one open): see OpenPartition.
 #include "pg.hpp"
 #include "log_writer.hpp"
 
@@ -20,6 +23,8 @@ extern "C" {
 #include "executor/tuptable.h"
 #include "utils/datetime.h"
 #include "utils/inval.h"
+#include "tcop/utility.h"
+#include "utils/resowner.h"
 #include "utils/xid8.h"
 }
 
@@ -39,11 +44,89 @@ struct Cache {
 Cache cache = {};
 bool callback_registered = false;
 
+// The partition rows are being written to, opened (locked, with its indexes
+// and their IndexInfo) by the (sub)transaction `owner_subid` under its
+// resource owner and kept open until that subtransaction ends: closed at its
+// commit (before its resource owner would report the references as leaked)
+// or at the top-level pre-commit/prepare, forgotten at its abort (the
+// resource owner releases them then).  A nested subtransaction uses it as
+// is: the references and the lock belong to an enclosing one that outlives
+// it.  A relcache invalidation that touches the log marks it stale; it is
+// reopened at the next row, never closed inside the callback.  Memory lives
+// in TopTransactionContext.
+struct OpenPartition {
+    bool valid;
+    bool stale;
+    SubTransactionId owner_subid;
+    ResourceOwner owner;  // owner_subid's: references are forgotten from the owner that holds them
+    Relation rel;
+    CatalogIndexState indexes;
+    TupleTableSlot *slot;
+    bool before_0_3;
+};
+OpenPartition open_part = {};
+
 void invalidate(Datum, Oid relid) {
     // Partitions come and go with maintain(); any change to one of ours resets.
-    if (!cache.valid || relid == InvalidOid || relid == cache.log_oid || relid == cache.part_oid ||
-        relid == cache.default_oid)
+    bool ours = open_part.valid && relid == RelationGetRelid(open_part.rel);
+    if (ours || !cache.valid || relid == InvalidOid || relid == cache.log_oid || relid == cache.part_oid ||
+        relid == cache.default_oid) {
         cache.valid = false;
+        if (open_part.valid) open_part.stale = true;
+    }
+}
+
+void close_open_partition(void) {
+    if (!open_part.valid) return;
+    open_part.valid = false;
+    ResourceOwner saved_owner = CurrentResourceOwner;
+    CurrentResourceOwner = open_part.owner;
+    ExecDropSingleTupleTableSlot(open_part.slot);
+    CatalogCloseIndexes(open_part.indexes);
+    table_close(open_part.rel, NoLock);
+    CurrentResourceOwner = saved_owner;
+}
+
+void forget_open_partition(void) { open_part.valid = false; }
+
+// Utility commands (ALTER, DROP, TRUNCATE, REINDEX of the log, maintain()'s
+// partition DDL) refuse a relation this session holds open, so none runs
+// while the partition is: it is closed first and reopened by the next row.
+ProcessUtility_hook_type prev_process_utility = NULL;
+
+void process_utility(PlannedStmt *pstmt, const char *query, bool read_only_tree,
+                     ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *env,
+                     DestReceiver *dest, QueryCompletion *qc) {
+    close_open_partition();
+    if (prev_process_utility)
+        prev_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+    else
+        standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+}
+
+void on_xact(XactEvent event, void *) {
+    switch (event) {
+        case XACT_EVENT_PRE_COMMIT:
+        case XACT_EVENT_PARALLEL_PRE_COMMIT:
+        case XACT_EVENT_PRE_PREPARE:
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+        case XACT_EVENT_PREPARE:
+            close_open_partition();
+            break;
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_ABORT:
+            forget_open_partition();
+            break;
+    }
+}
+
+void on_subxact(SubXactEvent event, SubTransactionId subid, SubTransactionId, void *) {
+    if (!open_part.valid || subid != open_part.owner_subid) return;
+    if (event == SUBXACT_EVENT_COMMIT_SUB)
+        close_open_partition();
+    else if (event == SUBXACT_EVENT_ABORT_SUB)
+        forget_open_partition();
 }
 
 Oid must_find(const char *name, Oid ns) {
@@ -58,6 +141,10 @@ Oid must_find(const char *name, Oid ns) {
 void load_cache(void) {
     if (!callback_registered) {
         CacheRegisterRelcacheCallback(invalidate, (Datum)0);
+        RegisterXactCallback(on_xact, NULL);
+        RegisterSubXactCallback(on_subxact, NULL);
+        prev_process_utility = ProcessUtility_hook;
+        ProcessUtility_hook = process_utility;
         callback_registered = true;
     }
     Oid ns = get_namespace_oid("changefeed", false);
@@ -116,35 +203,35 @@ Relation open_partition(TimestampTz ts) {
     return rel;
 }
 
-void insert_index_entries(Relation rel, HeapTuple tuple) {
-    CatalogIndexState indexes = CatalogOpenIndexes(rel);
-    TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
+void insert_index_entries(HeapTuple tuple) {
+    Relation rel = open_part.rel;
+    CatalogIndexState indexes = open_part.indexes;
+    TupleTableSlot *slot = open_part.slot;
     ExecStoreHeapTuple(tuple, slot, false);
     for (int i = 0; i < indexes->ri_NumIndices; i++) {
         IndexInfo *info = indexes->ri_IndexRelationInfo[i];
         Relation index = indexes->ri_IndexRelationDescs[i];
         if (!info->ii_ReadyForInserts) continue;
-        if (info->ii_Expressions != NIL || info->ii_Predicate != NIL)
-            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                            errmsg("index \"%s\" on the change log has expressions or a predicate",
-                                   RelationGetRelationName(index)),
-                            errhint("Indexes on changefeed.log must be plain column indexes.")));
         Datum values[INDEX_MAX_KEYS];
         bool isnull[INDEX_MAX_KEYS];
         FormIndexDatum(info, slot, NULL, values, isnull);
         index_insert(index, values, isnull, &tuple->t_self, rel,
                      index->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, false, info);
     }
-    ExecDropSingleTupleTableSlot(slot);
-    CatalogCloseIndexes(indexes);
+    ExecClearTuple(slot);
 }
 
-}  // namespace
-
-void changefeed_log_write(const LogRow *row) {
+// Makes open_part the partition for rows written at `ts`, opened and checked.
+void use_partition(TimestampTz ts) {
+    if (open_part.valid && !open_part.stale) return;
+    close_open_partition();
     if (!cache.valid) load_cache();
-    TimestampTz written_at = GetCurrentTransactionStartTimestamp();
-    Relation rel = open_partition(written_at);
+    // Opened under the (sub)transaction's resource owner, not the portal's:
+    // the references outlive the statement.
+    ResourceOwner saved_owner = CurrentResourceOwner;
+    MemoryContext saved_cxt = MemoryContextSwitchTo(TopTransactionContext);
+    CurrentResourceOwner = CurTransactionResourceOwner;
+    Relation rel = open_partition(ts);
     TupleDesc desc = RelationGetDescr(rel);
     // A log of release 0.2 (the library is updated before ALTER EXTENSION
     // UPDATE) has no previous_tenant: a tenant move is logged as a replace
@@ -154,6 +241,36 @@ void changefeed_log_write(const LogRow *row) {
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                         errmsg("changefeed.log partition \"%s\" has %d columns, expected %d",
                                RelationGetRelationName(rel), desc->natts, kColumns)));
+    CatalogIndexState indexes = CatalogOpenIndexes(rel);
+    for (int i = 0; i < indexes->ri_NumIndices; i++) {
+        IndexInfo *info = indexes->ri_IndexRelationInfo[i];
+        if (info->ii_Expressions != NIL || info->ii_Predicate != NIL)
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("index \"%s\" on the change log has expressions or a predicate",
+                                   RelationGetRelationName(indexes->ri_IndexRelationDescs[i])),
+                            errhint("Indexes on changefeed.log must be plain column indexes.")));
+    }
+    open_part.slot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+    open_part.rel = rel;
+    open_part.indexes = indexes;
+    open_part.before_0_3 = before_0_3;
+    open_part.owner_subid = GetCurrentSubTransactionId();
+    open_part.owner = CurTransactionResourceOwner;
+    open_part.stale = false;
+    open_part.valid = true;
+    CurrentResourceOwner = saved_owner;
+    MemoryContextSwitchTo(saved_cxt);
+}
+
+}  // namespace
+
+void changefeed_log_write(const LogRow *row) {
+    if (!cache.valid) load_cache();
+    TimestampTz written_at = GetCurrentTransactionStartTimestamp();
+    use_partition(written_at);
+    Relation rel = open_part.rel;
+    TupleDesc desc = RelationGetDescr(rel);
+    bool before_0_3 = open_part.before_0_3;
 
     Datum values[kColumns];
     bool nulls[kColumns] = {};
@@ -181,7 +298,6 @@ void changefeed_log_write(const LogRow *row) {
 
     HeapTuple tuple = heap_form_tuple(desc, values, nulls);
     heap_insert(rel, tuple, GetCurrentCommandId(true), 0, NULL);
-    insert_index_entries(rel, tuple);
+    insert_index_entries(tuple);
     heap_freetuple(tuple);
-    table_close(rel, NoLock);
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Part 1b, bulk statements: one INSERT ... SELECT of N jsonb documents of
+# about 200 bytes, one UPDATE of all of them, one DELETE of all of them, on a
+# table without capture, with changefeed, with PgQ's trigger, and read by a
+# wal2json logical slot, every variant interleaved in rounds on one cluster.
+# Records seconds per statement (commit included); the report gives the ratio
+# to the same statement without capture, and for DELETE also the ratio to the
+# plain INSERT of the same rows (the floor of writing every previous image).
+#   bash bench/bulk_writes.sh ROWS ROUNDS
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+rows=${1:-1000000} rounds=${2:-3}
+variants=${BULK_VARIANTS:-none changefeed pgq wal2json}
+name=bulk
+start_bench_cluster "$name" 2 yes
+conn_env "$name"
+have_pgq=no have_w2j=no
+[ -f "$("$PGBIN/pg_config" --sharedir)/extension/pgq.control" ] && have_pgq=yes
+[ -f "$("$PGBIN/pg_config" --pkglibdir)/wal2json.so" ] && have_w2j=yes
+
+psql -qX -v ON_ERROR_STOP=1 >/dev/null <<SQL
+CREATE EXTENSION changefeed;
+CREATE TABLE b_none (id bigint PRIMARY KEY, doc jsonb NOT NULL);
+CREATE TABLE b_changefeed (LIKE b_none INCLUDING ALL);
+CREATE TABLE b_pgq (LIKE b_none INCLUDING ALL);
+CREATE TABLE b_wal2json (LIKE b_none INCLUDING ALL);
+SELECT changefeed.enable('b_changefeed');
+SQL
+if [ "$have_pgq" = yes ]; then
+    psql -qX -v ON_ERROR_STOP=1 >/dev/null <<SQL
+CREATE EXTENSION pgq;
+SELECT pgq.create_queue('bulk_q');
+CREATE TRIGGER capture AFTER INSERT OR UPDATE OR DELETE ON b_pgq
+    FOR EACH ROW EXECUTE PROCEDURE pgq.jsontriga('bulk_q');
+SQL
+fi
+[ "$have_w2j" = yes ] &&
+    psql -qXAt -c "SELECT 1 FROM pg_create_logical_replication_slot('bulk_w2j', 'wal2json')" >/dev/null
+
+# Seconds one statement takes, commit included (psql runs it in autocommit).
+timed() {  # sql
+    psql -qXAt -v ON_ERROR_STOP=1 -c '\timing on' -c "$1" | awk '/^Time:/ {printf "%.4f\n", $2 / 1000}'
+}
+
+statement() {  # op table
+    case $1 in
+        insert) echo "INSERT INTO $2 SELECT g, jsonb_build_object('name', 'user ' || g, 'email', 'user' || g || '@example.com',
+                      'n', g, 'tags', jsonb_build_array('alpha', 'beta', 'gamma'), 'note', repeat('x', 80))
+                      FROM generate_series(1, $rows) g" ;;
+        update) echo "UPDATE $2 SET doc = jsonb_set(doc, '{n}', to_jsonb(id + 1))" ;;
+        delete) echo "DELETE FROM $2" ;;
+    esac
+}
+
+for round in $(seq 1 "$rounds"); do
+    for variant in $variants; do
+        [ "$variant" = pgq ] && [ "$have_pgq" = no ] && continue
+        [ "$variant" = wal2json ] && [ "$have_w2j" = no ] && continue
+        table=b_$variant
+        recv=
+        if [ "$variant" = wal2json ]; then
+            # Decode only this variant's WAL, while it is written.
+            psql -qXAt -c "SELECT 1 FROM pg_replication_slot_advance('bulk_w2j', pg_current_wal_lsn())" >/dev/null
+            bench_background "$PGBIN/pg_recvlogical" --slot bulk_w2j --start \
+                -o format-version=2 -f /dev/null -d "$(bench_conninfo)"
+            recv=$bench_last_pid
+            sleep 0.5
+        fi
+        for op in insert update delete; do
+            psql -qX -c "VACUUM $table" -c CHECKPOINT >/dev/null
+            s=$(timed "$(statement "$op" "$table")")
+            record bulk "$variant" "$op" "$round" "$s" s
+            echo "round $round  bulk $op  $variant  $s s"
+        done
+        [ -n "$recv" ] && bench_stop "$recv"
+        # The capture's own log and queue grow with every round: empty them
+        # outside the timed statements so rounds stay alike.
+        case $variant in
+            changefeed) psql -qX -c "TRUNCATE changefeed.log" -c "VACUUM b_changefeed" >/dev/null 2>&1 || true ;;
+            pgq) psql -qX -c "SELECT pgq.maint_rotate_tables_step1('bulk_q')" >/dev/null 2>&1 || true ;;
+        esac
+    done
+done
