@@ -12,6 +12,7 @@
 //    partitions an ALTER TABLE attached, whether CREATE TRIGGER was OR REPLACE,
 //    and (at ddl_command_start) whether it detaches a partition.
 #include "pg.hpp"
+#include "partition_drops.hpp"
 #include "sqlstates.hpp"
 
 extern "C" {
@@ -74,6 +75,10 @@ char *enabled_table_above(Oid rel) {
 }
 
 }  // namespace
+
+bool changefeed_guard_is_suspended(void) {
+    return guard_suspended;
+}
 
 // Called by capture_truncate once the root's TRUNCATE has been logged.
 void changefeed_truncate_done(void) {
@@ -185,7 +190,8 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
     Oid parent = RangeVarGetRelid(stmt->relation, NoLock, true);
     if (!OidIsValid(parent)) PG_RETURN_VOID();
     char *enabled = enabled_table_above(parent);
-    if (enabled != NULL)
+    // Unless the collection expires or forgets detached partitions.
+    if (enabled != NULL && !changefeed_partition_detach(stmt, parent))
         ereport(ERROR,
                 (errcode(changefeed::kDdlRefused),
                  errmsg("DETACH PARTITION from %s would let rows leave an enabled table without a change",
