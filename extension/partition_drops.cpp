@@ -49,6 +49,14 @@ constexpr long kBatch = 1000;
 List *expired = NIL;
 LocalTransactionId expired_in = InvalidLocalTransactionId;
 
+LocalTransactionId this_transaction(void) {
+#if PG_VERSION_NUM >= 170000
+    return MyProc->vxid.lxid;
+#else
+    return MyProc->lxid;
+#endif
+}
+
 struct Collection {
     int32 id;
     char *mode;
@@ -197,9 +205,9 @@ int64 expire_rows(const Collection *c, Oid part) {
 }
 
 void note_expired(Oid rel) {
-    if (expired_in != MyProc->lxid) {
+    if (expired_in != this_transaction()) {
         expired = NIL;
-        expired_in = MyProc->lxid;
+        expired_in = this_transaction();
     }
     MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
     expired = lappend_oid(expired, rel);
@@ -320,7 +328,7 @@ Datum changefeed_guard_drop_partition(PG_FUNCTION_ARGS) {
 // partition `rel` before dropping it.
 Datum changefeed_partition_expired(PG_FUNCTION_ARGS) {
     Oid rel = PG_GETARG_OID(0);
-    PG_RETURN_BOOL(expired_in == MyProc->lxid && list_member_oid(expired, rel));
+    PG_RETURN_BOOL(expired_in == this_transaction() && list_member_oid(expired, rel));
 }
 
 }  // extern "C"

@@ -108,6 +108,31 @@ SELECT count(*) FILTER (WHERE ttl_expired) AS expired, count(*) AS changes
   FROM changefeed.read('pd_events', :'before_drops', 1000);
 
 SELECT changefeed.disable('pd_events', forget => true);
+
+-- A table of a role that is no superuser: its rows are read as that role.
+CREATE ROLE partition_drops_owner;
+GRANT changefeed_reader TO partition_drops_owner;
+GRANT CREATE ON SCHEMA public TO partition_drops_owner;
+SET ROLE partition_drops_owner;
+CREATE TABLE pd_owned (day date, id int, PRIMARY KEY (day, id)) PARTITION BY RANGE (day);
+CREATE TABLE pd_owned_1 PARTITION OF pd_owned FOR VALUES FROM ('2026-01-01') TO ('2026-01-02');
+CREATE TABLE pd_owned_2 PARTITION OF pd_owned FOR VALUES FROM ('2026-01-02') TO ('2026-01-03');
+SELECT changefeed.enable('pd_owned', partition_drops => 'expire') IS NOT NULL AS enabled;
+INSERT INTO pd_owned VALUES ('2026-01-01', 1), ('2026-01-01', 2), ('2026-01-02', 3);
+SELECT changefeed.current_position() AS owned_start \gset
+DROP TABLE pd_owned_1;
+SELECT operation, doc_id, ttl_expired, previous ->> 'id' AS id
+  FROM changefeed.read('pd_owned', :'owned_start') ORDER BY doc_id;
+-- Another role's DROP is refused by PostgreSQL before anything is logged.
+RESET ROLE;
+SET ROLE partition_drops_other;
+SELECT try_masked('DROP TABLE pd_owned_2');
+RESET ROLE;
+SELECT count(*) AS still_two FROM changefeed.read('pd_owned', :'owned_start');
+DROP TABLE pd_owned;
+REVOKE CREATE ON SCHEMA public FROM partition_drops_owner;
+REVOKE changefeed_reader FROM partition_drops_owner;
+DROP ROLE partition_drops_owner;
 DROP TABLE pd_events, plain_table;
 REVOKE changefeed_reader FROM partition_drops_other;
 DROP ROLE partition_drops_other;
