@@ -52,6 +52,7 @@ ALTER TABLE changefeed.collection ADD COLUMN partition_drops text NOT NULL DEFAU
     CHECK (partition_drops IN ('refuse', 'expire', 'forget'));
 -- enable() of 0.2 (alter() of 0.2 is dropped above).
 DROP FUNCTION changefeed.enable(regclass, text[], int, interval, bool, text, text, bool);
+DROP FUNCTION changefeed._enable(regclass, text[], int, interval, bool, text, text, bool);
 
 -- @functions
 
