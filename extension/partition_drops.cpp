@@ -167,7 +167,8 @@ int64 expire_rows(const Collection *c, Oid part) {
 
     // On error the (sub)transaction abort restores user and settings.
     int64 logged = 0;
-    Portal portal = SPI_cursor_open_with_args(NULL, sql, 0, NULL, NULL, NULL, true, 0);
+    // Not read-only: a new snapshot, taken under the lock, sees every row committed before it.
+    Portal portal = SPI_cursor_open_with_args(NULL, sql, 0, NULL, NULL, NULL, false, 0);
     for (;;) {
         SPI_cursor_fetch(portal, true, kBatch);
         if (SPI_processed == 0) break;
