@@ -166,7 +166,8 @@ Datum changefeed_replaces_trigger(PG_FUNCTION_ARGS) {
 
 // ddl_command_start on ALTER TABLE: refuses DETACH PARTITION (also CONCURRENTLY,
 // whose first transaction commits before ddl_command_end could refuse it) from
-// an enabled table or one of its partitions.  Declared SECURITY DEFINER without
+// an enabled table or one of its partitions, unless the collection expires or
+// forgets detached partitions (partition_drops.cpp).  Declared SECURITY DEFINER without
 // a pinned search_path: the table name is resolved as the user's command will
 // resolve it, and the one query it runs is fully schema-qualified.
 Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
