@@ -205,7 +205,19 @@ int64 expire_rows(const Collection *c, Oid part) {
     return logged;
 }
 
+// A subtransaction that aborts takes its logged rows with it: forget what
+// was expired (a later drop of the partition in this transaction is then
+// refused unless it expires the rows again).
+void forget_on_abort(SubXactEvent event, SubTransactionId, SubTransactionId, void *) {
+    if (event == SUBXACT_EVENT_ABORT_SUB) expired = NIL;
+}
+
 void note_expired(Oid rel) {
+    static bool registered = false;
+    if (!registered) {
+        RegisterSubXactCallback(forget_on_abort, NULL);
+        registered = true;
+    }
     if (expired_in != this_transaction()) {
         expired = NIL;
         expired_in = this_transaction();
