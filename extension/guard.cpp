@@ -13,6 +13,7 @@
 //    and (at ddl_command_start) whether it detaches a partition or gives a
 //    generated column a new expression.
 #include "pg.hpp"
+#include "partition_drops.hpp"
 #include "sqlstates.hpp"
 
 extern "C" {
@@ -75,6 +76,10 @@ char *enabled_table_above(Oid rel) {
 }
 
 }  // namespace
+
+bool changefeed_guard_is_suspended(void) {
+    return guard_suspended;
+}
 
 // Called by capture_truncate once the root's TRUNCATE has been logged.
 void changefeed_truncate_done(void) {
@@ -163,7 +168,9 @@ Datum changefeed_replaces_trigger(PG_FUNCTION_ARGS) {
 // ddl_command_start on ALTER TABLE of an enabled table or one of its
 // partitions: refuses
 //  - DETACH PARTITION (also CONCURRENTLY, whose first transaction commits
-//    before ddl_command_end could refuse it): the rows would leave the table;
+//    before ddl_command_end could refuse it): the rows would leave the table,
+//    unless the collection expires or forgets detached partitions
+//    (partition_drops.cpp);
 //  - ALTER COLUMN ... SET EXPRESSION (17 and newer): the table is rewritten
 //    with the column's new values, which no row trigger sees.
 // Declared SECURITY DEFINER without a pinned search_path: the table name is
@@ -192,20 +199,22 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
     if (!OidIsValid(parent)) PG_RETURN_VOID();
     char *enabled = enabled_table_above(parent);
     if (enabled == NULL) PG_RETURN_VOID();
-    if (detaches)
+    if (new_expression_of != NULL)
+        ereport(ERROR,
+                (errcode(changefeed::kDdlRefused),
+                 errmsg("SET EXPRESSION of column %s of %s would rewrite its values without a change in the feed",
+                        quote_identifier(new_expression_of), stmt->relation->relname),
+                 errdetail("Table %s is enabled for changefeed; the rewrite that computes the column's new "
+                           "values fires no row trigger.", enabled),
+                 errhint("Disable capture first with SELECT changefeed.disable(%s);", quote_literal_cstr(enabled))));
+    // Unless the collection expires or forgets detached partitions.
+    if (!changefeed_partition_detach(stmt, parent))
         ereport(ERROR,
                 (errcode(changefeed::kDdlRefused),
                  errmsg("DETACH PARTITION from %s would let rows leave an enabled table without a change",
                         stmt->relation->relname),
                  errdetail("Table %s is enabled for changefeed.", enabled),
                  errhint("Disable capture first with SELECT changefeed.disable(%s);", quote_literal_cstr(enabled))));
-    ereport(ERROR,
-            (errcode(changefeed::kDdlRefused),
-             errmsg("SET EXPRESSION of column %s of %s would rewrite its values without a change in the feed",
-                    quote_identifier(new_expression_of), stmt->relation->relname),
-             errdetail("Table %s is enabled for changefeed; the rewrite that computes the column's new "
-                       "values fires no row trigger.", enabled),
-             errhint("Disable capture first with SELECT changefeed.disable(%s);", quote_literal_cstr(enabled))));
     PG_RETURN_VOID();
 }
 

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(postgresql-15 postgresql-server-dev-15 libpqxx-dev libboost-json1.81-dev
           libssl-dev libgtest-dev cmake g++ make pkg-config nats-server libnats-dev libcli11-dev
-          python3-psycopg prometheus-cpp-dev debootstrap)
+          python3-psycopg prometheus-cpp-dev debootstrap postgresql-15-partman postgresql-15-cron)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -23,6 +23,7 @@
 #      runner, which step 4 reuses), reads on a hot standby and a promotion
 #      (test/standby_read.sh), a point-in-time restore (test/pitr.sh), and the
 #      Python example of the SQL read protocol (test/python_example.sh),
+#      pg_partman retention run by pg_cron on an enabled table (test/partman.sh),
 #   4. the client's GoogleTest suites (they start their own clusters), and the
 #      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/asan.sh),
 #   5. the torture test in its short mode, the consumer fault stage
@@ -128,6 +129,8 @@ stage "point-in-time restore" bash test/pitr.sh --port 55474
 
 echo "== the Python example of the SQL read protocol (psycopg)"
 stage "Python read-protocol example" bash test/python_example.sh --port 55486
+echo "== pg_partman retention from a pg_cron job: expired deletes, the other partman table premade"
+stage "pg_partman and pg_cron" bash test/partman.sh --port 55484
 
 if [ -f CMakeLists.txt ]; then
     echo "== client library and its tests"

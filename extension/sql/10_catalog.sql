@@ -36,7 +36,12 @@ CREATE TABLE changefeed.collection (
     -- other writer could get between, is no gap unless it wrote meanwhile.
     disabled_at     timestamptz,
     disabled_txid   xid8,
-    disabled_marks  jsonb
+    disabled_marks  jsonb,
+    -- What a DROP or DETACH of one of its partitions does (25_guard.sql):
+    -- 'refuse' it (CF013), 'expire' its rows (logged as deletes with
+    -- ttl_expired) or 'forget' them (nothing logged).
+    partition_drops text NOT NULL DEFAULT 'refuse'
+                    CHECK (partition_drops IN ('refuse', 'expire', 'forget'))
 );
 
 -- Per collection, the newest transaction whose changes retention dropped.

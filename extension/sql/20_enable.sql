@@ -156,6 +156,25 @@ BEGIN
 END
 $$;
 
+-- partition_drops: what a DROP or DETACH of a partition does (25_guard.sql).
+-- Only a partitioned table has partitions to drop.
+CREATE OR REPLACE FUNCTION changefeed.check_partition_drops(tbl regclass, partition_drops text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF partition_drops IS NULL OR partition_drops NOT IN ('refuse', 'expire', 'forget') THEN
+        RAISE EXCEPTION 'partition_drops must be ''refuse'', ''expire'' or ''forget'', not %',
+                        coalesce(quote_literal(partition_drops), 'null')
+            USING ERRCODE = 'CF003',
+                  HINT = '''expire'' logs the rows of a dropped or detached partition as deletes with '
+                         'ttl_expired; ''forget'' logs nothing; ''refuse'' refuses the DDL.';
+    END IF;
+    IF partition_drops <> 'refuse' AND (SELECT relkind FROM pg_class WHERE oid = tbl) <> 'p' THEN
+        RAISE EXCEPTION 'partition_drops => % needs a partitioned table; % is not one', quote_literal(partition_drops), tbl
+            USING ERRCODE = 'CF003';
+    END IF;
+END
+$$;
+
 -- Enables capture on a table and returns its collection id.  Enabling an
 -- enabled table with the same options is a no-op; with other options, CF008.
 -- Enabling a table disabled with its state kept resumes its collection: the
@@ -175,10 +194,13 @@ CREATE OR REPLACE FUNCTION changefeed.enable(
     keep_previous bool DEFAULT true,
     tenant_column text DEFAULT NULL,
     ttl_column text DEFAULT NULL,
-    replicated bool DEFAULT false)
+    replicated bool DEFAULT false,
+    partition_drops text DEFAULT 'refuse')
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     kind "char";
+    resumed_id int;
+    drops text := partition_drops;
     keys text[];
     existing changefeed.collection;
     c changefeed.collection;
@@ -223,6 +245,7 @@ BEGIN
     IF replicated IS NULL THEN
         RAISE EXCEPTION 'replicated must not be null' USING ERRCODE = 'CF003';
     END IF;
+    PERFORM changefeed.check_partition_drops(tbl, partition_drops);
     IF partition_key IS NULL THEN
         partition_key := keys;
     ELSIF cardinality(partition_key) = 0 THEN
@@ -253,25 +276,28 @@ BEGIN
         PERFORM changefeed.require_delete_rows(tbl, changefeed.caller(), 'set a TTL column on');
     END IF;
     IF existing.id IS NOT NULL AND existing.disabled_at IS NOT NULL THEN
-        RETURN changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
-                                 tenant_column, ttl_column, replicated);
+        resumed_id := changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
+                                tenant_column, ttl_column, replicated);
+        UPDATE changefeed.collection AS col SET partition_drops = drops WHERE col.id = existing.id;
+        RETURN resumed_id;
     ELSIF existing.id IS NOT NULL THEN
         IF (existing.partition_key, existing.ranges, existing.retention, existing.keep_previous,
-            existing.tenant_column, existing.ttl_column, existing.replicated)
+            existing.tenant_column, existing.ttl_column, existing.replicated, existing.partition_drops)
            IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
-                                 replicated) THEN
+                                 replicated, partition_drops) THEN
             RETURN existing.id;
         END IF;
         RAISE EXCEPTION 'table % is already enabled with other options', tbl
             USING ERRCODE = 'CF008',
-                  HINT = 'Change retention, previous images, the TTL column or the ranges with changefeed.alter(); '
+                  HINT = 'Change retention, previous images, the TTL column, the ranges or partition_drops with changefeed.alter(); '
                          'for other options, disable it (its checkpoints are kept) and enable it again.';
     END IF;
 
     INSERT INTO changefeed.collection AS col
            (relid, key_columns, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
-            replicated)
-    VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated)
+            replicated, partition_drops)
+    VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated,
+            partition_drops)
     RETURNING * INTO c;
     RETURN changefeed.start_capture(c);
 END
@@ -379,7 +405,8 @@ SELECT c.id,
        c.enabled_at,
        c.replicated,
        c.disabled_at IS NULL AS enabled,   -- false: disabled, its state kept
-       c.disabled_at
+       c.disabled_at,
+       c.partition_drops
   FROM changefeed.collection c
  WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 

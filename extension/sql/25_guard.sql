@@ -6,7 +6,9 @@
 -- disabling, dropping, renaming or replacing the capture triggers; dropping,
 -- retyping or renaming the key, partition-key, tenant or TTL columns; a
 -- primary key other than the collection's key; inheritance children;
--- DETACH PARTITION, DROP or TRUNCATE of a partition.  Partitions created or
+-- DETACH PARTITION, DROP or TRUNCATE of a partition (DROP and DETACH go
+-- through when the collection's partition_drops is 'expire' or 'forget':
+-- partition_drops.cpp).  Partitions created or
 -- attached later get their TRUNCATE guard here.  verify() reports, per enabled
 -- table, whatever is not intact (both use capture_problems()).
 --
@@ -449,10 +451,20 @@ BEGIN
             guard_id := substr(d.address_names[3], length('changefeed_truncate_guard_') + 1)::int;
             SELECT * INTO c FROM changefeed.collection x
              WHERE x.id = guard_id AND EXISTS (SELECT 1 FROM pg_class r WHERE r.oid = x.relid);
+            -- A dropped partition: forgotten, or expired at ddl_command_start.
+            CONTINUE WHEN FOUND AND rel IS NULL
+                AND (c.partition_drops = 'forget'
+                     OR (c.partition_drops = 'expire' AND changefeed.partition_expired(
+                            (SELECT o.objid FROM pg_event_trigger_dropped_objects() o
+                              WHERE o.object_type = 'table' AND o.address_names = d.address_names[1:2]))));
             IF FOUND THEN
-                PERFORM changefeed.refuse_hole(tg_tag, c, ARRAY[CASE WHEN rel IS NULL
-                    THEN format('partition %I.%I would be dropped', d.address_names[1], d.address_names[2])
-                    ELSE format('trigger %s would be dropped', d.object_identity) END]);
+                PERFORM changefeed.refuse_hole(tg_tag, c, ARRAY[CASE
+                    WHEN rel IS NOT NULL THEN format('trigger %s would be dropped', d.object_identity)
+                    WHEN c.partition_drops = 'expire'
+                    THEN format('partition %I.%I would be dropped without its rows logged as expired '
+                                '(drop partitions with DROP TABLE or DETACH PARTITION)',
+                                d.address_names[1], d.address_names[2])
+                    ELSE format('partition %I.%I would be dropped', d.address_names[1], d.address_names[2]) END]);
             END IF;
         ELSIF d.object_type = 'trigger' AND rel IS NOT NULL
               AND d.address_names[3] IN ('changefeed_capture', 'changefeed_capture_truncate') THEN
@@ -479,6 +491,35 @@ $$;
 CREATE OR REPLACE FUNCTION changefeed.guard_detach() RETURNS event_trigger
     AS 'MODULE_PATHNAME', 'changefeed_guard_detach' LANGUAGE C SECURITY DEFINER;
 
+-- Partition retention (partition_drops.cpp): whether this transaction
+-- expired the rows of partition `rel` before dropping it; the TRUNCATE
+-- guards of a partition leaving collection `collection_id` by DETACH.
+CREATE OR REPLACE FUNCTION changefeed.partition_expired(rel oid) RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_partition_expired' LANGUAGE C STRICT;
+CREATE OR REPLACE FUNCTION changefeed.drop_truncate_guards(collection_id int, part oid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection;
+    rel oid;
+    was_suspended bool;
+BEGIN
+    SELECT * INTO STRICT c FROM changefeed.collection x WHERE x.id = collection_id;
+    was_suspended := changefeed.suspend_guard(true);
+    FOR rel IN SELECT g.tgrelid FROM pg_trigger g
+                WHERE g.tgrelid IN (SELECT changefeed.tree_of(part))
+                  AND g.tgname = changefeed.truncate_guard_name(c) ORDER BY 1 LOOP
+        EXECUTE format('DROP TRIGGER %I ON %s', changefeed.truncate_guard_name(c), rel::regclass);
+    END LOOP;
+    PERFORM changefeed.suspend_guard(was_suspended);
+END
+$$;
+
+-- ddl_command_start on DROP TABLE: expires the rows of a partition of a
+-- table with partition_drops = 'expire' before they go.  SECURITY DEFINER
+-- without a pinned search_path, as guard_detach().
+CREATE OR REPLACE FUNCTION changefeed.guard_drop_partition() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'changefeed_guard_drop_partition' LANGUAGE C SECURITY DEFINER;
+
 CREATE EVENT TRIGGER changefeed_guard_ddl ON ddl_command_end
     WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'ALTER FOREIGN TABLE', 'CREATE FOREIGN TABLE',
                  'CREATE TRIGGER', 'ALTER TRIGGER')
@@ -493,6 +534,10 @@ CREATE EVENT TRIGGER changefeed_guard_detach ON ddl_command_start
 ALTER EVENT TRIGGER changefeed_guard_ddl ENABLE ALWAYS;
 ALTER EVENT TRIGGER changefeed_guard_drop ENABLE ALWAYS;
 ALTER EVENT TRIGGER changefeed_guard_detach ENABLE ALWAYS;
+CREATE EVENT TRIGGER changefeed_guard_drop_partition ON ddl_command_start
+    WHEN TAG IN ('DROP TABLE')
+    EXECUTE FUNCTION changefeed.guard_drop_partition();
+ALTER EVENT TRIGGER changefeed_guard_drop_partition ENABLE ALWAYS;
 
 -- One row per enabled table (not those disabled with their state kept):
 -- whether its capture is intact, and if not, why.

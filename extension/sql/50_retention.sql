@@ -488,7 +488,7 @@ $$;
 -- placed in ranges by them.)
 CREATE OR REPLACE FUNCTION changefeed.alter(tbl regclass, retention interval DEFAULT NULL,
                                             keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL,
-                                            ranges int DEFAULT NULL)
+                                            ranges int DEFAULT NULL, partition_drops text DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -518,13 +518,17 @@ BEGIN
                 USING ERRCODE = 'CF003';
         END IF;
     END IF;
+    IF partition_drops IS NOT NULL THEN
+        PERFORM changefeed.check_partition_drops(tbl, partition_drops);
+    END IF;
     IF ranges IS NOT NULL AND ranges <> c.ranges THEN
         c := changefeed.change_ranges(c, ranges);
     END IF;
     UPDATE changefeed.collection AS col
        SET retention = coalesce($2, col.retention),        -- retention
            keep_previous = coalesce($3, col.keep_previous),  -- keep_previous
-           ttl_column = coalesce($4, col.ttl_column)         -- ttl_column
+           ttl_column = coalesce($4, col.ttl_column),        -- ttl_column
+           partition_drops = coalesce($6, col.partition_drops)  -- partition_drops
      WHERE id = c.id
     RETURNING * INTO c;
     PERFORM changefeed.install_triggers(c);

@@ -44,6 +44,16 @@ CREATE TABLE changefeed.position_key (
 -- It is logged as op 'm' with the tenant it left (30_read.sql, 65_status.sql).
 ALTER TABLE changefeed.log ADD COLUMN previous_tenant text;
 
+-- ---- partition retention: partition_drops ----
+-- A DROP or DETACH of a partition of an enabled table is refused, expired or
+-- forgotten as the collection says (25_guard.sql, partition_drops.cpp);
+-- enable() and alter() take the option.
+ALTER TABLE changefeed.collection ADD COLUMN partition_drops text NOT NULL DEFAULT 'refuse'
+    CHECK (partition_drops IN ('refuse', 'expire', 'forget'));
+-- enable() of 0.2 (alter() of 0.2 is dropped above).
+DROP FUNCTION changefeed.enable(regclass, text[], int, interval, bool, text, text, bool);
+DROP FUNCTION changefeed._enable(regclass, text[], int, interval, bool, text, text, bool);
+
 -- @functions
 
 -- ---- the position key in the database ----

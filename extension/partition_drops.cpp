@@ -1,0 +1,347 @@
+// Partition retention: a DROP TABLE or DETACH PARTITION of a partition of an
+// enabled table does what the collection's partition_drops says.
+//
+//  - 'refuse' (the default): the guard refuses it (CF013, 25_guard.sql).
+//  - 'expire': at ddl_command_start, before the rows go, every row of the
+//    partition (and of its partitions) is logged as a delete with
+//    ttl_expired, in the DDL's transaction, under the lock the DDL takes
+//    anyway; so a projection of the table removes them as it removes TTL
+//    expiry.  DETACH ... CONCURRENTLY is refused: it commits before it is
+//    done, while writes may still reach the partition.
+//  - 'forget': nothing is logged (an event table whose consumers keep their
+//    own history); the horizon does not move: no position reports loss.
+//
+// The rows are read as the partition's owner inside a security-restricted
+// operation with search_path pinned (to_jsonb may run the owner's casts), the
+// way the TTL sweep deletes (ttl.cpp), and written to the log as capture
+// writes them (log_writer.cpp), batch by batch from one scan.
+#include "pg.hpp"
+#include "log_writer.hpp"
+#include "partition_drops.hpp"
+#include "range_hash.hpp"
+#include "sqlstates.hpp"
+#include "xact_tracking.hpp"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "commands/event_trigger.h"
+#include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/syscache.h"
+
+PG_FUNCTION_INFO_V1(changefeed_guard_drop_partition);
+PG_FUNCTION_INFO_V1(changefeed_partition_expired);
+}
+
+bool changefeed_guard_is_suspended(void);  // guard.cpp
+
+namespace {
+
+constexpr long kBatch = 1000;
+
+// The partitions expired in this transaction (sql_drop lets their drop pass).
+List *expired = NIL;
+LocalTransactionId expired_in = InvalidLocalTransactionId;
+
+LocalTransactionId this_transaction(void) {
+#if PG_VERSION_NUM >= 170000
+    return MyProc->vxid.lxid;
+#else
+    return MyProc->lxid;
+#endif
+}
+
+struct Collection {
+    int32 id;
+    char *mode;
+    int32 ranges;
+    bool keep_previous;
+    char *table;
+    int nkeys;
+    Datum *keys;
+    int nparts;
+    Datum *parts;
+    char *tenant;
+};
+
+char *copy_text(HeapTuple tuple, TupleDesc desc, int col) {
+    char *value = SPI_getvalue(tuple, desc, col);
+    return value ? MemoryContextStrdup(TopTransactionContext, value) : NULL;
+}
+
+void text_array(HeapTuple tuple, TupleDesc desc, int col, Datum **items, int *n) {
+    bool isnull;
+    Datum d = SPI_getbinval(tuple, desc, col, &isnull);
+    MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+    deconstruct_array(DatumGetArrayTypePCopy(d), TEXTOID, -1, false, TYPALIGN_INT, items, NULL, n);
+    MemoryContextSwitchTo(old);
+}
+
+// The enabled table above partition `rel` (not `rel` itself), if any.
+bool collection_above(Oid rel, Collection *c) {
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    Oid argtypes[1] = {OIDOID};
+    Datum args[1] = {ObjectIdGetDatum(rel)};
+    int rc = SPI_execute_with_args(
+        "SELECT c.id, c.partition_drops, c.ranges, c.keep_previous, c.relid::pg_catalog.regclass::pg_catalog.text,"
+        " c.key_columns, c.partition_key, c.tenant_column"
+        " FROM changefeed.enabled_above($1) c WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.<>) $1",
+        1, argtypes, args, NULL, true, 1);
+    bool found = rc == SPI_OK_SELECT && SPI_processed == 1;
+    if (found) {
+        HeapTuple t = SPI_tuptable->vals[0];
+        TupleDesc d = SPI_tuptable->tupdesc;
+        bool isnull;
+        c->id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+        c->mode = copy_text(t, d, 2);
+        c->ranges = DatumGetInt32(SPI_getbinval(t, d, 3, &isnull));
+        c->keep_previous = DatumGetBool(SPI_getbinval(t, d, 4, &isnull));
+        c->table = copy_text(t, d, 5);
+        text_array(t, d, 6, &c->keys, &c->nkeys);
+        text_array(t, d, 7, &c->parts, &c->nparts);
+        c->tenant = copy_text(t, d, 8);
+    }
+    SPI_finish();
+    return found;
+}
+
+const char *column(Datum name) {
+    return quote_identifier(TextDatumGetCString(name));
+}
+
+// The query that yields, per row of `qualified`, what capture would log for
+// its delete: document id, partition key, previous image, tenant.  Texts are
+// the columns' output (format('%s'), null as empty), as capture formats them.
+char *expiry_query(const Collection *c, const char *qualified) {
+    StringInfoData q;
+    initStringInfo(&q);
+    appendStringInfoString(&q, "SELECT ");
+    if (c->nkeys == 1) {
+        appendStringInfo(&q, "format('%%s', x.%s)", column(c->keys[0]));
+    } else {
+        appendStringInfoString(&q, "'[' || concat_ws(','");
+        for (int i = 0; i < c->nkeys; i++)
+            appendStringInfo(&q, ", to_json(format('%%s', x.%s))::text", column(c->keys[i]));
+        appendStringInfoString(&q, ") || ']'");
+    }
+    appendStringInfoString(&q, ", format('");
+    for (int i = 0; i < c->nparts; i++) appendStringInfoString(&q, i ? "/%s" : "%s");
+    appendStringInfoChar(&q, '\'');
+    for (int i = 0; i < c->nparts; i++) appendStringInfo(&q, ", x.%s", column(c->parts[i]));
+    appendStringInfo(&q, "), %s", c->keep_previous ? "to_jsonb(x)" : "NULL::jsonb");
+    if (c->tenant != NULL)
+        appendStringInfo(&q, ", CASE WHEN x.%s IS NULL THEN NULL ELSE format('%%s', x.%s) END",
+                         quote_identifier(c->tenant), quote_identifier(c->tenant));
+    else
+        appendStringInfoString(&q, ", NULL::text");
+    appendStringInfo(&q, " FROM %s x", qualified);
+    return q.data;
+}
+
+// Logs every row of partition `part` (locked by the caller) as an expired
+// delete of collection `c`.  Returns how many.
+int64 expire_rows(const Collection *c, Oid part) {
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(part));
+    if (!HeapTupleIsValid(tuple)) elog(ERROR, "changefeed: cache lookup failed for relation %u", part);
+    Form_pg_class form = (Form_pg_class)GETSTRUCT(tuple);
+    Oid owner = form->relowner;
+    char *qualified = pstrdup(quote_qualified_identifier(get_namespace_name(form->relnamespace),
+                                                         NameStr(form->relname)));
+    ReleaseSysCache(tuple);
+    char *sql = expiry_query(c, qualified);
+
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    Oid save_userid;
+    int save_sec_context;
+    GetUserIdAndSecContext(&save_userid, &save_sec_context);
+    SetUserIdAndSecContext(owner, save_sec_context | SECURITY_RESTRICTED_OPERATION);
+    int save_nestlevel = NewGUCNestLevel();
+    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
+
+    // On error the (sub)transaction abort restores user and settings.
+    int64 logged = 0;
+    // Not read-only: a new snapshot, taken under the lock, sees every row committed before it.
+    Portal portal = SPI_cursor_open_with_args(NULL, sql, 0, NULL, NULL, NULL, false, 0);
+    for (;;) {
+        SPI_cursor_fetch(portal, true, kBatch);
+        if (SPI_processed == 0) break;
+        TupleDesc desc = SPI_tuptable->tupdesc;
+        for (uint64 i = 0; i < SPI_processed; i++) {
+            HeapTuple row = SPI_tuptable->vals[i];
+            bool isnull[4];
+            Datum doc = SPI_getbinval(row, desc, 1, &isnull[0]);
+            Datum key = SPI_getbinval(row, desc, 2, &isnull[1]);
+            Datum previous = SPI_getbinval(row, desc, 3, &isnull[2]);
+            Datum tenant = SPI_getbinval(row, desc, 4, &isnull[3]);
+            text *key_text = DatumGetTextPP(key);
+            LogRow log = {};
+            log.collection_id = c->id;
+            log.range_id = (int32)(changefeed_range_hash(VARDATA_ANY(key_text), VARSIZE_ANY_EXHDR(key_text)) %
+                                   (uint32)c->ranges);
+            log.doc_id = doc;
+            log.partition_key = key;
+            log.op = 'd';
+            log.previous = isnull[2] ? (Datum)0 : previous;
+            log.ttl_expired = true;
+            log.tenant = isnull[3] ? (Datum)0 : tenant;
+            changefeed_log_write(&log);
+        }
+        logged += (int64)SPI_processed;
+        SPI_freetuptable(SPI_tuptable);
+    }
+    SPI_cursor_close(portal);
+
+    AtEOXact_GUC(false, save_nestlevel);
+    SetUserIdAndSecContext(save_userid, save_sec_context);
+    SPI_finish();
+    if (logged > 0) changefeed_note_capture(c->id);
+    return logged;
+}
+
+// A subtransaction that aborts takes its logged rows with it: forget what
+// was expired (a later drop of the partition in this transaction is then
+// refused unless it expires the rows again).
+void forget_on_abort(SubXactEvent event, SubTransactionId, SubTransactionId, void *) {
+    if (event == SUBXACT_EVENT_ABORT_SUB) expired = NIL;
+}
+
+void note_expired(Oid rel) {
+    static bool registered = false;
+    if (!registered) {
+        RegisterSubXactCallback(forget_on_abort, NULL);
+        registered = true;
+    }
+    if (expired_in != this_transaction()) {
+        expired = NIL;
+        expired_in = this_transaction();
+    }
+    MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+    expired = lappend_oid(expired, rel);
+    MemoryContextSwitchTo(old);
+}
+
+// Only for a role that may drop the partition: the DDL checks that after
+// ddl_command_start, and nobody else may make us lock and read its table.
+bool outer_user_owns(Oid rel) {
+    Oid owner;
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
+    if (!HeapTupleIsValid(tuple)) return false;
+    owner = ((Form_pg_class)GETSTRUCT(tuple))->relowner;
+    ReleaseSysCache(tuple);
+    return has_privs_of_role(GetOuterUserId(), owner);
+}
+
+// The snapshot of REPEATABLE READ may miss rows committed before the lock.
+void require_read_committed(const char *command, const Collection *c) {
+    if (!IsolationUsesXactSnapshot()) return;
+    ereport(ERROR, (errcode(changefeed::kDdlRefused),
+                    errmsg("%s of a partition of %s refused under REPEATABLE READ or SERIALIZABLE", command,
+                           c->table),
+                    errdetail("Collection %d expires the rows of dropped partitions (partition_drops = 'expire'); "
+                              "this transaction's snapshot may miss rows committed before the partition was locked.",
+                              c->id),
+                    errhint("Run it in a READ COMMITTED transaction.")));
+}
+
+// Locks the partition tree of `part` (after its parent, in the order the DDL
+// locks them) and expires its rows; remembers them as expired.
+void expire_partition(const Collection *c, Oid part) {
+    Oid parent = get_partition_parent(part, true);
+    if (OidIsValid(parent)) LockRelationOid(parent, AccessExclusiveLock);
+    List *tree = find_all_inheritors(part, AccessExclusiveLock, NULL);
+    expire_rows(c, part);
+    ListCell *lc;
+    foreach (lc, tree) note_expired(lfirst_oid(lc));
+}
+
+void drop_truncate_guards(const Collection *c, Oid part) {
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    Oid argtypes[2] = {INT4OID, OIDOID};
+    Datum args[2] = {Int32GetDatum(c->id), ObjectIdGetDatum(part)};
+    if (SPI_execute_with_args("SELECT changefeed.drop_truncate_guards($1, $2)", 2, argtypes, args, NULL, false, 0) !=
+        SPI_OK_SELECT)
+        elog(ERROR, "changefeed: dropping the TRUNCATE guards of a detached partition failed");
+    SPI_finish();
+}
+
+}  // namespace
+
+bool changefeed_partition_detach(AlterTableStmt *stmt, Oid parent) {
+    ListCell *lc;
+    foreach (lc, stmt->cmds) {
+        AlterTableCmd *at = (AlterTableCmd *)lfirst(lc);
+        if (!IsA(at, AlterTableCmd) ||
+            (at->subtype != AT_DetachPartition && at->subtype != AT_DetachPartitionFinalize))
+            continue;
+        PartitionCmd *pc = (PartitionCmd *)at->def;
+        Oid part = pc && pc->name ? RangeVarGetRelid(pc->name, NoLock, true) : InvalidOid;
+        // A partition that is not there, or not under `parent`: the DDL fails by itself.
+        if (!OidIsValid(part) || get_partition_parent(part, true) != parent) continue;
+        Collection c;
+        if (!collection_above(part, &c)) continue;
+        if (strcmp(c.mode, "refuse") == 0) return false;
+        bool concurrent = pc->concurrent || at->subtype == AT_DetachPartitionFinalize;
+        if (strcmp(c.mode, "expire") == 0) {
+            if (concurrent)
+                ereport(ERROR,
+                        (errcode(changefeed::kDdlRefused),
+                         errmsg("DETACH PARTITION CONCURRENTLY from %s refused: its rows cannot be expired", c.table),
+                         errdetail("Collection %d expires the rows of detached partitions (partition_drops = "
+                                   "'expire'); a concurrent detach commits while writes may still reach the partition.",
+                                   c.id),
+                         errhint("Detach it without CONCURRENTLY.")));
+            require_read_committed("DETACH PARTITION", &c);
+            if (!outer_user_owns(parent)) return false;
+            expire_partition(&c, part);
+        } else if (!outer_user_owns(parent)) {
+            return false;
+        }
+        drop_truncate_guards(&c, part);
+    }
+    return true;
+}
+
+extern "C" {
+
+// ddl_command_start on DROP TABLE: expires the rows of each partition it
+// names under a table with partition_drops = 'expire'.  (What is refused is
+// refused at sql_drop, changefeed.guard_drop().)  SECURITY DEFINER without a
+// pinned search_path: names resolve as the user's command resolves them.
+Datum changefeed_guard_drop_partition(PG_FUNCTION_ARGS) {
+    if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("changefeed.guard_drop_partition() must be called as an event trigger")));
+    if (changefeed_guard_is_suspended()) PG_RETURN_VOID();
+    EventTriggerData *data = (EventTriggerData *)fcinfo->context;
+    if (data->parsetree == NULL || !IsA(data->parsetree, DropStmt)) PG_RETURN_VOID();
+    DropStmt *stmt = (DropStmt *)data->parsetree;
+    if (stmt->removeType != OBJECT_TABLE) PG_RETURN_VOID();
+    ListCell *lc;
+    foreach (lc, stmt->objects) {
+        RangeVar *name = makeRangeVarFromNameList((List *)lfirst(lc));
+        Oid rel = RangeVarGetRelid(name, NoLock, true);
+        if (!OidIsValid(rel) || !get_rel_relispartition(rel) || get_rel_persistence(rel) == RELPERSISTENCE_TEMP)
+            continue;
+        Collection c;
+        if (!collection_above(rel, &c) || strcmp(c.mode, "expire") != 0 || !outer_user_owns(rel)) continue;
+        require_read_committed("DROP TABLE", &c);
+        expire_partition(&c, rel);
+    }
+    PG_RETURN_VOID();
+}
+
+// partition_expired(rel oid): whether this transaction expired the rows of
+// partition `rel` before dropping it.
+Datum changefeed_partition_expired(PG_FUNCTION_ARGS) {
+    Oid rel = PG_GETARG_OID(0);
+    PG_RETURN_BOOL(expired_in == this_transaction() && list_member_oid(expired, rel));
+}
+
+}  // extern "C"
