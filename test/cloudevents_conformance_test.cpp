@@ -95,6 +95,10 @@ std::string percent_decoded(const std::string& s) {
 std::string cloudevents_sdk(std::string& why) {
     const std::string dir = std::string(CF_TEST_DIR) + "-cloudevents-sdk";
     const std::string module = dir + "/node_modules/cloudevents";
+    if (sh("command -v node && command -v npm").code != 0) {
+        ADD_FAILURE() << "node and npm are needed (Debian: apt-get install nodejs npm)";
+        return "";
+    }
     if (sh("test -f " + quote(module + "/package.json")).code == 0) return module;
     const auto install = sh("mkdir -p " + quote(dir) + " && cd " + quote(dir) +
                             " && npm install --no-save --no-audit --no-fund cloudevents");
