@@ -21,6 +21,7 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -80,7 +81,9 @@ changefeed::LatestVersionOptions steady_options(const std::string& instance) {
 // A copy: snapshots are often temporaries.
 changefeed::ProcessorMetrics of(const changefeed::MetricsSnapshot& s, const std::string& table,
                                 const std::string& processor, const std::string& instance) {
-    auto it = s.find(changefeed::MetricScope{table, processor, instance});
+    // Measurements name the table as the catalog does: "schema.table".
+    const std::string qualified = table.find('.') == std::string::npos ? "public." + table : table;
+    auto it = s.find(changefeed::MetricScope{qualified, processor, instance});
     return it == s.end() ? changefeed::ProcessorMetrics{} : it->second;
 }
 
@@ -431,20 +434,34 @@ TEST(Metrics, ABridgeCountsWhatItPublishedAndItsPublisherFailures) {
     EXPECT_EQ(log.of(LogEvent::error)[0].processor, "bridged");
 }
 
-// The query of docs/prometheus/queries.yaml (its "query: |" block).
-std::string exporter_query() {
+// A query of docs/prometheus/queries.yaml: the "query: |" block under `name`,
+// and the columns its metrics list as labels.
+struct ExporterQuery {
+    std::string sql;
+    std::set<std::string> labels;
+};
+ExporterQuery exporter_query(const std::string& name = "changefeed_processor") {
     std::ifstream in(std::string(CF_SOURCE_DIR) + "/docs/prometheus/queries.yaml");
-    std::string sql, line;
-    bool inside = false;
+    ExporterQuery q;
+    std::string line, column;
+    enum { before, seen, in_query, in_metrics } at = before;
     while (std::getline(in, line)) {
-        if (line.find("query: |") != std::string::npos) {
-            inside = true;
-            continue;
+        if (at == before) {
+            if (line == name + ":") at = seen;
+        } else if (at == seen) {
+            if (line.find("query: |") != std::string::npos) at = in_query;
+        } else if (at == in_query) {
+            if (line.rfind("    ", 0) == 0)
+                q.sql += line + "\n";
+            else if (line.find("metrics:") != std::string::npos)
+                at = in_metrics;
+        } else {
+            if (!line.empty() && line[0] != ' ') break;  // the next query
+            if (line.rfind("    - ", 0) == 0) column = line.substr(6, line.find(':') - 6);
+            if (line.find("usage: \"LABEL\"") != std::string::npos) q.labels.insert(column);
         }
-        if (inside && line.rfind("    ", 0) != 0) break;
-        if (inside) sql += line + "\n";
     }
-    return sql;
+    return q;
 }
 
 // postgres_exporter's query, as a monitoring role (changefeed_reader and
@@ -463,12 +480,15 @@ TEST(StatusView, TheExporterQueryRunsAsAMonitoringRole) {
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     insert_rows(table, 1, 10);
-    const std::string sql = exporter_query();
+    const std::string sql = exporter_query().sql;
     ASSERT_NE(sql.find("changefeed.processor_status"), std::string::npos) << sql;
+    const std::string owners = exporter_query("changefeed_lease_owner").sql;
+    ASSERT_NE(owners.find("changefeed.processor_status"), std::string::npos) << owners;
     pqxx::connection c(cluster().conninfo_as("mt_exporter"));
     pqxx::work tx(c);
-    const auto r = tx.exec("SELECT range, owner, live, pending_estimate, lag_seconds >= 0, history_lost FROM (" + sql +
-                           ") q WHERE table_name = '" + table + "' AND processor = 'watched' ORDER BY range");
+    const auto r = tx.exec("SELECT q.range, o.instance, q.live, q.pending_estimate, q.lag_seconds >= 0, q.history_lost"
+                           "  FROM (" + sql + ") q LEFT JOIN (" + owners + ") o USING (\"table\", processor, range)"
+                           " WHERE \"table\" = 'public." + table + "' AND processor = 'watched' ORDER BY range");
     ASSERT_EQ(r.size(), 2u);
     std::int64_t pending = 0;
     for (const auto& row : r) {
@@ -541,7 +561,7 @@ TEST(Prometheus, TheExpositionScrapedOverHttpHasTheSeries) {
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     insert_rows(table, 1, 20);
-    const std::vector<std::string> mine{"table=\"" + table + "\"", "processor=\"scraped\""};
+    const std::vector<std::string> mine{"table=\"public." + table + "\"", "processor=\"scraped\""};
     std::string body;
     ASSERT_TRUE(cftest::eventually([&] {
         body = http_get(metrics->port(), "/metrics");
@@ -566,6 +586,126 @@ TEST(Prometheus, TheExpositionScrapedOverHttpHasTheSeries) {
     EXPECT_EQ(sum_of(body, "changefeed_leases_held", mine), 0);
     EXPECT_EQ(sum_of(body, "changefeed_lease_releases_total", mine), 2);
     EXPECT_EQ(body.find("changefeed_lag_seconds{"), std::string::npos) << "lag series go with the leases\n" << body;
+}
+
+// One series of an exposition: its labels and value.
+struct Series {
+    std::map<std::string, std::string> labels;
+    double value = 0;
+};
+std::vector<Series> series_of(const std::string& body, const std::string& name) {
+    std::vector<Series> out;
+    std::istringstream in(body);
+    const std::regex label(R"re(([a-z_]+)="([^"]*)")re");
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind(name + "{", 0) != 0) continue;
+        const auto close = line.find('}');
+        const std::string set = line.substr(name.size() + 1, close - name.size() - 1);
+        Series one;
+        for (std::sregex_iterator it(set.begin(), set.end(), label), end; it != end; ++it)
+            one.labels[(*it)[1]] = (*it)[2];
+        one.value = std::stod(line.substr(close + 2));
+        out.push_back(std::move(one));
+    }
+    return out;
+}
+
+// The client's /metrics and queries.yaml as a monitoring role sees it share
+// one vocabulary: table (schema.table, though the processor was given the
+// table without its schema and "public" is on the role's search_path),
+// processor, range; the instance only on the info series; counters at 0
+// before their first event.
+TEST(Prometheus, TheClientsSeriesJoinTheExportersOnTableProcessorAndRange) {
+    const auto table = cftest::test_table("mj");
+    cftest::create_table(cluster(), table, 3);
+    cftest::create_login_role(cluster(), "mj_monitor", {"changefeed_reader", "pg_monitor"});
+    cluster().exec("ALTER ROLE mj_monitor SET search_path = \"$user\", public");
+    auto metrics = std::make_shared<changefeed::PrometheusMetrics>();
+    metrics->serve("127.0.0.1:0");
+    changefeed::LatestVersionOptions o = steady_options("i1");
+    o.metrics = metrics;
+    o.log = [](const LogRecord&) {};
+    changefeed::Processor p(coll(table), "joined", cftest::noop_handler(), o);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p, 3));
+    const std::string qualified = "public." + table;
+    const auto mine = [&](const Series& x) {
+        return x.labels.count("table") && x.labels.at("table") == qualified && x.labels.at("processor") == "joined";
+    };
+    std::string body;
+    std::vector<Series> acquired;
+    ASSERT_TRUE(cftest::eventually([&] {
+        body = http_get(metrics->port(), "/metrics");
+        acquired.clear();
+        for (auto& x : series_of(body, "changefeed_lease_acquisitions_total"))
+            if (mine(x) && x.value == 1) acquired.push_back(x);
+        return acquired.size() == 3;
+    })) << body;
+
+    // Counters exist before their first event, at 0.
+    for (const char* name : {"changefeed_errors_total", "changefeed_reconnects_total",
+                             "changefeed_lease_losses_total", "changefeed_changes_delivered_total"}) {
+        int present = 0;
+        for (const auto& x : series_of(body, name))
+            if (mine(x)) {
+                ++present;
+                EXPECT_EQ(x.value, 0) << name;
+            }
+        EXPECT_GT(present, 0) << name << " has no series before its first event\n" << body;
+    }
+    bool handler_failed = false;
+    for (const auto& x : series_of(body, "changefeed_errors_total"))
+        handler_failed |= mine(x) && x.labels.at("code") == "handler_failed";
+    EXPECT_TRUE(handler_failed) << body;
+    // The instance is a label of the info series only.
+    std::vector<Series> info;
+    for (auto& x : series_of(body, "changefeed_instance_info"))
+        if (mine(x)) info.push_back(x);
+    ASSERT_EQ(info.size(), 1u) << body;
+    EXPECT_EQ(info[0].labels.at("instance"), "i1");
+    EXPECT_EQ(info[0].value, 1);
+    {
+        std::istringstream in(body);
+        for (std::string line; std::getline(in, line);)
+            if (line.find("instance=\"") != std::string::npos)
+                EXPECT_EQ(line.rfind("changefeed_instance_info{", 0), 0u) << "the instance labels " << line;
+    }
+    std::set<std::string> client_labels;
+    for (const auto& x : acquired)
+        for (const auto& [k, v] : x.labels) client_labels.insert(k);
+    EXPECT_EQ(client_labels, (std::set<std::string>{"table", "processor", "range"}));
+
+    // The exporter's queries as the monitoring role: the same labels, and every
+    // range's row finds the client's series with the same label values.
+    const auto ranges = exporter_query("changefeed_processor");
+    const auto owners = exporter_query("changefeed_lease_owner");
+    EXPECT_EQ(ranges.labels, client_labels);
+    EXPECT_EQ(owners.labels, (std::set<std::string>{"table", "processor", "range", "instance"}));
+    pqxx::connection c(cluster().conninfo_as("mj_monitor"));
+    pqxx::work tx(c);
+    EXPECT_EQ(tx.exec("SELECT '" + table + "'::regclass::text")[0][0].as<std::string>(), table)
+        << "the regclass text would not join";
+    const auto rows = tx.exec("SELECT q.\"table\", q.processor, q.range, q.live, o.instance FROM (" + ranges.sql +
+                              ") q LEFT JOIN (" + owners.sql + ") o USING (\"table\", processor, range)"
+                              " WHERE q.processor = 'joined'");
+    ASSERT_EQ(rows.size(), 3u);
+    std::set<std::string> joined;
+    for (const auto& row : rows) {
+        const std::map<std::string, std::string> key{{"table", row[0].as<std::string>()},
+                                                     {"processor", row[1].as<std::string>()},
+                                                     {"range", row[2].as<std::string>()}};
+        EXPECT_EQ(row[3].as<int>(), 1);
+        for (const auto& x : acquired)
+            if (x.labels == key) joined.insert(key.at("range"));
+        // The lease owner's info joins the client's instance info on table and processor.
+        EXPECT_EQ(row[4].as<std::string>(), info[0].labels.at("instance"));
+    }
+    EXPECT_EQ(joined, (std::set<std::string>{"0", "1", "2"}));
+    tx.commit();
+
+    p.stop();
+    body = http_get(metrics->port(), "/metrics");
+    EXPECT_EQ(body.find("changefeed_instance_info{"), std::string::npos) << "a stopped instance is gone\n" << body;
 }
 #endif
 

@@ -35,6 +35,24 @@ q "SELECT changefeed.enable('orders', ranges => 4)" >/dev/null
 q "GRANT SELECT ON orders TO feed"
 dsn="host=$PGHOST port=$PGPORT dbname=postgres user=feed"
 
+# The channel lookup of docs/read-protocol.md, as the reading role: the name cast
+# to regclass finds the table by its plain and its qualified name; a text
+# parameter fails (42883) and a text comparison finds nothing ("public" is on
+# the search_path, so the regclass prints as "orders").
+qf() { PGUSER=feed q "$1"; }
+channel=$(q "SELECT 'changefeed_' || id FROM changefeed.collections WHERE table_name = 'orders'::regclass")
+check "channel lookup by the qualified name" "$channel" \
+    "$(qf "SELECT channel FROM changefeed.collections WHERE table_name = 'public.orders'::regclass")"
+check "channel lookup by the plain name" "$channel" \
+    "$(qf "SELECT channel FROM changefeed.collections WHERE table_name = 'orders'::regclass")"
+check "channel_of() names the same channel" "$channel" \
+    "$(qf "SELECT changefeed.channel_of(id) FROM changefeed.collections WHERE table_name = 'public.orders'::regclass")"
+check "a text comparison finds nothing" "" \
+    "$(qf "SELECT channel FROM changefeed.collections WHERE table_name::text = 'public.orders'")"
+check "a text parameter fails with 42883" "42883" "$(PGUSER=feed psql -X -q -At -v VERBOSITY=sqlstate \
+    -c "PREPARE lookup(text) AS SELECT channel FROM changefeed.collections WHERE table_name = \$1" 2>&1 |
+    grep -o 42883 || true)"
+
 # Writes a batch, one transaction per statement (so the commit order is the
 # write order), and appends what the feed must deliver to $dir/expected.
 write_batch() {  # first id, last id

@@ -91,6 +91,7 @@ struct Bridge::Impl {
                 " WHERE c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
                 collection.table());
             source = EnvelopeSource{r[0].as<std::string>(), r[1].as<std::string>() + "." + r[2].as<std::string>()};
+            events->telemetry().set_collection(source.table, 0);  // the publish failures' table label
         });
         resolved = true;
     }

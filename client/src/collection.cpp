@@ -31,7 +31,9 @@ CollectionInfo Collection::describe() const {
         // collections whose tables the role may SELECT.
         auto r = tx.exec_params(
             "SELECT x.id, c.table_name::text, to_json(c.key_columns)::text,"
-            "       to_json(c.partition_key)::text, c.tenant_column, c.ranges, current_user"
+            "       to_json(c.partition_key)::text, c.tenant_column, c.ranges, current_user,"
+            "       (SELECT n.nspname || '.' || r.relname FROM pg_catalog.pg_class r"
+            "          JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace WHERE r.oid = $1::regclass)"
             "  FROM (SELECT (changefeed.collection_of($1::regclass)).id) x"
             "  LEFT JOIN changefeed.collections c ON c.id = x.id",
             table_);
@@ -47,6 +49,7 @@ CollectionInfo Collection::describe() const {
         info.partition_key = names_of(r[0][3]);
         if (!r[0][4].is_null()) info.tenant_column = r[0][4].as<std::string>();
         info.ranges = r[0][5].as<int>();
+        info.schema_table = r[0][7].as<std::string>();
         // As changefeed.channel_of() names it (the view's channel column calls
         // that function, which is not granted to readers).
         info.channel = "changefeed_" + std::to_string(info.id);

@@ -55,6 +55,25 @@ Source source_of(const EnvelopeSource& given, const MapContext& ctx) {
     return s;
 }
 
+// One path segment of a URI reference (RFC 3986): every byte outside the
+// unreserved set percent-encoded, so a name with a space, '#', '?' or '/'
+// still gives one segment of its own and ordinary names stay as they are.
+std::string path_segment(const std::string& s) {
+    static const char* hex = "0123456789ABCDEF";
+    std::string out;
+    for (const unsigned char ch : s) {
+        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+            ch == '.' || ch == '_' || ch == '~') {
+            out += static_cast<char>(ch);
+        } else {
+            out += '%';
+            out += hex[ch >> 4];
+            out += hex[ch & 0xF];
+        }
+    }
+    return out;
+}
+
 std::int64_t epoch_ms(system_clock::time_point t) {
     return std::chrono::floor<std::chrono::milliseconds>(t).time_since_epoch().count();
 }
@@ -87,10 +106,11 @@ Mapper cloudevents_mapper(EnvelopeSource source) {
         json::object ev;
         ev["specversion"] = "1.0";
         ev["id"] = c.event_id;
-        ev["source"] = "/" + s.database + "/" + s.qualified;
+        ev["source"] = "/" + path_segment(s.database) + "/" + path_segment(s.qualified);
         ev["type"] = std::string("changefeed.") + to_string(c.operation);
         if (c.written_at) ev["time"] = detail::rfc3339_utc(*c.written_at, 6);
-        if (c.operation != Operation::clear) ev["subject"] = c.doc_id;
+        // CloudEvents 1.0 forbids an empty subject: an empty key goes without one.
+        if (c.operation != Operation::clear && !c.doc_id.empty()) ev["subject"] = c.doc_id;
         ev["datacontenttype"] = "application/json";
         ev["changefeedrange"] = c.range_id;
         ev["data"] = json::object{{"current", c.current}, {"previous", c.previous}};

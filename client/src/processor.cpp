@@ -128,6 +128,8 @@ public:
         setup.instance = instance_;
         setup.key = key_;
         const std::string channel = setup.info.channel;
+        const std::string setup_table = setup.info.schema_table;
+        const int setup_ranges = setup.info.ranges;
 
         // The worker exists before the keeper, whose hooks wake or stop it.
         {
@@ -143,6 +145,7 @@ public:
                 collection_.conninfo(), channel, [this] { worker_->wake(); }, opt.reconnect_min,
                 opt.reconnect_max, &events_.telemetry());
         }
+        events_.telemetry().set_collection(setup_table, setup_ranges);
         events_.telemetry().log(LogLevel::info, LogEvent::started);
         listener_->start();
         leases_->start(std::move(conn));

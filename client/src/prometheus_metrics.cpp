@@ -60,7 +60,16 @@ struct PrometheusMetrics::Impl {
           reconnects(prometheus::BuildCounter()
                          .Name("changefeed_reconnects_total")
                          .Help("Connections re-established after they were lost")
-                         .Register(*registry)) {}
+                         .Register(*registry)),
+          instance_info(prometheus::BuildGauge()
+                            .Name("changefeed_instance_info")
+                            .Help("1 while this instance of the processor runs (the instance name as a label)")
+                            .Register(*registry)) {}
+
+    prometheus::Histogram& handler_histogram(const prometheus::Labels& labels) {
+        return handler_seconds.Add(labels, prometheus::Histogram::BucketBoundaries(handler_time_buckets().begin(),
+                                                                                   handler_time_buckets().end()));
+    }
 
     static prometheus::Labels of(const MetricScope& s) { return {{"table", s.table}, {"processor", s.processor}}; }
     static prometheus::Labels of(const MetricScope& s, int range) {
@@ -85,6 +94,7 @@ struct PrometheusMetrics::Impl {
     prometheus::Family<prometheus::Counter>& releases;
     prometheus::Family<prometheus::Counter>& errors;
     prometheus::Family<prometheus::Counter>& reconnects;
+    prometheus::Family<prometheus::Gauge>& instance_info;
 
     std::mutex mu;  // guards exposer and the lag series' removal
     std::unique_ptr<prometheus::Exposer> exposer;
@@ -125,10 +135,7 @@ void PrometheusMetrics::batch_delivered(const MetricScope& scope, int range, std
     const auto labels = Impl::of(scope, range);
     impl_->changes.Add(labels).Increment(static_cast<double>(changes));
     impl_->batches.Add(labels).Increment();
-    impl_->handler_seconds
-        .Add(labels, prometheus::Histogram::BucketBoundaries(handler_time_buckets().begin(),
-                                                             handler_time_buckets().end()))
-        .Observe(std::chrono::duration<double>(handler_time).count());
+    impl_->handler_histogram(labels).Observe(std::chrono::duration<double>(handler_time).count());
 }
 
 void PrometheusMetrics::range_lag(const MetricScope& scope, int range, std::chrono::milliseconds lag) {
@@ -169,6 +176,53 @@ void PrometheusMetrics::reconnected(const MetricScope& scope, ConnectionRole rol
     auto labels = Impl::of(scope);
     labels.emplace("connection", to_string(role));
     impl_->reconnects.Add(labels).Increment();
+}
+
+namespace {
+
+// The codes a running processor tells on_error: their series exist from the
+// start, so that an alert on one sees 0 rather than no data.
+constexpr errc run_time_codes[] = {
+    errc::malformed_position, errc::foreign_position, errc::history_lost,     errc::lease_lost,
+    errc::handler_failed,     errc::connection_failed, errc::database_error,  errc::permission_denied,
+    errc::duplicates_rising,  errc::halted,            errc::publish_failed,  errc::read_only_server,
+    errc::position_not_replayed, errc::other_history,
+};
+
+}  // namespace
+
+void PrometheusMetrics::started(const MetricScope& scope, int ranges) {
+    for (int range = 0; range < ranges; ++range) {
+        const auto labels = Impl::of(scope, range);
+        impl_->changes.Add(labels);
+        impl_->batches.Add(labels);
+        impl_->handler_histogram(labels);
+        impl_->duplicates.Add(labels);
+        impl_->acquisitions.Add(labels);
+        impl_->losses.Add(labels);
+        impl_->releases.Add(labels);
+    }
+    impl_->leases_held.Add(Impl::of(scope));
+    for (const errc code : run_time_codes) {
+        auto labels = Impl::of(scope);
+        labels.emplace("code", to_string(code));
+        impl_->errors.Add(labels);
+    }
+    for (const auto role : {ConnectionRole::worker, ConnectionRole::leases, ConnectionRole::listener}) {
+        auto labels = Impl::of(scope);
+        labels.emplace("connection", to_string(role));
+        impl_->reconnects.Add(labels);
+    }
+    auto info = Impl::of(scope);
+    info.emplace("instance", scope.instance);
+    impl_->instance_info.Add(info).Set(1);
+}
+
+void PrometheusMetrics::stopped(const MetricScope& scope) {
+    auto info = Impl::of(scope);
+    info.emplace("instance", scope.instance);
+    std::lock_guard lock(impl_->mu);
+    if (impl_->instance_info.Has(info)) impl_->instance_info.Remove(&impl_->instance_info.Add(info));
 }
 
 }  // namespace changefeed

@@ -22,6 +22,16 @@ void Telemetry::emit(LogRecord record) const {
 }
 
 void Telemetry::log(LogLevel level, LogEvent event, std::vector<int> ranges, std::string message) const {
+    // Starting and stopping are measured too: the series that exist from the start.
+    if (metrics_ && (event == LogEvent::started || event == LogEvent::stopped)) {
+        try {
+            if (event == LogEvent::started)
+                metrics_->started(metric_scope_, ranges_);
+            else
+                metrics_->stopped(metric_scope_);
+        } catch (...) {
+        }
+    }
     LogRecord r;
     r.level = level;
     r.event = event;
@@ -34,7 +44,7 @@ void Telemetry::error(const ErrorInfo& info) const {
     const bool is_ours = info.code.category() == changefeed_category();
     if (metrics_ && is_ours) {
         try {
-            metrics_->error(scope_, info.range_id, static_cast<errc>(info.code.value()));
+            metrics_->error(metric_scope_, info.range_id, static_cast<errc>(info.code.value()));
         } catch (...) {
         }
     }
@@ -53,11 +63,11 @@ void Telemetry::leases(const std::vector<int>& acquired, const std::vector<int>&
         try {
             for (int range : given_up) {
                 if (lost)
-                    metrics_->lease_lost(scope_, range);
+                    metrics_->lease_lost(metric_scope_, range);
                 else
-                    metrics_->lease_released(scope_, range);
+                    metrics_->lease_released(metric_scope_, range);
             }
-            for (int range : acquired) metrics_->lease_acquired(scope_, range);
+            for (int range : acquired) metrics_->lease_acquired(metric_scope_, range);
         } catch (...) {
         }
     }
@@ -94,7 +104,7 @@ void Telemetry::connected(ConnectionRole role) {
     }
     if (metrics_) {
         try {
-            metrics_->reconnected(scope_, role);
+            metrics_->reconnected(metric_scope_, role);
         } catch (...) {
         }
     }
@@ -113,12 +123,12 @@ void Telemetry::delivered(int range, std::int64_t changes, std::chrono::nanoseco
                           std::optional<std::chrono::system_clock::time_point> last_written) const {
     if (!metrics_) return;
     try {
-        metrics_->batch_delivered(scope_, range, changes, handler_time);
-        if (duplicates > 0) metrics_->duplicates_skipped(scope_, range, duplicates);
+        metrics_->batch_delivered(metric_scope_, range, changes, handler_time);
+        if (duplicates > 0) metrics_->duplicates_skipped(metric_scope_, range, duplicates);
         if (last_written) {
             const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() -
                                                                                    *last_written);
-            metrics_->range_lag(scope_, range, std::max(age, std::chrono::milliseconds(0)));
+            metrics_->range_lag(metric_scope_, range, std::max(age, std::chrono::milliseconds(0)));
         }
     } catch (...) {
     }
@@ -127,7 +137,7 @@ void Telemetry::delivered(int range, std::int64_t changes, std::chrono::nanoseco
 void Telemetry::caught_up(int range) const {
     if (!metrics_) return;
     try {
-        metrics_->range_lag(scope_, range, std::chrono::milliseconds(0));
+        metrics_->range_lag(metric_scope_, range, std::chrono::milliseconds(0));
     } catch (...) {
     }
 }

@@ -23,7 +23,18 @@ public:
     Telemetry(std::shared_ptr<Metrics> metrics, LogSink log) : metrics_(std::move(metrics)), log_(std::move(log)) {}
 
     // Who the records and measurements are of; set before the threads start.
-    void set_scope(MetricScope scope) { scope_ = std::move(scope); }
+    void set_scope(MetricScope scope) {
+        metric_scope_ = scope;
+        scope_ = std::move(scope);
+    }
+    // The collection as the catalog names it, "schema.table" whatever the
+    // search_path, for the metrics' table label (the logs keep the name as
+    // given), and its ranges, whose series start() creates at 0.  Set before
+    // the threads start.
+    void set_collection(std::string schema_table, int ranges) {
+        if (!schema_table.empty()) metric_scope_.table = std::move(schema_table);
+        ranges_ = ranges;
+    }
     const MetricScope& scope() const { return scope_; }
     bool measuring() const { return metrics_ != nullptr; }
 
@@ -49,6 +60,8 @@ private:
     std::shared_ptr<Metrics> metrics_;
     LogSink log_;
     MetricScope scope_;
+    MetricScope metric_scope_;
+    int ranges_ = 0;
     std::mutex mu_;  // guards down_since_
     std::optional<std::chrono::steady_clock::time_point> down_since_[3];
 };

@@ -77,9 +77,11 @@ using Mapper = std::function<std::vector<Envelope>(const Change& change, const M
 
 // CloudEvents 1.0, JSON structured mode (Envelope::content_type
 // "application/cloudevents+json"): specversion "1.0", id = event id, source =
-// "/<database>/<schema.table>", type = "changefeed.<operation>" (create,
+// "/<database>/<schema.table>" (each segment percent-encoded outside RFC 3986's
+// unreserved characters: "/postgres/public.Order%20Lines"), type = "changefeed.<operation>" (create,
 // replace, delete, clear), time = written_at (RFC 3339, UTC, microseconds;
-// absent for backfill rows), subject = the document id (absent for a clear),
+// absent for backfill rows), subject = the document id (absent for a clear
+// and for an empty key: CloudEvents forbids an empty subject),
 // datacontenttype "application/json", data = {"current": ..., "previous": ...}
 // as the change carries them (null when absent), and the extension attribute
 // "changefeedrange" (integer): the range, the scope of the ordering.  One
@@ -90,7 +92,7 @@ Mapper cloudevents_mapper(EnvelopeSource source = {});
 // JSON, as Debezium's PostgreSQL connector writes it with schemas disabled):
 // {"before", "after", "op": c|u|d|t|r, "ts_ms" (when mapped), "source":
 // {"version", "connector": "changefeed", "name" (the bridge's name), "db",
-// "schema", "table", "txId", "sequence" ("[null,\"<seq>\"]"), "ts_ms"
+// "schema", "table" (the names as they are, not encoded), "txId", "sequence" ("[null,\"<seq>\"]"), "ts_ms"
 // (written_at), "snapshot" ("true" for backfill rows, else "false")}}.  Backfill
 // rows are "r"; a TRUNCATE is one "t" event (from range 0: the feed logs a
 // clear in every range; the others are filtered out), not one per range.

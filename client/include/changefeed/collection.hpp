@@ -16,6 +16,7 @@ struct CollectionInfo {
     std::optional<std::string> tenant_column;  // the column naming each row's tenant, if any
     int ranges = 0;
     std::string channel;  // the LISTEN channel of its wake-ups
+    std::string schema_table;  // "schema.table" as the catalog names it (unquoted), whatever the search_path
 };
 
 class Collection {

@@ -30,7 +30,7 @@ namespace changefeed {
 
 // Whose measurement: one instance of one processor.
 struct MetricScope {
-    std::string table;      // the collection's table as given to Collection
+    std::string table;      // the collection's table, "schema.table" as the catalog names it
     std::string processor;  // the name on the server: stored_processor_name(name, tenant)
     std::string instance;   // this instance's name
 
@@ -82,6 +82,12 @@ public:
     virtual void error(const MetricScope&, std::optional<int> /*range*/, errc /*code*/) {}
     // A connection that was lost is back.
     virtual void reconnected(const MetricScope&, ConnectionRole /*role*/) {}
+    // The processor started, its collection having `ranges` ranges: an
+    // exposition creates its series here, so that counters read 0 before
+    // their first event.
+    virtual void started(const MetricScope&, int /*ranges*/) {}
+    // The processor stopped (stop(), the destructor, or a halt).
+    virtual void stopped(const MetricScope&) {}
 };
 
 // The handler-time histogram's upper bounds in seconds (the last bucket, above

@@ -13,7 +13,11 @@
 //   changefeed_duplicates_skipped_total, changefeed_leases_held,
 //   changefeed_lease_acquisitions_total, changefeed_lease_losses_total,
 //   changefeed_lease_releases_total, changefeed_errors_total{code},
-//   changefeed_reconnects_total{connection}.
+//   changefeed_reconnects_total{connection}; and changefeed_instance_info
+//   {table, processor, instance} 1 while the processor runs (the instance
+//   name is on this series only, so restarts do not multiply the others).
+// The table label is "schema.table" as the catalog names it, the vocabulary of
+// docs/prometheus/queries.yaml.  Counters exist at 0 from the processor's start.
 #pragma once
 
 #include <changefeed/metrics.hpp>
@@ -60,6 +64,8 @@ public:
     void lease_released(const MetricScope& scope, int range) override;
     void error(const MetricScope& scope, std::optional<int> range, errc code) override;
     void reconnected(const MetricScope& scope, ConnectionRole role) override;
+    void started(const MetricScope& scope, int ranges) override;
+    void stopped(const MetricScope& scope) override;
 
 private:
     struct Impl;
