@@ -625,7 +625,7 @@ TEST(Prometheus, TheClientsSeriesJoinTheExportersOnTableProcessorAndRange) {
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = [](const LogRecord&) {};
-    changefeed::Processor p(coll(table), "joined", cftest::noop_handler(), o);
+    auto p = changefeed::make_processor(coll(table), "joined", cftest::noop_handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 3));
     const std::string qualified = "public." + table;
