@@ -60,7 +60,7 @@ void RangeWorker::pause(std::chrono::milliseconds d) {
 }
 
 Context RangeWorker::context_of(int range, const RangeState& st) const {
-    return Context{range, s_.name, s_.instance, st.lease.epoch, std::to_string(range), {}, {}};
+    return Context{range, s_.name, s_.instance, st.lease.epoch, std::to_string(range), {}, {}, {}};
 }
 
 void RangeWorker::run() {
