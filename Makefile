@@ -18,6 +18,7 @@ OBJS = \
 	extension/maintainer.o \
 	extension/maintenance_limits.o \
 	extension/worker_transaction.o \
+	extension/as_owner.o \
 	extension/ttl.o \
 	extension/log_writer.o \
 	extension/guard.o \

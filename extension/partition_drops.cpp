@@ -16,6 +16,7 @@
 // way the TTL sweep deletes (ttl.cpp), and written to the log as capture
 // writes them (log_writer.cpp), batch by batch from one scan.
 #include "pg.hpp"
+#include "as_owner.hpp"
 #include "log_writer.hpp"
 #include "partition_drops.hpp"
 #include "range_hash.hpp"
@@ -157,13 +158,8 @@ int64 expire_rows(const Collection *c, Oid part) {
     char *sql = expiry_query(c, qualified);
 
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
-    Oid save_userid;
-    int save_sec_context;
-    GetUserIdAndSecContext(&save_userid, &save_sec_context);
-    SetUserIdAndSecContext(owner, save_sec_context | SECURITY_RESTRICTED_OPERATION);
-    int save_nestlevel = NewGUCNestLevel();
-    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
-                            GUC_ACTION_SAVE, true, 0, false);
+    AsOwner as_owner;
+    as_owner_begin(owner, &as_owner);
 
     // On error the (sub)transaction abort restores user and settings.
     int64 logged = 0;
@@ -198,8 +194,7 @@ int64 expire_rows(const Collection *c, Oid part) {
     }
     SPI_cursor_close(portal);
 
-    AtEOXact_GUC(false, save_nestlevel);
-    SetUserIdAndSecContext(save_userid, save_sec_context);
+    as_owner_end(&as_owner);
     SPI_finish();
     if (logged > 0) changefeed_note_capture(c->id);
     return logged;

@@ -11,6 +11,7 @@
 // Deletes are marked as expiry by a backend-local flag that capture reads
 // (changefeed_ttl_sweep_active), not by a setting a writer could set itself.
 #include "pg.hpp"
+#include "as_owner.hpp"
 #include "settings.hpp"
 #include "sqlstates.hpp"
 #include "ttl.hpp"
@@ -111,14 +112,8 @@ extern "C" Datum changefeed_expire_rows(PG_FUNCTION_ARGS) {
     char *sql = psprintf("DELETE FROM %s WHERE %s OPERATOR(pg_catalog.<) $1", qualified,
                          quote_identifier(ttl_column));
 
-    // As the owner, restricted, with a safe search_path (cf. vacuum.c, matview.c).
-    Oid save_userid;
-    int save_sec_context;
-    GetUserIdAndSecContext(&save_userid, &save_sec_context);
-    SetUserIdAndSecContext(owner, save_sec_context | SECURITY_RESTRICTED_OPERATION);
-    int save_nestlevel = NewGUCNestLevel();
-    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
-                            GUC_ACTION_SAVE, true, 0, false);
+    AsOwner as_owner;
+    as_owner_begin(owner, &as_owner);
 
     bool saved_active = sweep_active;
     int32 saved_collection = sweep_collection;
@@ -140,9 +135,7 @@ extern "C" Datum changefeed_expire_rows(PG_FUNCTION_ARGS) {
     }
     PG_END_TRY();
 
-    // On error the (sub)transaction abort restores both; here we do it ourselves.
-    AtEOXact_GUC(false, save_nestlevel);
-    SetUserIdAndSecContext(save_userid, save_sec_context);
+    as_owner_end(&as_owner);
     SPI_finish();
     PG_RETURN_INT64(deleted);
 }
