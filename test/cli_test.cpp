@@ -4,6 +4,7 @@
 // role's processor.
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
+#include "support/shell.hpp"
 
 #include <sys/wait.h>
 
@@ -28,21 +29,8 @@ struct CliRun {
     std::string err;
 };
 
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char ch : s) {
-        if (ch == '\'') q += "'\\''";
-        else q += ch;
-    }
-    return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+using cftest::quote;
+using cftest::slurp;
 
 std::atomic<int> run_counter{0};
 

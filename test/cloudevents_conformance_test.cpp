@@ -6,6 +6,7 @@
 // to the table's name, no empty subject, the CLI's bodies the bridge's bytes,
 // and the Debezium source naming schema and table as they are.
 #include "support/cluster.hpp"
+#include "support/shell.hpp"
 
 #include <sys/wait.h>
 
@@ -45,23 +46,13 @@ private:
     std::vector<changefeed::Envelope> got_;
 };
 
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-    return q + "'";
-}
+using cftest::quote;
+using cftest::slurp;
 
 std::string literal(const std::string& s) {
     std::string q = "'";
     for (char ch : s) q += ch == '\'' ? std::string("''") : std::string(1, ch);
     return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
 }
 
 struct Run {
