@@ -33,15 +33,7 @@ SELECT changefeed.enable('bn_cf');
 SELECT changefeed.lease_init('bn_cf', 'to-nats');
 SQL
     psql -qX -v ON_ERROR_STOP=1 >/dev/null <<SQL
-DO \$\$
-BEGIN
-    FOR t IN 0 .. ($n - 1) / 1000 LOOP
-        INSERT INTO bn_cf SELECT g, jsonb_build_object('name', 'user ' || g, 'n', g, 'tags', jsonb_build_array('a', 'b'))
-          FROM generate_series(t * 1000 + 1, least(t * 1000 + 1000, $n)) g;
-        COMMIT;
-    END LOOP;
-END
-\$\$;
+$(backlog_sql bn_cf "$n" 1000)
 VACUUM ANALYZE bn_cf;
 SQL
     sleep 2  # the notifier's last ticks

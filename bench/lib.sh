@@ -79,4 +79,20 @@ conn_env() {  # name -> exports PGHOST/PGPORT/PGUSER/PGDATABASE
 # The libpq connection string of the cluster conn_env last chose.
 bench_conninfo() { echo "host=$PGHOST port=$PGPORT user=postgres dbname=postgres"; }
 
+# backlog_sql TABLE N TX: the SQL that writes documents 1 .. N into TABLE (id
+# bigint, doc jsonb) in transactions of TX rows, for a heredoc.
+backlog_sql() {
+    cat <<SQL
+DO \$\$
+BEGIN
+    FOR t IN 0 .. ($2 - 1) / $3 LOOP
+        INSERT INTO $1 SELECT g, jsonb_build_object('name', 'user ' || g, 'n', g, 'tags', jsonb_build_array('a', 'b'))
+          FROM generate_series(t * $3 + 1, least(t * $3 + $3, $2)) g;
+        COMMIT;
+    END LOOP;
+END
+\$\$;
+SQL
+}
+
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }

@@ -51,15 +51,7 @@ for round in $(seq 1 "$rounds"); do
 CREATE TABLE $a (id bigint PRIMARY KEY, doc jsonb);
 SELECT changefeed.enable('$a');
 SELECT changefeed.lease_init('$a', 'drain');
-DO \$\$
-BEGIN
-    FOR t IN 0 .. ($n - 1) / 1000 LOOP
-        INSERT INTO $a SELECT g, jsonb_build_object('name', 'user ' || g, 'n', g, 'tags', jsonb_build_array('a', 'b'))
-          FROM generate_series(t * 1000 + 1, least(t * 1000 + 1000, $n)) g;
-        COMMIT;
-    END LOOP;
-END
-\$\$;
+$(backlog_sql "$a" "$n" 1000)
 ANALYZE;
 SQL
         sleep 2  # the notifier's last ticks

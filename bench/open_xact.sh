@@ -27,15 +27,7 @@ SQL
 }
 write_backlog() {
     psql -qX -v ON_ERROR_STOP=1 >/dev/null <<SQL
-DO \$\$
-BEGIN
-    FOR t IN 0 .. ($n - 1) / 100 LOOP
-        INSERT INTO ox SELECT g, jsonb_build_object('name', 'user ' || g, 'n', g, 'tags', jsonb_build_array('a', 'b'))
-          FROM generate_series(t * 100 + 1, least(t * 100 + 100, $n)) g;
-        COMMIT;
-    END LOOP;
-END
-\$\$;
+$(backlog_sql ox "$n" 100)
 ANALYZE;
 SQL
     sleep 2  # the notifier's last ticks

@@ -54,15 +54,7 @@ CREATE TABLE so_cf (id bigint PRIMARY KEY, doc jsonb);
 SELECT changefeed.enable('so_cf');
 SELECT changefeed.lease_init('so_cf', 'via_primary'), changefeed.lease_init('so_cf', 'via_standby');
 SET synchronous_commit = off;
-DO \$\$
-BEGIN
-    FOR t IN 0 .. ($n - 1) / 1000 LOOP
-        INSERT INTO so_cf SELECT g, jsonb_build_object('name', 'user ' || g, 'n', g, 'tags', jsonb_build_array('a', 'b'))
-          FROM generate_series(t * 1000 + 1, least(t * 1000 + 1000, $n)) g;
-        COMMIT;
-    END LOOP;
-END
-\$\$;
+$(backlog_sql so_cf "$n" 1000)
 VACUUM ANALYZE so_cf;
 CHECKPOINT;
 SQL
