@@ -19,6 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 checkout=$(pwd)
 
+source test/support/stage.sh
 legs="17 18"
 cache=${CHANGEFEED_MATRIX_CACHE:-/var/cache/changefeed-matrix}
 port_base=55470
@@ -28,16 +29,7 @@ client=yes
 client_legs="17 18"
 client_suites='^(lease_test|processor_errors_test|projection_test)$'
 client_packages=(libpqxx-dev libboost-json-dev libgtest-dev cmake pkg-config)
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --legs) legs=$2; shift ;;
-        --cache) cache=$2; shift ;;
-        --port-base) port_base=$2; shift ;;
-        --no-client) client= ;;
-        *) echo "matrix.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
+parse_options matrix.sh --legs=legs --cache=cache --port-base=port_base --no-client=client: -- "$@"
 
 # suite_of, in_root, apt_in, make_root, mount_in, umount_in, cleanup (on exit).
 . test/support/debian_roots.sh

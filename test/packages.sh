@@ -24,6 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 checkout=$(pwd)
 
+source test/support/stage.sh
 suites=trixie
 # The client library's package, named after its SONAME.
 lib_package=libchangefeed-client0.3
@@ -31,17 +32,7 @@ cache=${CHANGEFEED_MATRIX_CACHE:-/var/cache/changefeed-matrix}
 port=55498
 out=/tmp/changefeed-packages
 build=yes
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --suites) suites=$2; shift ;;
-        --cache) cache=$2; shift ;;
-        --port) port=$2; shift ;;
-        --out) out=$2; shift ;;
-        --no-build) build= ;;
-        *) echo "packages.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
+parse_options packages.sh --suites=suites --cache=cache --port=port --out=out --no-build=build: -- "$@"
 
 . test/support/debian_roots.sh
 trap cleanup EXIT

@@ -26,16 +26,7 @@ cd "$(dirname "$0")/.."
 
 source test/support/checks.sh
 port=55488 build_dir=build build=1 keep=0
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --port) port=$2; shift ;;
-        --build-dir) build_dir=$2; shift ;;
-        --no-build) build=0 ;;
-        --keep) keep=1 ;;
-        *) echo "upgrade.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
+parse_options upgrade.sh --port=port --build-dir=build_dir --no-build=build:0 --keep=keep:1 -- "$@"
 
 # The last release (the newest script kept in extension/releases/) and the
 # working version.
@@ -43,13 +34,8 @@ release=$(cd extension/releases && ls changefeed--*.sql | sed 's/^changefeed--\(
 current=$(sed -n "s/^default_version = '\(.*\)'\$/\1/p" extension/changefeed.control)
 echo "== upgrading from release $release to $current"
 
-if [ "$build" = 1 ]; then
-    [ -f "$build_dir/CMakeCache.txt" ] ||
-        cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=ON >/dev/null
-    cmake --build "$build_dir" -j2 --target cf_processor_runner >/dev/null
-fi
-runner=$(find "$build_dir" -name cf_processor_runner -type f -perm -u+x | head -1)
-[ -n "$runner" ] || { echo "upgrade.sh: cf_processor_runner not built in $build_dir" >&2; exit 2; }
+[ "$build" = 0 ] || cmake_targets "$build_dir" cf_processor_runner
+runner=$(built_program upgrade.sh "$build_dir" cf_processor_runner)
 
 stage_scratch upgrade
 runner_pid= listener_pid=

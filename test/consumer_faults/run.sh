@@ -28,22 +28,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+SCRIPT=consumer_faults
+source test/torture/stage.sh
 mode=short changes= rate= port=55478 dir= build_dir=build build=1 keep=0
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --short) mode=short ;;
-        --long) mode=long ;;
-        --changes) changes=$2; shift ;;
-        --rate) rate=$2; shift ;;
-        --port) port=$2; shift ;;
-        --dir) dir=$2; shift ;;
-        --build-dir) build_dir=$2; shift ;;
-        --no-build) build=0 ;;
-        --keep) keep=1 ;;
-        *) echo "consumer_faults: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
+parse_options "$SCRIPT" "${torture_options[@]}" -- "$@"
 if [ "$mode" = short ]; then
     : "${changes:=17000}" "${rate:=400}"
 else
@@ -52,20 +40,9 @@ fi
 seconds=$(( changes / rate * 2 + 30 ))
 catchup_timeout=150
 freeze_s=5  # the consumers' lease_duration is 3 s: a freeze of 5 s loses the leases
-own_dir=0
-[ -n "$dir" ] || { dir=$(mktemp -d /tmp/changefeed-consumer-faults.XXXXXX); own_dir=1; }
-status=
+torture_dir consumer-faults
 
-if [ "$build" = 1 ]; then
-    echo "== building the extension and the torture programs"
-    make -s >/dev/null
-    make -s install >/dev/null
-    [ -f "$build_dir/CMakeCache.txt" ] || cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=ON >/dev/null
-    cmake --build "$build_dir" -j2 --target torture_writer torture_consumer >/dev/null
-fi
-writer_bin=$(find "$build_dir" -name torture_writer -type f -perm -u+x | head -1)
-consumer_bin=$(find "$build_dir" -name torture_consumer -type f -perm -u+x | head -1)
-[ -n "$writer_bin" ] && [ -n "$consumer_bin" ] || { echo "consumer_faults: torture programs not built in $build_dir" >&2; exit 2; }
+torture_programs
 
 echo "== cluster in $dir (port $port)"
 bash test/cluster.sh start "$dir" --port "$port" --fsync-off --conf "changefeed.maintain_interval = 30"
@@ -75,22 +52,7 @@ mkdir -p "$work"
 psql -qX -v docs_ranges=16 -f test/torture/setup.sql >/dev/null
 psql -qX -f test/consumer_faults/setup.sql >/dev/null
 
-sup_pids=()
-cleanup() {
-    touch "$work/stop"
-    for f in "$work"/*.pid; do
-        [ -f "$f" ] || continue
-        kill -CONT "$(cat "$f")" 2>/dev/null || true
-        kill -TERM "$(cat "$f")" 2>/dev/null || true
-    done
-    for p in "${sup_pids[@]+"${sup_pids[@]}"}"; do wait "$p" 2>/dev/null || true; done
-    if [ "$keep" = 0 ]; then
-        bash test/cluster.sh stop "$dir" --immediate >/dev/null 2>&1 || true
-        # A passing run leaves nothing behind; a failing one keeps its data and logs.
-        if [ "$own_dir" = 1 ] && [ "$status" = PASS ]; then rm -rf "$dir"; fi
-    fi
-}
-trap cleanup EXIT
+trap torture_cleanup EXIT
 
 # Keeps one consumer slot running: restarted after every kill under a fresh
 # instance name (the dead one's leases expire and are taken over).
@@ -111,15 +73,7 @@ for i in 1 2 3; do
     supervise "exact-$i" exact 2>/dev/null & sup_pids+=($!); slots+=("exact-$i")
     supervise "project-$i" project 2>/dev/null & sup_pids+=($!); slots+=("project-$i")
 done
-# A processor starts from the position of its first start: the writers wait
-# until both processors' leases exist on both tables.
-for i in $(seq 120); do
-    n=$(psql -qXAt -c "SELECT count(DISTINCT (processor, table_name)) FROM changefeed.leases
-                       WHERE processor IN ('torture-exact', 'torture-project')")
-    [ "$n" = 4 ] && break
-    [ "$i" = 120 ] && { echo "consumer_faults: the consumers did not start; see $work/*.log" >&2; exit 1; }
-    sleep 0.5
-done
+wait_for_leases 4 torture-exact torture-project
 
 # A fault is recorded after the signal took effect, in the server's clock
 # (as the projector calls are): a frozen or killed process calls nothing later.
@@ -162,10 +116,7 @@ while kill -0 "$writer_pid" 2>/dev/null && [ "$tick" -lt 10000 ]; do
             stopped=$((stopped + 1))
         fi
     fi
-    # Any of the library's connections: readers, recorders, lease keepers, listeners.
-    n=$(psql -qXAt -c "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
-                       WHERE application_name = 'torture_consumer' ORDER BY random() LIMIT 2) s" 2>/dev/null || echo 0)
-    terminated=$((terminated + n))
+    terminated=$((terminated + $(terminate_consumer_backends)))
     sleep 1
 done
 wait "$writer_pid" || { echo "consumer_faults: writer failed:"; cat "$work/writer.log"; exit 1; }

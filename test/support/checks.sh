@@ -5,20 +5,15 @@
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 export PGBIN
 
+source test/support/stage.sh
+
 # stage_options SCRIPT DEFAULT_PORT "$@": sets port (--port N) and keep
 # (--keep); any other option is refused.
 stage_options() {
     local script=$1
     port=$2 keep=0
     shift 2
-    while [ $# -gt 0 ]; do
-        case "$1" in
-            --port) port=$2; shift ;;
-            --keep) keep=1 ;;
-            *) echo "$script: unknown option $1" >&2; exit 2 ;;
-        esac
-        shift
-    done
+    parse_options "$script" --port=port --keep=keep:1 -- "$@"
 }
 
 # stage_scratch NAME: a scratch folder /tmp/changefeed-NAME.XXXXXX in

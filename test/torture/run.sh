@@ -29,31 +29,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 
+SCRIPT=run.sh
+source test/torture/stage.sh
 writer_opts=()
 mode=short changes= seconds= rate= kills= crash= broken=0 preload=1 ranges=16 instances=3 port=55530 dir= build_dir=build build=1 keep=0
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --short) mode=short ;;
-        --long) mode=long ;;
-        --changes) changes=$2; shift ;;
-        --seconds) seconds=$2; shift ;;
-        --rate) rate=$2; shift ;;
-        --kills) kills=$2; shift ;;
-        --crash) crash=1 ;;
-        --no-crash) crash=0 ;;
-        --broken) broken=1 ;;
-        --no-preload) preload=0 ;;
-        --ranges) ranges=$2; shift ;;
-        --instances) instances=$2; shift ;;
-        --port) port=$2; shift ;;
-        --dir) dir=$2; shift ;;
-        --build-dir) build_dir=$2; shift ;;
-        --no-build) build=0 ;;
-        --keep) keep=1 ;;
-        *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
+parse_options "$SCRIPT" "${torture_options[@]}" --seconds=seconds --kills=kills --crash=crash:1 --no-crash=crash:0 \
+    --broken=broken:1 --no-preload=preload:0 --ranges=ranges --instances=instances -- "$@"
 if [ "$mode" = short ]; then
     : "${changes:=52000}" "${seconds:=150}" "${rate:=1000}" "${kills:=4}" "${crash:=0}"
     catchup_timeout=240
@@ -63,20 +44,9 @@ else
     writer_opts=(--max-ops 12 --window 50000)
     catchup_timeout=900
 fi
-own_dir=0
-[ -n "$dir" ] || { dir=$(mktemp -d /tmp/changefeed-torture.XXXXXX); own_dir=1; }
-status=
+torture_dir torture
 
-if [ "$build" = 1 ]; then
-    echo "== building the extension and the torture programs"
-    make -s >/dev/null
-    make -s install >/dev/null
-    [ -f "$build_dir/CMakeCache.txt" ] || cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHANGEFEED_BUILD_TESTS=ON >/dev/null
-    cmake --build "$build_dir" -j2 --target torture_writer torture_consumer >/dev/null
-fi
-writer_bin=$(find "$build_dir" -name torture_writer -type f -perm -u+x | head -1)
-consumer_bin=$(find "$build_dir" -name torture_consumer -type f -perm -u+x | head -1)
-[ -n "$writer_bin" ] && [ -n "$consumer_bin" ] || { echo "run.sh: torture programs not built in $build_dir" >&2; exit 2; }
+torture_programs
 
 echo "== cluster in $dir (port $port)"
 # When preloaded, the maintenance worker runs now and then during the run, as in production.
@@ -88,18 +58,7 @@ work=$dir/work
 mkdir -p "$work"
 psql -qX -v docs_ranges="$ranges" -f test/torture/setup.sql >/dev/null
 
-sup_pids=()
-cleanup() {
-    touch "$work/stop"
-    for f in "$work"/*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true; done
-    for p in "${sup_pids[@]+"${sup_pids[@]}"}"; do wait "$p" 2>/dev/null || true; done
-    if [ "$keep" = 0 ]; then
-        bash test/cluster.sh stop "$dir" --immediate >/dev/null 2>&1 || true
-        # A passing run leaves nothing behind; a failing one keeps its data and logs.
-        if [ "$own_dir" = 1 ] && [ "$status" = PASS ]; then rm -rf "$dir"; fi
-    fi
-}
-trap cleanup EXIT
+trap torture_cleanup EXIT
 
 # Keeps one consumer slot running: restarted after every kill, a fresh
 # instance name each time (the dead one's leases must expire and be taken over).
@@ -131,15 +90,7 @@ supervise latest latest 2>/dev/null & sup_pids+=($!); slots+=(latest)
 supervise exact exact 2>/dev/null & sup_pids+=($!); slots+=(exact)
 # A processor starts from the position of its first start: the writers wait
 # until both processors' leases exist (the broken consumer reads from seq 0).
-if [ "$broken" = 0 ]; then
-    for i in $(seq 120); do
-        n=$(psql -qXAt -c "SELECT count(DISTINCT (processor, table_name)) FROM changefeed.leases
-                           WHERE processor IN ('torture-all', 'torture-latest', 'torture-exact')")
-        [ "$n" = 6 ] && break
-        [ "$i" = 120 ] && { echo "run.sh: the consumers did not start; see $work/*.log" >&2; exit 1; }
-        sleep 0.5
-    done
-fi
+[ "$broken" = 1 ] || wait_for_leases 6 torture-all torture-latest torture-exact
 
 echo "== writers: up to $changes changes or $seconds s, at most $rate changes/s; $kills kills, crash=$crash"
 start_ts=$(date +%s)
@@ -174,9 +125,7 @@ while [ "$loops" -lt 100000 ]; do
         crashed=$((crashed + 1))
     fi
     if [ "$writing" = 1 ] && [ $((RANDOM % 3)) = 0 ]; then
-        n=$(psql -qXAt -c "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
-                           WHERE application_name = 'torture_consumer' ORDER BY random() LIMIT 2) s" 2>/dev/null || echo 0)
-        terminated=$((terminated + n))
+        terminated=$((terminated + $(terminate_consumer_backends)))
     fi
     sleep 1
 done
