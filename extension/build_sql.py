@@ -11,7 +11,9 @@ numbered below 90 and those from 90 on: each entry point's definition
 becomes its implementation `_name` (SECURITY DEFINER), the entry point a C
 function of the same signature that runs as its caller and calls it
 (extension/caller.cpp), and every function the manifest names is granted to
-its role.
+its role.  A `RETURNS TABLE (LIKE name, ...)` of a concern file gets the
+columns of the manifest's `columns name(...)` line in place of `LIKE name`
+(a result row several functions share).
 
 An upgrade script is its hand-written delta (tables, columns, data, DROPs of
 what went or cannot be replaced) with, at its line `-- @functions`, every
@@ -250,12 +252,19 @@ class Entry:
 
 
 def read_manifest(path):
-    entries = []
+    """The manifest's entries, and its shared result rows: name -> columns."""
+    entries, rows = [], {}
     for n, line in enumerate(open(path, encoding="utf-8"), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         where = f"{os.path.basename(path)}:{n}"
+        m = re.match(r"columns\s+(\w+)\((.*)\)$", line)
+        if m:
+            if m.group(1) in rows:
+                raise Error(f"{where}: columns {m.group(1)} listed twice")
+            rows[m.group(1)] = [" ".join(c.split()) for c in split_top(m.group(2))]
+            continue
         m = re.match(r"(\w+)\s+(\w+)\(([^)]*)\)\s+(\w+|-)((?:\s+\w+=\w+)*)$", line)
         if not m or m.group(1) not in KINDS or (m.group(4) != "-" and m.group(4) not in ROLES):
             raise Error(f"{where}: expected `KIND name(types) ROLE [param=name ...]`, KIND one of "
@@ -268,7 +277,17 @@ def read_manifest(path):
     names = [e.name for e in entries]
     for d in sorted({x for x in names if names.count(x) > 1}):
         raise Error(f"{os.path.basename(path)}: {d} listed twice")
-    return entries
+    return entries, rows
+
+
+def with_rows(stmt, rows, where):
+    """The statement with each `LIKE name` opening a RETURNS TABLE replaced by
+    the columns of the manifest's row `name`, one a line."""
+    def columns(m):
+        if m.group(2) not in rows:
+            raise Error(f"{where}: RETURNS TABLE (LIKE {m.group(2)}) but the manifest has no `columns {m.group(2)}(...)`")
+        return m.group(1) + ",\n    ".join(rows[m.group(2)])
+    return re.sub(r"(\bRETURNS\s+TABLE\s*\(\s*)LIKE\s+(\w+)\b", columns, stmt, flags=re.I)
 
 
 # ---- assembling --------------------------------------------------------------
@@ -277,8 +296,9 @@ class Sources:
     """The concern files, read and checked against the manifest."""
 
     def __init__(self, manifest=MANIFEST, parts=PARTS):
-        self.entries = read_manifest(manifest)
-        self.parts = [(p, statements(open(p, encoding="utf-8").read())) for p in parts]
+        self.entries, rows = read_manifest(manifest)
+        self.parts = [(p, [with_rows(s, rows, os.path.basename(p)) for s in statements(open(p, encoding="utf-8").read())])
+                      for p in parts]
         self.defined = {}
         for path, stmts in self.parts:
             for i, s in enumerate(stmts):

@@ -166,9 +166,7 @@ $$;
 CREATE OR REPLACE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
                                         after bigint, max_changes int, doc_ids text[], tenants text[],
                                         latest bool, filter jsonpath DEFAULT NULL, filter_vars jsonb DEFAULT NULL)
-RETURNS TABLE (seq bigint, txid xid8, range_id int, operation text, doc_id text, partition_key text,
-               current jsonb, previous jsonb, ttl_expired bool, written_at timestamptz, tenant text,
-               "position" text, event_id text)
+RETURNS TABLE (LIKE change)   -- a change row (surface.manifest)
 AS 'MODULE_PATHNAME', 'changefeed_read_windows' LANGUAGE C VOLATILE;
 
 CREATE OR REPLACE FUNCTION changefeed.read(
@@ -181,20 +179,7 @@ CREATE OR REPLACE FUNCTION changefeed.read(
     filter_vars jsonb DEFAULT NULL,
     doc_ids text[] DEFAULT NULL,
     only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (surface.manifest)
-RETURNS TABLE (
-    seq bigint,
-    txid xid8,
-    range_id int,
-    operation text,
-    doc_id text,
-    partition_key text,
-    current jsonb,
-    previous jsonb,
-    ttl_expired bool,
-    written_at timestamptz,
-    tenant text,
-    "position" text,
-    event_id text)   -- the change's identity, the same on every redelivery
+RETURNS TABLE (LIKE change)   -- a change row (surface.manifest)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET work_mem = '64MB' AS $$
 #variable_conflict use_column
 DECLARE
@@ -258,19 +243,7 @@ CREATE OR REPLACE FUNCTION changefeed.read_ranges(
     mode text DEFAULT 'all',
     only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (surface.manifest)
 RETURNS TABLE (
-    seq bigint,
-    txid xid8,
-    range_id int,
-    operation text,
-    doc_id text,
-    partition_key text,
-    current jsonb,
-    previous jsonb,
-    ttl_expired bool,
-    written_at timestamptz,
-    tenant text,
-    "position" text,
-    event_id text,
+    LIKE change,           -- a change row (surface.manifest)
     resume_ranges int[])   -- marker rows only
 LANGUAGE c VOLATILE SET search_path = pg_catalog, pg_temp SET work_mem = '64MB'
 AS 'MODULE_PATHNAME', 'changefeed_read_ranges';
