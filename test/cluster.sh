@@ -16,9 +16,21 @@
 set -euo pipefail
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+source "$(dirname "$0")/support/stage.sh"
 
 as_postgres() {
     if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi
+}
+
+# fresh_dir DIR: DIR emptied (a server still running there stopped first)
+# and owned by postgres.
+fresh_dir() {
+    if [ -f "$1/data/postmaster.pid" ]; then
+        "$0" stop "$1" --immediate || true
+    fi
+    rm -rf "$1"
+    mkdir -p "$1"
+    chown postgres "$1" 2>/dev/null || true
 }
 
 cmd=${1:?usage: cluster.sh start|stop|restart|env|standby|promote DIR}
@@ -39,12 +51,7 @@ start)
         esac
         shift
     done
-    if [ -f "$dir/data/postmaster.pid" ]; then
-        "$0" stop "$dir" --immediate || true
-    fi
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    chown postgres "$dir" 2>/dev/null || true
+    fresh_dir "$dir"
     as_postgres "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log"
     {
         echo "listen_addresses = ''"
@@ -76,19 +83,8 @@ standby)
     sdir=$(realpath -m "${1:?standby directory required}")
     shift
     port=55433
-    while [ $# -gt 0 ]; do
-        case "$1" in
-            --port) port=$2; shift ;;
-            *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
-        esac
-        shift
-    done
-    if [ -f "$sdir/data/postmaster.pid" ]; then
-        "$0" stop "$sdir" --immediate || true
-    fi
-    rm -rf "$sdir"
-    mkdir -p "$sdir"
-    chown postgres "$sdir" 2>/dev/null || true
+    parse_options cluster.sh --port=port -- "$@"
+    fresh_dir "$sdir"
     # -R writes primary_conninfo and standby.signal; the application name is
     # what synchronous_standby_names of the primary can name.
     as_postgres "$PGBIN/pg_basebackup" -h "$dir" -p "$(cat "$dir/port")" -U postgres -D "$sdir/data" \

@@ -180,8 +180,9 @@ install_packages() {
     # library (the cluster script where cleanup looks for it), CREATE
     # EXTENSION, a table enabled and written, its changes read by the
     # processor just built and by the installed command-line tool.
-    mkdir -p "$root/src/test"
+    mkdir -p "$root/src/test/support"
     cp test/cluster.sh "$root/src/test/"
+    cp test/support/stage.sh "$root/src/test/support/"
     clusters+=("$root|$c|$pgbin")
     in_root "$root" PGBIN="$pgbin" bash /src/test/cluster.sh start "$c" --port "$port" --fsync-off >/dev/null || return 1
     in_root "$root" bash -c "eval \"\$(bash /src/test/cluster.sh env $c)\" && set -e
