@@ -10,6 +10,8 @@
 
 #include <changefeed/error.hpp>
 
+#include "nats_stream.hpp"
+
 #include <nats/nats.h>
 
 #include <algorithm>
@@ -177,18 +179,11 @@ struct NatsPublisher::Impl {
             std::string base = table_subject(e.table);
             subjects = {base, base + ".>"};
         }
-        std::vector<const char*> subject_ptrs;
-        for (const auto& sub : subjects) subject_ptrs.push_back(sub.c_str());
-        jsStreamConfig cfg;
-        jsStreamConfig_Init(&cfg);
-        cfg.Name = name.c_str();
-        cfg.Subjects = subject_ptrs.data();
-        cfg.SubjectsLen = static_cast<int>(subject_ptrs.size());
-        cfg.Storage = js_FileStorage;
-        cfg.Duplicates = std::chrono::duration_cast<std::chrono::nanoseconds>(options.duplicate_window).count();
-        s = js_AddStream(&si, js, &cfg, nullptr, &code);
-        if (s == NATS_OK) jsStreamInfo_Destroy(si);
-        else if (code != JSStreamNameExistErr)  // another publisher created it meanwhile
+        nats_stream::Config stream(name, std::move(subjects));
+        stream.config.Duplicates =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(options.duplicate_window).count();
+        s = nats_stream::add(js, stream, &code);
+        if (s != NATS_OK && code != JSStreamNameExistErr)  // another publisher created it meanwhile
             fail("cannot create stream " + name + ": " + status_text(s));
         ensured.insert(name);
     }

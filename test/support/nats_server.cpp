@@ -1,5 +1,7 @@
 #include "support/nats_server.hpp"
 
+#include "nats_stream.hpp"
+
 #include <nats/nats.h>
 
 #include <arpa/inet.h>
@@ -183,23 +185,14 @@ std::vector<std::string> stream_names(const std::string& url) {
 void add_stream(const std::string& url, const std::string& name, const std::vector<std::string>& subjects,
                 std::int64_t max_msgs) {
     Js j(url);
-    std::vector<const char*> subject_ptrs;
-    for (const auto& sub : subjects) subject_ptrs.push_back(sub.c_str());
-    jsStreamConfig cfg;
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = name.c_str();
-    cfg.Subjects = subject_ptrs.data();
-    cfg.SubjectsLen = static_cast<int>(subject_ptrs.size());
-    cfg.Storage = js_FileStorage;
+    changefeed::nats_stream::Config stream(name, subjects);
     if (max_msgs >= 0) {
-        cfg.MaxMsgs = max_msgs;
-        cfg.Discard = js_DiscardNew;
+        stream.config.MaxMsgs = max_msgs;
+        stream.config.Discard = js_DiscardNew;
     }
-    jsStreamInfo* si = nullptr;
     jsErrCode code = static_cast<jsErrCode>(0);
-    natsStatus s = js_AddStream(&si, j.js, &cfg, nullptr, &code);
+    natsStatus s = changefeed::nats_stream::add(j.js, stream, &code);
     if (s != NATS_OK) throw std::runtime_error("cannot add stream " + name + ": " + natsStatus_GetText(s));
-    jsStreamInfo_Destroy(si);
 }
 
 }  // namespace cftest
