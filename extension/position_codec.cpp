@@ -502,22 +502,23 @@ bool copy_out(const std::string &s, char *out, size_t outlen) noexcept {
     return true;
 }
 
-}  // namespace
+// The position an encode starts from: where it is encoded and its lower
+// snapshot.
+Position position_at(uint64_t system_id, uint32_t database, ChangefeedWalPoint at, const char *lo) {
+    Position p;
+    p.system_id = system_id;
+    p.database = database;
+    p.timeline = at.timeline;
+    p.lsn = at.lsn;
+    p.lo = parse_snapshot(lo);
+    return p;
+}
 
-extern "C" ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq,
-                                       uint64_t system_id, uint32_t database, ChangefeedWalPoint at,
-                                       const uint8_t *key, char *out, size_t outlen, char *err, size_t errlen) {
+// Runs an encode: whatever it throws is an internal failure, told in err.
+template <class Encode>
+ChangefeedCodecStatus encoding(Encode &&encode, char *err, size_t errlen) noexcept {
     try {
-        Position p;
-        p.system_id = system_id;
-        p.database = database;
-        p.timeline = at.timeline;
-        p.lsn = at.lsn;
-        p.lo = parse_snapshot(lo);
-        if (hi) p.hi = parse_snapshot(hi);
-        p.last_seq = hi ? last_seq : 0;
-        if (!copy_out(encode(p, key), out, outlen))
-            throw std::length_error("position buffer too small");
+        encode();
         return CHANGEFEED_CODEC_OK;
     } catch (const std::exception &e) {
         return report(e, CHANGEFEED_CODEC_INTERNAL, err, errlen);
@@ -527,30 +528,37 @@ extern "C" ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const c
     }
 }
 
+}  // namespace
+
+extern "C" ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq,
+                                       uint64_t system_id, uint32_t database, ChangefeedWalPoint at,
+                                       const uint8_t *key, char *out, size_t outlen, char *err, size_t errlen) {
+    return encoding(
+        [&] {
+            Position p = position_at(system_id, database, at, lo);
+            if (hi) p.hi = parse_snapshot(hi);
+            p.last_seq = hi ? last_seq : 0;
+            if (!copy_out(encode(p, key), out, outlen)) throw std::length_error("position buffer too small");
+        },
+        err, errlen);
+}
+
 // Positions (lo, hi, seq) of many rows of one window: the snapshots are
 // parsed and laid out once, only the seq and the tag differ.
 extern "C" ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, const char *hi, const int64_t *seqs,
                                                               size_t n, uint64_t system_id, uint32_t database,
                                                               ChangefeedWalPoint at, const uint8_t *key, char *out,
                                                               size_t stride, char *err, size_t errlen) {
-    try {
-        Position p;
-        p.system_id = system_id;
-        p.database = database;
-        p.timeline = at.timeline;
-        p.lsn = at.lsn;
-        p.lo = parse_snapshot(lo);
-        p.hi = parse_snapshot(hi);
-        const std::vector<std::string> texts = encode_page(p, std::vector<int64_t>(seqs, seqs + n), key);
-        for (size_t i = 0; i < n; i++)
-            if (!copy_out(texts[i], out + i * stride, stride)) throw std::length_error("position buffer too small");
-        return CHANGEFEED_CODEC_OK;
-    } catch (const std::exception &e) {
-        return report(e, CHANGEFEED_CODEC_INTERNAL, err, errlen);
-    } catch (...) {
-        std::snprintf(err, errlen, "unexpected failure");
-        return CHANGEFEED_CODEC_INTERNAL;
-    }
+    return encoding(
+        [&] {
+            Position p = position_at(system_id, database, at, lo);
+            p.hi = parse_snapshot(hi);
+            const std::vector<std::string> texts = encode_page(p, std::vector<int64_t>(seqs, seqs + n), key);
+            for (size_t i = 0; i < n; i++)
+                if (!copy_out(texts[i], out + i * stride, stride))
+                    throw std::length_error("position buffer too small");
+        },
+        err, errlen);
 }
 
 extern "C" ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
