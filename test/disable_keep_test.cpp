@@ -9,7 +9,9 @@
 #include "support/recorder.hpp"
 
 #include <chrono>
+#include <string>
 #include <thread>
+#include <utility>
 
 using namespace std::chrono_literals;
 using changefeed::errc;
@@ -27,18 +29,32 @@ int collection_id(const std::string& table) {
         .as<int>();
 }
 
+// A new table of two ranges and a started all-versions processor "audit" of
+// it, recording what it delivers and the failures it tells.
+struct Audited {
+    explicit Audited(std::string name) : table(std::move(name)), p(start(table, rec, errors)) {}
+
+    static changefeed::Processor start(const std::string& table, cftest::Recorder& rec, cftest::ErrorLog& errors) {
+        cftest::create_table(cluster(), table, 2);
+        auto o = cftest::fast_options("one");
+        o.on_error = errors.sink();
+        auto p = changefeed::make_processor(coll(table), "audit", rec.handler(), changefeed::AllVersionsOptions(o));
+        p.start();
+        return p;
+    }
+
+    const std::string table;
+    cftest::Recorder rec;
+    cftest::ErrorLog errors;
+    changefeed::Processor p;
+};
+
 }  // namespace
 
 TEST(DisableKeep, TheGapIsHistoryLostWithItsRunbookNeverSkipped) {
-    const std::string table = "dk_gap";
-    cftest::create_table(cluster(), table, 2);
+    Audited a("dk_gap");
+    auto& [table, rec, errors, p] = a;
     const int id = collection_id(table);
-    cftest::Recorder rec;
-    cftest::ErrorLog errors;
-    auto o = cftest::fast_options("one");
-    o.on_error = errors.sink();
-    auto p = changefeed::make_processor(coll(table), "audit", rec.handler(), changefeed::AllVersionsOptions(o));
-    p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     cluster().exec("INSERT INTO " + table + " (id, v) VALUES (1, 'before')");
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("1"); }));
@@ -115,14 +131,8 @@ TEST(DisableKeep, ResyncRereadsTheTableAfterTheGap) {
 }
 
 TEST(DisableKeep, DisableAndEnableInOneTransactionLeaveNoGap) {
-    const std::string table = "dk_same";
-    cftest::create_table(cluster(), table, 2);
-    cftest::Recorder rec;
-    cftest::ErrorLog errors;
-    auto o = cftest::fast_options("one");
-    o.on_error = errors.sink();
-    auto p = changefeed::make_processor(coll(table), "audit", rec.handler(), changefeed::AllVersionsOptions(o));
-    p.start();
+    Audited a("dk_same");
+    auto& [table, rec, errors, p] = a;
     ASSERT_TRUE(cftest::wait_running(p, 2));
     p.stop();
     cluster().exec("INSERT INTO " + table + " (id, v) VALUES (1, 'stopped')");
