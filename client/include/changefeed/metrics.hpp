@@ -90,6 +90,20 @@ public:
     virtual void stopped(const MetricScope&) {}
 };
 
+// The overrides of an implementation that records every measurement of
+// Metrics (InProcessMetrics, PrometheusMetrics): declared once, so that a
+// measurement added to Metrics is one each of them must define.
+#define CHANGEFEED_METRICS_OVERRIDES                                                             \
+    void batch_delivered(const MetricScope& scope, int range, std::int64_t changes,              \
+                         std::chrono::nanoseconds handler_time) override;                        \
+    void range_lag(const MetricScope& scope, int range, std::chrono::milliseconds lag) override; \
+    void duplicates_skipped(const MetricScope& scope, int range, std::int64_t count) override;   \
+    void lease_acquired(const MetricScope& scope, int range) override;                           \
+    void lease_lost(const MetricScope& scope, int range) override;                               \
+    void lease_released(const MetricScope& scope, int range) override;                           \
+    void error(const MetricScope& scope, std::optional<int> range, errc code) override;          \
+    void reconnected(const MetricScope& scope, ConnectionRole role) override
+
 // The handler-time histogram's upper bounds in seconds (the last bucket, above
 // the largest bound, is open): 1 ms to 10 s.
 const std::vector<double>& handler_time_buckets();
@@ -142,15 +156,7 @@ class InProcessMetrics final : public Metrics {
 public:
     MetricsSnapshot snapshot() const;
 
-    void batch_delivered(const MetricScope& scope, int range, std::int64_t changes,
-                         std::chrono::nanoseconds handler_time) override;
-    void range_lag(const MetricScope& scope, int range, std::chrono::milliseconds lag) override;
-    void duplicates_skipped(const MetricScope& scope, int range, std::int64_t count) override;
-    void lease_acquired(const MetricScope& scope, int range) override;
-    void lease_lost(const MetricScope& scope, int range) override;
-    void lease_released(const MetricScope& scope, int range) override;
-    void error(const MetricScope& scope, std::optional<int> range, errc code) override;
-    void reconnected(const MetricScope& scope, ConnectionRole role) override;
+    CHANGEFEED_METRICS_OVERRIDES;
 
 private:
     RangeMetrics& range_of(const MetricScope& scope, int range);  // with mu_ held

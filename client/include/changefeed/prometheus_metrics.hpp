@@ -55,15 +55,7 @@ public:
     std::string exposition() const;
     std::shared_ptr<prometheus::Registry> registry() const;
 
-    void batch_delivered(const MetricScope& scope, int range, std::int64_t changes,
-                         std::chrono::nanoseconds handler_time) override;
-    void range_lag(const MetricScope& scope, int range, std::chrono::milliseconds lag) override;
-    void duplicates_skipped(const MetricScope& scope, int range, std::int64_t count) override;
-    void lease_acquired(const MetricScope& scope, int range) override;
-    void lease_lost(const MetricScope& scope, int range) override;
-    void lease_released(const MetricScope& scope, int range) override;
-    void error(const MetricScope& scope, std::optional<int> range, errc code) override;
-    void reconnected(const MetricScope& scope, ConnectionRole role) override;
+    CHANGEFEED_METRICS_OVERRIDES;
     void started(const MetricScope& scope, int ranges) override;
     void stopped(const MetricScope& scope) override;
 
