@@ -43,4 +43,18 @@ std::string percentiles_ms(std::vector<double> v) {
     return buf;
 }
 
+bool leases_even(pqxx::connection& c, const std::string& table, const std::string& name, int instances) {
+    pqxx::nontransaction tx(c);
+    auto r = tx.exec_params1(
+        "WITH s AS (SELECT owner, count(*) AS n FROM changefeed.leases"
+        "            WHERE table_name = $1::regclass AND processor = $2 AND owner IS NOT NULL AND live"
+        "            GROUP BY owner),"
+        "     t AS (SELECT ranges FROM changefeed.collections WHERE table_name = $1::regclass)"
+        " SELECT count(*) = $3 AND sum(n) = (SELECT ranges FROM t)"
+        "        AND min(n) >= (SELECT ranges FROM t) / $3"
+        "        AND max(n) <= ((SELECT ranges FROM t) + $3 - 1) / $3 FROM s",
+        table, name, instances);
+    return !r[0].is_null() && r[0].as<bool>();
+}
+
 }  // namespace bench

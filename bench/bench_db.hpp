@@ -1,5 +1,7 @@
 // Small helpers shared by the benchmark programs.
 #pragma once
+#include <pqxx/pqxx>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,5 +19,10 @@ std::vector<std::int64_t> commit_times_us(const std::string& conninfo, const std
 
 // "p50 p95 p99" of latencies in milliseconds, printed as a TSV-ready line.
 std::string percentiles_ms(std::vector<double> latencies_ms);
+
+// Whether every range of `table` is owned by a live lease of processor
+// `name`, shared by `instances` owners each holding R/N ranges rounded down or
+// up (R the table's ranges).
+bool leases_even(pqxx::connection& c, const std::string& table, const std::string& name, int instances);
 
 }  // namespace bench

@@ -10,6 +10,8 @@
 // transaction start), i.e. how far behind the handlers ran.
 // Prints "samples max_pending p99_pending max_age_s p99_age_s handled", and
 // each sample on stderr ("second pending age_s").
+#include "bench_db.hpp"
+
 #include <changefeed/changefeed.hpp>
 #include <pqxx/pqxx>
 
@@ -33,21 +35,6 @@ double p99(std::vector<double> v) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
     return v[std::min(v.size() - 1, size_t(0.99 * double(v.size())))];
-}
-
-// Every range owned by a live lease, each instance owning R/N rounded down or up.
-bool even(pqxx::connection& c, const std::string& table, const std::string& name, int instances) {
-    pqxx::nontransaction tx(c);
-    auto r = tx.exec_params1(
-        "WITH s AS (SELECT owner, count(*) AS n FROM changefeed.leases"
-        "            WHERE table_name = $1::regclass AND processor = $2 AND owner IS NOT NULL AND live"
-        "            GROUP BY owner),"
-        "     t AS (SELECT ranges FROM changefeed.collections WHERE table_name = $1::regclass)"
-        " SELECT count(*) = $3 AND sum(n) = (SELECT ranges FROM t)"
-        "        AND min(n) >= (SELECT ranges FROM t) / $3"
-        "        AND max(n) <= ((SELECT ranges FROM t) + $3 - 1) / $3 FROM s",
-        table, name, instances);
-    return !r[0].is_null() && r[0].as<bool>();
 }
 
 }  // namespace
@@ -90,7 +77,7 @@ int main(int argc, char** argv) {
         }
         pqxx::connection c(conninfo);
         auto t0 = clock_type::now();
-        while (!even(c, table, name, instances)) {
+        while (!bench::leases_even(c, table, name, instances)) {
             if (clock_type::now() - t0 > 2min) throw std::runtime_error("the ranges were not split evenly in 2 minutes");
             std::this_thread::sleep_for(50ms);
         }

@@ -12,6 +12,8 @@
 //       this process (getrusage) and its server sessions (/proc) used in
 //       SECONDS.
 // Acquire interval 500 ms, lease 4 s, renewal every second; poll 1 s.
+#include "bench_db.hpp"
+
 #include <changefeed/changefeed.hpp>
 #include <pqxx/pqxx>
 
@@ -64,23 +66,8 @@ struct Fleet {
         for (auto& p : fresh) ps.push_back(std::move(p));
     }
 
-    // Every range owned by a live lease, each instance within [R/N], [R/N] + 1.
-    bool even(pqxx::connection& c) {
-        pqxx::nontransaction tx(c);
-        auto r = tx.exec_params(
-            "WITH s AS (SELECT owner, count(*) AS n FROM changefeed.leases"
-            "            WHERE table_name = $1::regclass AND processor = $2 AND owner IS NOT NULL AND live"
-            "            GROUP BY owner),"
-            "     t AS (SELECT ranges FROM changefeed.collections WHERE table_name = $1::regclass)"
-            " SELECT count(*) = $3 AND sum(n) = (SELECT ranges FROM t)"
-            "        AND min(n) >= (SELECT ranges FROM t) / $3"
-            "        AND max(n) <= ((SELECT ranges FROM t) + $3 - 1) / $3 FROM s",
-            table, name, int(ps.size()));
-        return !r[0][0].is_null() && r[0][0].as<bool>();
-    }
-
     long wait_even(pqxx::connection& c, clock_type::time_point t0) {
-        while (!even(c)) {
+        while (!bench::leases_even(c, table, name, int(ps.size()))) {
             if (clock_type::now() - t0 > std::chrono::minutes(2)) return -1;
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
