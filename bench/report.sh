@@ -14,6 +14,14 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
         END {for (k in n) print first[k] FS k FS a[k, int((n[k]+1)/2)] FS u[k] FS n[k]}' \
     | sort -t$'\t' -k1,1n | cut -f2- >"$BENCH_OUT/medians.tsv"
 
+# ratio_rows PART BASE FORMAT: a table row per variant of PART, in the order
+# measured: its median and its ratio to variant BASE (printed with FORMAT).
+ratio_rows() {
+    awk -F'\t' -v part="$1" -v base="$2" -v ratio="$3" '$1 == part {m[$2] = $4; o[++n] = $2}
+        END {b = m[base]; for (i = 1; i <= n; i++) printf "| %s | %.0f | " ratio "x |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
+        "$BENCH_OUT/medians.tsv"
+}
+
 {
     echo "# Benchmark results"
     echo
@@ -79,17 +87,13 @@ awk -F'\t' -v OFS='\t' '{print NR, $0}' "$raw" | sort -t$'\t' -k2,2 -k3,3 -k4,4 
     echo
     echo "| variant | changes/s | ratio to alone |"
     echo "|---|---:|---:|"
-    awk -F'\t' '$1 == "open_xact" {m[$2] = $4; o[++n] = $2}
-        END {b = m["alone"]; for (i = 1; i <= n; i++) printf "| %s | %.0f | %.2fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
-        "$BENCH_OUT/medians.tsv"
+    ratio_rows open_xact alone %.2f
     echo
     echo "## Read cost and the log's size (changes/s of one drain, ratio to an empty log)"
     echo
     echo "| log holds besides the drained collection | changes/s | ratio to an empty log |"
     echo "|---|---:|---:|"
-    awk -F'\t' '$1 == "log_size" {m[$2] = $4; o[++n] = $2}
-        END {b = m["empty log"]; for (i = 1; i <= n; i++) printf "| %s | %.0f | %.3fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
-        "$BENCH_OUT/medians.tsv"
+    ratio_rows log_size "empty log" %.3f
     echo
     echo "## Retention (ms, commit included)"
     echo
