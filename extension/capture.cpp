@@ -36,6 +36,7 @@ struct CaptureState {
     int32 collection_id;
     int32 ranges;
     bool keep_previous;
+    bool keys_only;  // images => 'keys': no image at all, the reader reads the table
     bool replicated;
     int nkeys;
     AttrNumber keys[kMaxKeys];
@@ -90,7 +91,8 @@ void lookup_output(TupleDesc desc, AttrNumber attnum, FmgrInfo *finfo, MemoryCon
     fmgr_info_cxt(func, finfo, cxt);
 }
 
-// Arguments: collection id, ranges, keep_previous (t/f), replicated (t/f),
+// Arguments: collection id, ranges, previous images (t keep, f do not, k keys
+// alone: no images at all), replicated (t/f),
 // number of key columns, their names, number of partition-key columns, their
 // names, tenant column name or ''.
 CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
@@ -114,6 +116,7 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
     st->collection_id = pg_strtoint32(t->tgargs[0]);
     st->ranges = pg_strtoint32(t->tgargs[1]);
     st->keep_previous = t->tgargs[2][0] == 't';
+    st->keys_only = t->tgargs[2][0] == 'k';
     st->replicated = t->tgargs[3][0] == 't';
     if (st->ranges < 1) bad_arguments("The number of ranges must be positive.");
     int at;
@@ -259,7 +262,7 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
     row.doc_id = CStringGetTextDatum(doc);
     row.partition_key = CStringGetTextDatum(part);
     row.op = op;
-    row.current = newer ? row_jsonb(st, newer, desc) : (Datum)0;
+    row.current = newer && !st->keys_only ? row_jsonb(st, newer, desc) : (Datum)0;
     row.previous = older && st->keep_previous ? row_jsonb(st, older, desc) : (Datum)0;
     row.ttl_expired = ttl;
     row.tenant = tenant ? CStringGetTextDatum(tenant) : (Datum)0;
