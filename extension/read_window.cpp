@@ -1046,6 +1046,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         qsort(idle, nidle, sizeof(int32), by_int32);
         emit_marker(&out, now_pos, idle, nidle);
     }
+    current_rows_close(current);
     close_partitions(parts, nparts);
     return (Datum)0;
 }
