@@ -42,6 +42,7 @@ struct CaptureState {
     AttrNumber keys[kMaxKeys];
     int nparts;
     AttrNumber parts[kMaxKeys];
+    bool part_is_key;  // one column, the key's: the partition key's text is the document id
     AttrNumber tenant;
     FmgrInfo key_out[kMaxKeys];
     FmgrInfo part_out[kMaxKeys];
@@ -132,6 +133,7 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
         st->parts[i] = resolve_column(rel, t->tgargs[at + i], "partition key");
         lookup_output(desc, st->parts[i], &st->part_out[i], cxt);
     }
+    st->part_is_key = st->nkeys == 1 && st->nparts == 1 && st->parts[0] == st->keys[0];
     at += st->nparts;
     if (at != t->tgnargs - 1) bad_arguments("Expected the tenant column as the last argument.");
     if (t->tgargs[at][0] != '\0') {
@@ -251,7 +253,7 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
                 const char *moved_from = NULL) {
     HeapTuple image = newer ? newer : older;
     char *doc = document_id(st, image, desc);
-    char *part = partition_key(st, image, desc);
+    char *part = st->part_is_key ? doc : partition_key(st, image, desc);
     int32 range = (int32)(changefeed_range_hash(part, strlen(part)) % (uint32)st->ranges);
     char *tenant = st->tenant > 0 ? column_text(image, desc, st->tenant, &st->tenant_out) : NULL;
     bool ttl = op == 'd' && changefeed_ttl_sweep_active(st->collection_id);
