@@ -326,6 +326,22 @@ struct Window {
     CurrentRows *current;
 };
 
+// A change logged without images (images => 'keys') cannot be one version of
+// the all-versions feed: refused, as read() refuses the collection while it
+// logs keys alone, never skipped.  (A create or replace has its image
+// otherwise.)
+void refuse_no_images(Partition *p, char op, bool current_null, Datum doc_id, int64 seq) {
+    if (!current_null || (op != 'c' && op != 'r' && op != 'm')) return;
+    ereport(ERROR, (errcode(changefeed::kNoImages),
+                    errmsg("a change of document %s was logged without images (images => 'keys')",
+                           TextDatumGetCString(doc_id)),
+                    errdetail("The all-versions feed cannot deliver it: change %lld in partition \"%s\" of the "
+                              "change log holds its key alone.",
+                              (long long)seq, RelationGetRelationName(p->heap)),
+                    errhint("Read past it in mode 'latest', or resume from a position taken after "
+                            "changefeed.alter(tbl, images => 'full').")));
+}
+
 void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nkeys, TupleTableSlot *slot,
               Kept *pg) {
     IndexScanDesc scan = index_beginscan(p->heap, p->index, GetActiveSnapshot(), nkeys, 0);
@@ -363,6 +379,8 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
                 bool current_null, previous_null;
                 Datum current = slot_getattr(slot, p->att[kCurrent], &current_null);
                 Datum previous = slot_getattr(slot, p->att[kPrevious], &previous_null);
+                // Not filtered out for want of the image it lacks.
+                refuse_no_images(p, op, current_null, slot_getattr(slot, p->att[kDocId], &nul), seq);
                 if (!filter_passes(w->filter, seen, current, current_null, previous, previous_null)) continue;
             }
         }
@@ -519,21 +537,6 @@ void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, 
     out->all_versions = false;
 }
 
-// A change logged without images (images => 'keys') cannot be one version of
-// the all-versions feed: refused, as read() refuses the collection while it
-// logs keys alone.  (A create or replace always has its image otherwise.)
-void refuse_no_images(Emitter *out, Partition *p, char op, bool current_null, Datum doc_id, int64 seq) {
-    if (!out->all_versions || !current_null || (op != 'c' && op != 'r' && op != 'm')) return;
-    ereport(ERROR, (errcode(changefeed::kNoImages),
-                    errmsg("a change of document %s was logged without images (images => 'keys')",
-                           TextDatumGetCString(doc_id)),
-                    errdetail("The all-versions feed cannot deliver it: change %lld in partition \"%s\" of the "
-                              "change log holds its key alone.",
-                              (long long)seq, RelationGetRelationName(p->heap)),
-                    errhint("Read past it in mode 'latest', or resume from a position taken after "
-                            "changefeed.alter(tbl, images => 'full').")));
-}
-
 void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Datum current) {
     TupleDesc desc = RelationGetDescr(p->heap);
     heap_deform_tuple(tuple, desc, out->all, out->all_null);  // once: heap_getattr per column walks the row again
@@ -559,8 +562,8 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
         v[kCurrent] = current;
         isnull[kCurrent] = false;
         isnull[kPrevious] = true;
-    } else {
-        refuse_no_images(out, p, DatumGetChar(v[kOp]), isnull[kCurrent], v[kDocId], seq);
+    } else if (out->all_versions) {
+        refuse_no_images(p, DatumGetChar(v[kOp]), isnull[kCurrent], v[kDocId], seq);
     }
     values[0] = v[kSeq];
     values[1] = v[kTxid];
