@@ -23,6 +23,7 @@ OBJS = \
 	extension/log_writer.o \
 	extension/guard.o \
 	extension/partition_drops.o \
+	extension/current_rows.o \
 	extension/read_window.o
 
 EXTENSION = extension/changefeed
@@ -50,6 +51,8 @@ REGRESS_COMMON = setup enable capture read positions retention lag leases instan
 REGRESS_COMMON += write_paths
 # Bulk statements' order across savepoints (log_writer.cpp keeps the partition open).
 REGRESS_COMMON += bulk_order
+# Collections that log keys alone (images => 'keys', current_rows.cpp).
+REGRESS_COMMON += images_keys
 REGRESS_PRELOADED = notifier ticks workers
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed

@@ -9,6 +9,7 @@
 // DEFINER function nobody else may execute), which asks changefeed.caller()
 // whose rights to check.  The stack is popped however the call ends.
 #include "pg.hpp"
+#include "caller.hpp"
 
 extern "C" {
 #include "catalog/pg_proc.h"
@@ -61,6 +62,8 @@ Implementation *implementation_of(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
+Oid changefeed_current_caller(void) { return depth > 0 ? callers[depth - 1] : GetUserId(); }
+
 extern "C" {
 
 // The SQL surface's functions: calls `_<name>` with the same arguments, and
@@ -94,8 +97,6 @@ Datum changefeed_call_definer(PG_FUNCTION_ARGS) {
 
 // changefeed.caller(): the role that called the innermost entry point (its
 // current_user then); outside any entry point, the current user.
-Datum changefeed_caller(PG_FUNCTION_ARGS) {
-    PG_RETURN_OID(depth > 0 ? callers[depth - 1] : GetUserId());
-}
+Datum changefeed_caller(PG_FUNCTION_ARGS) { PG_RETURN_OID(changefeed_current_caller()); }
 
 }  // extern "C"

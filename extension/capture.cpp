@@ -36,11 +36,13 @@ struct CaptureState {
     int32 collection_id;
     int32 ranges;
     bool keep_previous;
+    bool keys_only;  // images => 'keys': no image at all, the reader reads the table
     bool replicated;
     int nkeys;
     AttrNumber keys[kMaxKeys];
     int nparts;
     AttrNumber parts[kMaxKeys];
+    bool part_is_key;  // one column, the key's: the partition key's text is the document id
     AttrNumber tenant;
     FmgrInfo key_out[kMaxKeys];
     FmgrInfo part_out[kMaxKeys];
@@ -90,7 +92,8 @@ void lookup_output(TupleDesc desc, AttrNumber attnum, FmgrInfo *finfo, MemoryCon
     fmgr_info_cxt(func, finfo, cxt);
 }
 
-// Arguments: collection id, ranges, keep_previous (t/f), replicated (t/f),
+// Arguments: collection id, ranges, previous images (t keep, f do not, k keys
+// alone: no images at all), replicated (t/f),
 // number of key columns, their names, number of partition-key columns, their
 // names, tenant column name or ''.
 CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
@@ -114,6 +117,7 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
     st->collection_id = pg_strtoint32(t->tgargs[0]);
     st->ranges = pg_strtoint32(t->tgargs[1]);
     st->keep_previous = t->tgargs[2][0] == 't';
+    st->keys_only = t->tgargs[2][0] == 'k';
     st->replicated = t->tgargs[3][0] == 't';
     if (st->ranges < 1) bad_arguments("The number of ranges must be positive.");
     int at;
@@ -129,6 +133,7 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
         st->parts[i] = resolve_column(rel, t->tgargs[at + i], "partition key");
         lookup_output(desc, st->parts[i], &st->part_out[i], cxt);
     }
+    st->part_is_key = st->nkeys == 1 && st->nparts == 1 && st->parts[0] == st->keys[0];
     at += st->nparts;
     if (at != t->tgnargs - 1) bad_arguments("Expected the tenant column as the last argument.");
     if (t->tgargs[at][0] != '\0') {
@@ -248,7 +253,7 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
                 const char *moved_from = NULL) {
     HeapTuple image = newer ? newer : older;
     char *doc = document_id(st, image, desc);
-    char *part = partition_key(st, image, desc);
+    char *part = st->part_is_key ? doc : partition_key(st, image, desc);
     int32 range = (int32)(changefeed_range_hash(part, strlen(part)) % (uint32)st->ranges);
     char *tenant = st->tenant > 0 ? column_text(image, desc, st->tenant, &st->tenant_out) : NULL;
     bool ttl = op == 'd' && changefeed_ttl_sweep_active(st->collection_id);
@@ -259,7 +264,7 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
     row.doc_id = CStringGetTextDatum(doc);
     row.partition_key = CStringGetTextDatum(part);
     row.op = op;
-    row.current = newer ? row_jsonb(st, newer, desc) : (Datum)0;
+    row.current = newer && !st->keys_only ? row_jsonb(st, newer, desc) : (Datum)0;
     row.previous = older && st->keep_previous ? row_jsonb(st, older, desc) : (Datum)0;
     row.ttl_expired = ttl;
     row.tenant = tenant ? CStringGetTextDatum(tenant) : (Datum)0;

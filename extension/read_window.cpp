@@ -17,6 +17,7 @@
 // from xmax(lo) and one lookup per xid of xip(lo), so an old open
 // transaction costs a lookup, not a rescan of everything since it began.
 #include "pg.hpp"
+#include "current_rows.hpp"
 #include "pg_snapshot.hpp"
 #include "position_codec.hpp"
 #include "position_history.hpp"
@@ -175,6 +176,7 @@ struct Row {
     int64 seq;
     HeapTuple tuple;
     int part;
+    Datum current;  // jsonb: the document read from the table (current_rows.hpp); 0: the logged one
 };
 
 int by_seq(const void *a, const void *b) {
@@ -204,7 +206,7 @@ void page_add(Kept *pg, int64 seq, HeapTuple tuple, int part) {
         pg->cap *= 2;
         pg->rows = (Row *)repalloc_huge(pg->rows, sizeof(Row) * pg->cap);
     }
-    pg->rows[pg->n++] = Row{seq, tuple, part};
+    pg->rows[pg->n++] = Row{seq, tuple, part, (Datum)0};
 }
 
 // A set of texts (doc_ids, tenants): null when the read does not filter.
@@ -319,7 +321,26 @@ struct Window {
     TextSet tenants;
     bool latest;      // mode 'latest': per document the window's last version
     Filter *filter;   // null: none
+    // Mode 'latest': the collection's current rows, for the changes logged
+    // without images (every change of a collection that logs keys alone).
+    CurrentRows *current;
 };
+
+// A change logged without images (images => 'keys') cannot be one version of
+// the all-versions feed: refused, as read() refuses the collection while it
+// logs keys alone, never skipped.  (A create or replace has its image
+// otherwise.)
+void refuse_no_images(Partition *p, char op, bool current_null, Datum doc_id, int64 seq) {
+    if (!current_null || (op != 'c' && op != 'r' && op != 'm')) return;
+    ereport(ERROR, (errcode(changefeed::kNoImages),
+                    errmsg("a change of document %s was logged without images (images => 'keys')",
+                           TextDatumGetCString(doc_id)),
+                    errdetail("The all-versions feed cannot deliver it: change %lld in partition \"%s\" of the "
+                              "change log holds its key alone.",
+                              (long long)seq, RelationGetRelationName(p->heap)),
+                    errhint("Read past it in mode 'latest', or resume from a position taken after "
+                            "changefeed.alter(tbl, images => 'full').")));
+}
 
 void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nkeys, TupleTableSlot *slot,
               Kept *pg) {
@@ -358,6 +379,8 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
                 bool current_null, previous_null;
                 Datum current = slot_getattr(slot, p->att[kCurrent], &current_null);
                 Datum previous = slot_getattr(slot, p->att[kPrevious], &previous_null);
+                // Not filtered out for want of the image it lacks.
+                refuse_no_images(p, op, current_null, slot_getattr(slot, p->att[kDocId], &nul), seq);
                 if (!filter_passes(w->filter, seen, current, current_null, previous, previous_null)) continue;
             }
         }
@@ -498,6 +521,7 @@ struct Emitter {
     int prefix_len;
     Datum *all;       // a deformed log row, sized for the widest partition
     bool *all_null;
+    bool all_versions;  // mode 'all': a change needs its logged images
 };
 
 void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, ReturnSetInfo *rsinfo,
@@ -510,9 +534,10 @@ void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, 
     for (int i = 0; i < nparts; i++) natts = Max(natts, RelationGetDescr(parts[i].heap)->natts);
     out->all = (Datum *)palloc(sizeof(Datum) * natts);
     out->all_null = (bool *)palloc(sizeof(bool) * natts);
+    out->all_versions = false;
 }
 
-void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
+void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Datum current) {
     TupleDesc desc = RelationGetDescr(p->heap);
     heap_deform_tuple(tuple, desc, out->all, out->all_null);  // once: heap_getattr per column walks the row again
     Datum v[kColumns];
@@ -533,6 +558,13 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos) {
     // read()'s 13 columns; read_ranges() has a 14th, resume_ranges, null here.
     Datum values[14];
     bool nulls[14] = {false, false, false, false, false, false, false, false, false, false, false, false, false, true};
+    if (current != (Datum)0) {  // the document as it is now: no image from before goes with it
+        v[kCurrent] = current;
+        isnull[kCurrent] = false;
+        isnull[kPrevious] = true;
+    } else if (out->all_versions) {
+        refuse_no_images(p, DatumGetChar(v[kOp]), isnull[kCurrent], v[kDocId], seq);
+    }
     values[0] = v[kSeq];
     values[1] = v[kTxid];
     values[2] = v[kRange];
@@ -589,7 +621,13 @@ void emit_marker(Emitter *out, text *pos, const int32 *ranges, int nranges) {
 // Mode 'latest': of every row of the window in `pg`, per document the last
 // version, unless it is a delete or a later clear of its range ends it; then
 // only those after w->after and passing doc_ids, tenants and the filter, in
-// seq order.
+// seq order.  A version logged without its image (images => 'keys'), and
+// every version of a collection that logs keys alone, is the document as it
+// is now, read from the table (current_rows.hpp): gone from it, it does not
+// appear (as a delete would not); its tenant now is the one the read's
+// tenants must hold, and the filter tests it.  Those lookups go in seq order
+// and stop once `keep` rows precede the next: what is left is not on the
+// page (read_page keeps the `keep` smallest seqs).
 struct Version {
     int row;
     int32 range;
@@ -614,7 +652,22 @@ bool same_document(const Version *a, const Version *b) {
            memcmp(VARDATA_ANY(a->doc), VARDATA_ANY(b->doc), len) == 0;
 }
 
-void latest_versions(const Window *w, Partition *parts, Kept *pg) {
+struct Lookup {  // a version whose document is read from the table
+    int64 seq;
+    int row;
+};
+
+int by_lookup_seq(const void *a, const void *b) {
+    int64 x = ((const Lookup *)a)->seq, y = ((const Lookup *)b)->seq;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+int by_int64(const void *a, const void *b) {
+    int64 x = *(const int64 *)a, y = *(const int64 *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+void latest_versions(const Window *w, Partition *parts, Kept *pg, int keep) {
     Version *v = (Version *)palloc_extended(sizeof(Version) * Max(pg->n, 1), MCXT_ALLOC_HUGE);
     int64 *last_clear = (int64 *)palloc0(sizeof(int64) * Max(w->nranges, 1));  // per wanted range, 0: none
     int nv = 0;
@@ -637,6 +690,9 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg) {
     }
     qsort(v, nv, sizeof(Version), by_document_then_newest);
     bool *chosen = (bool *)palloc0(sizeof(bool) * Max(pg->n, 1));
+    Lookup *from_table = (Lookup *)palloc(sizeof(Lookup) * Max(nv, 1));
+    int nfrom = 0;
+    bool keys_only = w->current != NULL && current_rows_keys_only(w->current);
     for (int i = 0; i < nv; i++) {
         if (i > 0 && same_document(&v[i], &v[i - 1])) continue;  // an older version
         if (v[i].op == 'd' || v[i].seq <= w->after) continue;
@@ -658,6 +714,10 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg) {
             seen = seen_op(&w->tenants, v[i].op, tenant, nul, prev, prev_nul);
             if (seen == 0 || seen == 'd') continue;
         }
+        if (w->current != NULL && (keys_only || heap_attisnull(row->tuple, p->att[kCurrent], desc))) {
+            from_table[nfrom++] = Lookup{v[i].seq, v[i].row};
+            continue;
+        }
         // The filter tests the latest version: a document whose latest
         // version fails it does not appear, whatever its earlier ones were.
         if (w->filter != NULL) {
@@ -668,6 +728,33 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg) {
         }
         chosen[v[i].row] = true;
     }
+    if (nfrom > 0) {
+        int64 *logged = (int64 *)palloc(sizeof(int64) * Max(pg->n, 1));  // seqs chosen so far, ascending
+        int nlogged = 0;
+        for (int i = 0; i < pg->n; i++)
+            if (chosen[i]) logged[nlogged++] = pg->rows[i].seq;
+        qsort(logged, nlogged, sizeof(int64), by_int64);
+        qsort(from_table, nfrom, sizeof(Lookup), by_lookup_seq);
+        int below = 0, found = 0;  // chosen rows before the next lookup: logged ones, and found ones
+        for (int i = 0; i < nfrom; i++) {
+            while (below < nlogged && logged[below] < from_table[i].seq) below++;
+            if (below + found >= keep) break;
+            Row *row = &pg->rows[from_table[i].row];
+            Partition *p = &parts[row->part];
+            bool nul;
+            Datum doc = heap_getattr(row->tuple, p->att[kDocId], RelationGetDescr(p->heap), &nul);
+            Datum document, tenant;
+            CHECK_FOR_INTERRUPTS();
+            if (!current_row(w->current, DatumGetTextPP(doc), &document, &tenant)) continue;  // gone
+            if (w->tenants.n >= 0 && !in_set(&w->tenants, tenant, tenant == (Datum)0)) continue;  // moved away
+            if (w->filter != NULL && !path_matches(w->filter, document)) continue;
+            row->current = document;
+            chosen[from_table[i].row] = true;
+            found++;
+        }
+        pfree(logged);
+    }
+    pfree(from_table);
     int kept = 0;
     for (int i = 0; i < pg->n; i++) {
         if (chosen[i])
@@ -693,7 +780,7 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
     pg.rows = (Row *)palloc_extended(sizeof(Row) * pg.cap, MCXT_ALLOC_HUGE);
     scan_window(w, parts, nparts, &pg);
     if (w->latest) {
-        latest_versions(w, parts, &pg);
+        latest_versions(w, parts, &pg, limit + 1);
         pg.keep = limit + 1;
     }
     page_prune(&pg);
@@ -724,7 +811,7 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
         if (last)
             (void)set_config_option("changefeed.read_position", text_to_cstring(pos), PGC_USERSET, PGC_S_SESSION,
                                     GUC_ACTION_LOCAL, true, 0, false);
-        emit(out, &parts[row->part], row->tuple, row->seq, pos);
+        emit(out, &parts[row->part], row->tuple, row->seq, pos, row->current);
     }
     for (int i = 0; i < pg.n; i++) heap_freetuple(pg.rows[i].tuple);
     pfree(pg.rows);
@@ -881,6 +968,7 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     w.latest = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
     w.filter = filter_of(fcinfo, 9, 10);
     refuse_own_changes();
+    w.current = w.latest ? current_rows_for(w.collection) : NULL;
 
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
@@ -888,7 +976,9 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     Partition *parts = open_partitions(&nparts);
     Emitter out;
     emitter_init(&out, w.collection, parts, nparts, rsinfo, &w.tenants);
+    out.all_versions = !w.latest;
     (void)read_windows_into(&w, remaining, parts, nparts, &out);
+    current_rows_close(w.current);
     close_partitions(parts, nparts);
     return (Datum)0;
 }
@@ -919,6 +1009,8 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
     Partition *parts = open_partitions(&nparts);
     Emitter out;
     emitter_init(&out, plan.collection, parts, nparts, rsinfo, &tenants);
+    out.all_versions = !latest;
+    CurrentRows *current = latest ? current_rows_for(plan.collection) : NULL;
     int total_ranges = 0;
     for (int i = 0; i < plan.ngroups; i++) total_ranges += plan.groups[i].nranges;
     int32 *idle = (int32 *)palloc(sizeof(int32) * total_ranges);
@@ -936,6 +1028,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         w.tenants = tenants;
         w.latest = latest;
         w.filter = NULL;
+        w.current = current;
         out.last_pos = NULL;
         int32 n = read_windows_into(&w, remaining, parts, nparts, &out);
         if (n < remaining && !FullTransactionIdPrecedes(now->xmax, g->upto)) {
@@ -956,6 +1049,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         qsort(idle, nidle, sizeof(int32), by_int32);
         emit_marker(&out, now_pos, idle, nidle);
     }
+    current_rows_close(current);
     close_partitions(parts, nparts);
     return (Datum)0;
 }

@@ -15,5 +15,6 @@ constexpr int kDdlRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '3');
 constexpr int kWriteRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '4');
 constexpr int kNotReplayedYet = MAKE_SQLSTATE('C', 'F', '0', '1', '6');
 constexpr int kOtherHistory = MAKE_SQLSTATE('C', 'F', '0', '1', '7');
+constexpr int kNoImages = MAKE_SQLSTATE('C', 'F', '0', '2', '1');
 
 }  // namespace changefeed

@@ -14,7 +14,9 @@ ExitCode exit_code_of_sqlstate(const std::string& s) {
     // function missing), processor that never ran.
     if (s == "42P01" || s == "CF002" || s == "3F000" || s == "42883" || s == "CF012" || s == "42704")
         return exit_not_found;
-    if (s == "CF003" || s == "CF004" || s == "CF005" || s == "CF011" || s == "CF020" || s == "42809" || starts_with(s, "22"))
+    // CF021: --mode all on a collection that logs keys alone (images => 'keys').
+    if (s == "CF003" || s == "CF004" || s == "CF005" || s == "CF011" || s == "CF020" || s == "CF021" || s == "42809" ||
+        starts_with(s, "22"))
         return exit_usage;
     if (starts_with(s, "08") || starts_with(s, "28") || s == "3D000" || starts_with(s, "57P"))
         return exit_connection;

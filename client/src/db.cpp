@@ -17,6 +17,8 @@ errc code_of_sqlstate(const std::string& state) {
     if (state == "CF015") return errc::instance_name_in_use;
     if (state == "CF016") return errc::position_not_replayed;
     if (state == "CF017") return errc::other_history;
+    // CF021: all versions of a collection that logs keys alone (images => 'keys').
+    if (state == "CF021") return errc::images_not_logged;
     // CF012: lag of a processor that never ran -- a name the server does not know.
     if (state == "CF012") return errc::invalid_option;
     // CF011 is a processor or an instance name the server refused; which one

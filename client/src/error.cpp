@@ -38,6 +38,8 @@ public:
             return "the server is read-only (a standby): connect the processor to the primary";
         case errc::position_not_replayed: return "the standby has not replayed the position yet";
         case errc::other_history: return "the position belongs to a history this server did not follow";
+        case errc::images_not_logged:
+            return "the collection logs keys alone (images => 'keys'): the all-versions feed is not available";
         }
         return "unknown changefeed error";
     }
@@ -71,6 +73,7 @@ const char* to_string(errc code) noexcept {
     case errc::read_only_server: return "read_only_server";
     case errc::position_not_replayed: return "position_not_replayed";
     case errc::other_history: return "other_history";
+    case errc::images_not_logged: return "images_not_logged";
     }
     return "unknown";
 }

@@ -163,12 +163,14 @@ BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int ra
     });
 }
 
-void probe_read(pqxx::connection& c, const std::string& table, const std::string& tenant) {
+void probe_read(pqxx::connection& c, const std::string& table, const std::string& tenant, bool latest) {
     translated([&] {
         pqxx::read_transaction tx(c);
+        // In the feed's mode: the all-versions feed of a collection that logs
+        // keys alone is refused here (CF021), the latest-version one is not.
         tx.exec_params("SELECT count(*) FROM changefeed.read($1::regclass, changefeed.current_position(), 1,"
-                       "                                     tenant => $2)",
-                       table, tenant.empty() ? nullptr : tenant.c_str());
+                       "                                     mode => $3, tenant => $2)",
+                       table, tenant.empty() ? nullptr : tenant.c_str(), latest ? "latest" : "all");
     });
 }
 

@@ -91,7 +91,7 @@ BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int ra
 // Checks that the connecting role may read the feed as asked (SELECT on the
 // table, row-level security, tenant bindings, the tenant's own rights) by
 // reading nothing from now.  Throws Error (permission_denied, ...).
-void probe_read(pqxx::connection& c, const std::string& table, const std::string& tenant);
+void probe_read(pqxx::connection& c, const std::string& table, const std::string& tenant, bool latest);
 
 std::int64_t estimated_rows(pqxx::connection& c, const std::string& table);
 

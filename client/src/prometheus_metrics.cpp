@@ -186,7 +186,7 @@ constexpr errc run_time_codes[] = {
     errc::malformed_position, errc::foreign_position, errc::history_lost,     errc::lease_lost,
     errc::handler_failed,     errc::connection_failed, errc::database_error,  errc::permission_denied,
     errc::duplicates_rising,  errc::halted,            errc::publish_failed,  errc::read_only_server,
-    errc::position_not_replayed, errc::other_history,
+    errc::position_not_replayed, errc::other_history, errc::images_not_logged,
 };
 
 }  // namespace

@@ -41,7 +41,12 @@ CREATE TABLE changefeed.collection (
     -- 'refuse' it (CF013), 'expire' its rows (logged as deletes with
     -- ttl_expired) or 'forget' them (nothing logged).
     partition_drops text NOT NULL DEFAULT 'refuse'
-                    CHECK (partition_drops IN ('refuse', 'expire', 'forget'))
+                    CHECK (partition_drops IN ('refuse', 'expire', 'forget')),
+    -- What the log holds of a change: 'full' images (current, and previous
+    -- when keep_previous), or 'keys' alone (key, operation, position): the
+    -- latest-version feed then reads the current row from the table at read
+    -- time, and the all-versions feed is refused (CF021).
+    images          text NOT NULL DEFAULT 'full' CHECK (images IN ('full', 'keys'))
 );
 
 -- Per collection, the newest transaction whose changes retention dropped.

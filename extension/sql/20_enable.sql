@@ -3,7 +3,8 @@
 -- SQLSTATEs: see 00_sqlstates.sql, the registry of every code we raise.
 
 -- Row and TRUNCATE capture, implemented in C++ (extension/capture.cpp).
--- capture_row arguments: collection id, ranges, keep_previous (t/f),
+-- capture_row arguments: collection id, ranges, previous images (t keep
+-- them, f do not, k log keys alone: images => 'keys'),
 -- replicated (t/f), number of key columns, their names, number of
 -- partition-key columns, their names, tenant column name or ''.  Columns go by
 -- name: a partition's clone of the trigger resolves them in the partition.
@@ -175,6 +176,34 @@ BEGIN
 END
 $$;
 
+-- images: 'full' logs the rows' images; 'keys' logs keys, operations and
+-- positions alone, and the latest-version feed reads the current row from the
+-- table when it is read (read_window.cpp).  So 'keys' keeps no previous
+-- images (keep_previous => false is required, not implied: the default true
+-- would contradict it), and its table must be an ordinary one: the read
+-- looks each document up in the table's primary key index.
+CREATE OR REPLACE FUNCTION changefeed.check_images(tbl regclass, images text, keep_previous bool) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF images IS NULL OR images NOT IN ('full', 'keys') THEN
+        RAISE EXCEPTION 'images must be ''full'' or ''keys'', not %', coalesce(quote_literal(images), 'null')
+            USING ERRCODE = 'CF003',
+                  HINT = '''keys'' logs keys alone: the latest-version feed reads the current rows, '
+                         'the all-versions feed is not available.';
+    END IF;
+    IF images = 'keys' AND keep_previous THEN
+        RAISE EXCEPTION 'images => ''keys'' keeps no previous images: keep_previous => true contradicts it'
+            USING ERRCODE = 'CF003',
+                  HINT = 'Pass keep_previous => false with images => ''keys''.';
+    END IF;
+    IF images = 'keys' AND (SELECT relkind FROM pg_class WHERE oid = tbl) <> 'r' THEN
+        RAISE EXCEPTION 'images => ''keys'' needs an ordinary table; % is partitioned', tbl
+            USING ERRCODE = 'CF003',
+                  DETAIL = 'A read looks the current rows up in the table''s primary key index.';
+    END IF;
+END
+$$;
+
 -- Enables capture on a table and returns its collection id.  Enabling an
 -- enabled table with the same options is a no-op; with other options, CF008.
 -- Enabling a table disabled with its state kept resumes its collection: the
@@ -195,12 +224,14 @@ CREATE OR REPLACE FUNCTION changefeed.enable(
     tenant_column text DEFAULT NULL,
     ttl_column text DEFAULT NULL,
     replicated bool DEFAULT false,
-    partition_drops text DEFAULT 'refuse')
+    partition_drops text DEFAULT 'refuse',
+    images text DEFAULT 'full')
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     kind "char";
     resumed_id int;
     drops text := partition_drops;
+    wanted_images text := images;
     keys text[];
     existing changefeed.collection;
     c changefeed.collection;
@@ -246,6 +277,7 @@ BEGIN
         RAISE EXCEPTION 'replicated must not be null' USING ERRCODE = 'CF003';
     END IF;
     PERFORM changefeed.check_partition_drops(tbl, partition_drops);
+    PERFORM changefeed.check_images(tbl, images, keep_previous);
     IF partition_key IS NULL THEN
         partition_key := keys;
     ELSIF cardinality(partition_key) = 0 THEN
@@ -276,15 +308,18 @@ BEGIN
         PERFORM changefeed.require_delete_rows(tbl, changefeed.caller(), 'set a TTL column on');
     END IF;
     IF existing.id IS NOT NULL AND existing.disabled_at IS NOT NULL THEN
+        -- Before resume() installs the triggers, which carry it.
+        UPDATE changefeed.collection AS col SET images = wanted_images WHERE col.id = existing.id;
         resumed_id := changefeed.resume(existing, keys, partition_key, ranges, retention, keep_previous,
                                 tenant_column, ttl_column, replicated);
         UPDATE changefeed.collection AS col SET partition_drops = drops WHERE col.id = existing.id;
         RETURN resumed_id;
     ELSIF existing.id IS NOT NULL THEN
         IF (existing.partition_key, existing.ranges, existing.retention, existing.keep_previous,
-            existing.tenant_column, existing.ttl_column, existing.replicated, existing.partition_drops)
+            existing.tenant_column, existing.ttl_column, existing.replicated, existing.partition_drops,
+            existing.images)
            IS NOT DISTINCT FROM (partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
-                                 replicated, partition_drops) THEN
+                                 replicated, partition_drops, images) THEN
             RETURN existing.id;
         END IF;
         RAISE EXCEPTION 'table % is already enabled with other options', tbl
@@ -295,9 +330,9 @@ BEGIN
 
     INSERT INTO changefeed.collection AS col
            (relid, key_columns, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
-            replicated, partition_drops)
+            replicated, partition_drops, images)
     VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated,
-            partition_drops)
+            partition_drops, images)
     RETURNING * INTO c;
     RETURN changefeed.start_capture(c);
 END
@@ -406,7 +441,8 @@ SELECT c.id,
        c.replicated,
        c.disabled_at IS NULL AS enabled,   -- false: disabled, its state kept
        c.disabled_at,
-       c.partition_drops
+       c.partition_drops,
+       c.images
   FROM changefeed.collection c
  WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 

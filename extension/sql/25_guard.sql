@@ -91,7 +91,7 @@ $$;
 CREATE OR REPLACE FUNCTION changefeed.capture_row_arguments(c changefeed.collection) RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT ARRAY[c.id::text, c.ranges::text,
-                 CASE WHEN c.keep_previous THEN 't' ELSE 'f' END,
+                 CASE WHEN c.images = 'keys' THEN 'k' WHEN c.keep_previous THEN 't' ELSE 'f' END,
                  CASE WHEN c.replicated THEN 't' ELSE 'f' END,
                  cardinality(c.key_columns)::text]
            || c.key_columns || cardinality(c.partition_key)::text || c.partition_key

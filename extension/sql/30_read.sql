@@ -111,6 +111,26 @@ BEGIN
 END
 $$;
 
+-- A collection that logs keys alone (images => 'keys') has no versions to
+-- give but the rows as they are now: the all-versions feed is refused
+-- (CF021), before anything is read.  (A change logged while it was 'keys',
+-- met by an all-versions read after alter(images => 'full'), is refused by
+-- read_window.cpp.)
+CREATE OR REPLACE FUNCTION changefeed.check_images_read(c changefeed.collection, mode text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF c.images = 'keys' AND mode = 'all' THEN
+        RAISE EXCEPTION 'the all-versions feed of % is not available: it logs keys alone (images => ''keys'')',
+                        c.relid::regclass
+            USING ERRCODE = 'CF021',
+                  DETAIL = 'Its changes carry no images: the latest-version feed reads the rows as they are now, '
+                           'and deletes are not delivered.',
+                  HINT = 'Read it with mode => ''latest'', or log images of the changes to come with '
+                         'changefeed.alter(tbl, images => ''full'').';
+    END IF;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION changefeed.operation_name(op "char") RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace' WHEN 'm' THEN 'replace'
@@ -190,6 +210,7 @@ BEGIN
     PERFORM changefeed.check_read_args(mode, max_changes);
     c := changefeed.collection_of(tbl);
     tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    PERFORM changefeed.check_images_read(c, mode);
     IF since IS NULL THEN
         RAISE EXCEPTION 'position must not be null'
             USING ERRCODE = 'CF004',
@@ -274,6 +295,7 @@ BEGIN
     c := changefeed.collection_of(tbl);
     -- The rights are checked here too: an empty call reads nothing but still needs them.
     tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
+    PERFORM changefeed.check_images_read(c, mode);
     IF ranges IS NULL OR positions IS NULL
        OR coalesce(array_length(ranges, 1), 0) <> coalesce(array_length(positions, 1), 0) THEN
         RAISE EXCEPTION 'ranges and positions must be arrays of the same length'

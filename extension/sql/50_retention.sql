@@ -486,9 +486,19 @@ $$;
 -- lock that holds writers off until commit (55_ranges.sql).  (The key and the
 -- partition key go with disable() and enable(): the logged changes were
 -- placed in ranges by them.)
+-- images changes what is logged from the next write on; the logged changes
+-- stay as they are.  'full' -> 'keys' (with keep_previous => false, unless it
+-- is false already): from the alter() on, the all-versions feed is refused
+-- and the latest-version feed reads every change's document from the table,
+-- the earlier ones included.  'keys' -> 'full': the changes logged while it
+-- was 'keys' keep no images, so an all-versions read that meets one fails
+-- with CF021 (read it in mode 'latest' past them, or resume from a position
+-- taken after the alter()), and a latest-version read looks their current
+-- rows up in the table.
 CREATE OR REPLACE FUNCTION changefeed.alter(tbl regclass, retention interval DEFAULT NULL,
                                             keep_previous bool DEFAULT NULL, ttl_column text DEFAULT NULL,
-                                            ranges int DEFAULT NULL, partition_drops text DEFAULT NULL)
+                                            ranges int DEFAULT NULL, partition_drops text DEFAULT NULL,
+                                            images text DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
@@ -521,6 +531,9 @@ BEGIN
     IF partition_drops IS NOT NULL THEN
         PERFORM changefeed.check_partition_drops(tbl, partition_drops);
     END IF;
+    IF images IS NOT NULL OR keep_previous IS NOT NULL THEN
+        PERFORM changefeed.check_images(tbl, coalesce(images, c.images), coalesce(keep_previous, c.keep_previous));
+    END IF;
     IF ranges IS NOT NULL AND ranges <> c.ranges THEN
         c := changefeed.change_ranges(c, ranges);
     END IF;
@@ -528,7 +541,8 @@ BEGIN
        SET retention = coalesce($2, col.retention),        -- retention
            keep_previous = coalesce($3, col.keep_previous),  -- keep_previous
            ttl_column = coalesce($4, col.ttl_column),        -- ttl_column
-           partition_drops = coalesce($6, col.partition_drops)  -- partition_drops
+           partition_drops = coalesce($6, col.partition_drops),  -- partition_drops
+           images = coalesce($7, col.images)                  -- images
      WHERE id = c.id
     RETURNING * INTO c;
     PERFORM changefeed.install_triggers(c);

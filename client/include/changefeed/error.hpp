@@ -42,6 +42,8 @@ enum class errc {
     position_not_replayed,               // a hot standby has not replayed the position yet (CF016): retry later
     other_history,                       // a position of a history this server did not follow (CF017): a
                                          // point-in-time restore, a standby promoted from an earlier point
+    images_not_logged,                   // the all-versions feed of a collection that logs keys alone
+                                         // (images => 'keys', CF021): read it with a latest-version processor
 };
 
 // The enumerator's name ("handler_failed"), as logs and metrics label codes.

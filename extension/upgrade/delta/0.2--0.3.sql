@@ -54,6 +54,13 @@ ALTER TABLE changefeed.collection ADD COLUMN partition_drops text NOT NULL DEFAU
 DROP FUNCTION changefeed.enable(regclass, text[], int, interval, bool, text, text, bool);
 DROP FUNCTION changefeed._enable(regclass, text[], int, interval, bool, text, text, bool);
 
+-- ---- images: keys only ----
+-- A collection may log keys alone (images => 'keys'): the latest-version
+-- feed reads the current row at read time (read_window.cpp, current_rows.cpp).
+ALTER TABLE changefeed.collection ADD COLUMN images text NOT NULL DEFAULT 'full'
+    CHECK (images IN ('full', 'keys'));
+-- (enable() and alter() take it: 0.2's are dropped above.)
+
 -- @functions
 
 -- ---- the position key in the database ----
