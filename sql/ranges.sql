@@ -49,7 +49,7 @@ UPDATE changefeed.instance SET backend_pid = 0 WHERE processor = 'proj' AND inst
 SELECT instance, live FROM changefeed.instances('bal', 'proj');
 SELECT count(*) AS a FROM changefeed.lease_acquire('bal', 'proj', 'a', '1 minute');
 SELECT * FROM split;
-UPDATE changefeed.lease SET expires_at = now() - interval '1 second' WHERE processor = 'proj' AND owner = 'd';
+UPDATE changefeed.holder SET expires_at = now() - interval '1 second' WHERE processor = 'proj' AND instance = 'd';
 SELECT sum(n) AS steps FROM (SELECT count(*) AS n FROM unnest('{a,c,e}'::text[]) i,
        LATERAL changefeed.lease_acquire('bal', 'proj', i, '1 minute') GROUP BY i) s;
 SELECT * FROM split;

@@ -111,6 +111,9 @@ BEGIN
     UPDATE changefeed.lease l
        SET epoch = l.epoch + 1, updated_at = now()
      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance;
+    IF FOUND THEN
+        PERFORM changefeed.leases_moved(c.id, processor);
+    END IF;
 END
 $$;
 

@@ -140,13 +140,13 @@ BEGIN
             CONTINUE WHEN l.collection_id IS NULL;   -- a lease set is complete; nothing to inherit otherwise
             l.range_id := r;
             l.owner := NULL;
-            l.expires_at := NULL;
             l.epoch := top;
             l.updated_at := now();
             fresh := fresh || l;
         END LOOP;
         DELETE FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p;
         INSERT INTO changefeed.lease SELECT * FROM unnest(fresh);
+        PERFORM changefeed.leases_moved(c.id, p);
     END LOOP;
 
     UPDATE changefeed.collection x SET ranges = n WHERE x.id = c.id RETURNING * INTO c;

@@ -54,6 +54,42 @@ ALTER TABLE changefeed.collection ADD COLUMN partition_drops text NOT NULL DEFAU
 DROP FUNCTION changefeed.enable(regclass, text[], int, interval, bool, text, text, bool);
 DROP FUNCTION changefeed._enable(regclass, text[], int, interval, bool, text, text, bool);
 
+-- ---- one expiry per instance, balancing steps that answer "unchanged" ----
+-- A lease is live while its owner's row in changefeed.holder is unexpired
+-- (40_leases.sql): a renewal is one row update, not one per range.  The
+-- processor's lease_generation moves with every change of owner or epoch,
+-- so an idle step or renewal answers "unchanged" without reading the leases.
+ALTER TABLE changefeed.processor ADD COLUMN lease_generation bigint NOT NULL DEFAULT 0;
+CREATE TABLE changefeed.holder (
+    collection_id   int NOT NULL REFERENCES changefeed.collection (id) ON DELETE CASCADE,
+    processor       text NOT NULL,
+    instance        text NOT NULL,
+    expires_at      timestamptz NOT NULL,
+    seen_generation bigint,
+    seen_live       text[],
+    PRIMARY KEY (collection_id, processor, instance)
+);
+-- Each owner keeps the latest expiry of its leases.
+INSERT INTO changefeed.holder (collection_id, processor, instance, expires_at)
+SELECT l.collection_id, l.processor, l.owner, pg_catalog.max(l.expires_at)
+  FROM changefeed.lease l
+ WHERE l.owner IS NOT NULL AND l.expires_at IS NOT NULL
+ GROUP BY 1, 2, 3;
+-- The view reads the holders' expiry before the leases' goes (a view
+-- replaced keeps its grants; @functions below replaces it again).
+CREATE OR REPLACE VIEW changefeed.leases WITH (security_barrier) AS
+SELECT l.collection_id, c.relid AS table_name, l.processor, l.range_id, l.owner,
+       l.epoch, h.expires_at, h.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() AS live, l.checkpoint,
+       l.backfill_done, l.backfill_rows, l.updated_at, p.owner_role
+  FROM changefeed.lease l
+  JOIN changefeed.collection c ON c.id = l.collection_id
+  LEFT JOIN changefeed.processor p ON p.collection_id = l.collection_id AND p.name = l.processor
+  LEFT JOIN changefeed.holder h ON h.collection_id = l.collection_id AND h.processor = l.processor
+                               AND h.instance = l.owner
+ WHERE pg_catalog.pg_has_role('changefeed_admin', 'USAGE')
+    OR (p.owner_role IS NOT NULL AND pg_catalog.pg_has_role(p.owner_role, 'USAGE'));
+ALTER TABLE changefeed.lease DROP COLUMN expires_at;
+
 -- @functions
 
 -- ---- the position key in the database ----
