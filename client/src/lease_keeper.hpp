@@ -70,6 +70,7 @@ private:
     using Clock = std::chrono::steady_clock;
     void run(std::unique_ptr<pqxx::connection> conn);
     void publish(std::map<int, std::int64_t> got, std::optional<Clock::time_point> valid_until);
+    void extend(Clock::time_point valid_until);
     void keep_until_released(std::unique_ptr<pqxx::connection>& conn);
     // Connects if need be and registers the name on a new connection.
     void ensure_connected(std::unique_ptr<pqxx::connection>& conn);
