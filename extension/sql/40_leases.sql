@@ -260,20 +260,33 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
      ORDER BY l.range_id
 $$;
 
--- What lease_balance() and lease_keep() answer, in one snapshot: the
--- processor's lease generation and, unless it is `known`, the leases
--- `instance` owns (range, epoch); one row with null range when it is `known`
--- (nothing changed) or `instance` owns none.
+-- What lease_balance() and lease_keep() answer: the processor's lease
+-- generation and, unless it is `known`, the leases `instance` owns (range,
+-- epoch); one row with a null range when it is `known` (nothing changed) or
+-- `instance` owns none.  The generation is read first: leases read after it
+-- may be newer (the caller then only reads them again), never older.
 CREATE OR REPLACE FUNCTION changefeed.leases_since(collection_id int, processor text, instance text, known bigint)
 RETURNS TABLE (generation bigint, range_id int, epoch bigint)
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT p.lease_generation, l.range_id, l.epoch
-      FROM changefeed.processor p
-      LEFT JOIN changefeed.lease l
-             ON p.lease_generation IS DISTINCT FROM $4
-            AND l.collection_id = p.collection_id AND l.processor = p.name AND l.owner = $3
-     WHERE p.collection_id = $1 AND p.name = $2
-     ORDER BY l.range_id
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+BEGIN
+    SELECT p.lease_generation INTO generation FROM changefeed.processor p
+     WHERE p.collection_id = collection_id AND p.name = processor;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF generation IS DISTINCT FROM known THEN
+        RETURN QUERY SELECT generation, l.range_id, l.epoch FROM changefeed.lease l
+                      WHERE l.collection_id = collection_id AND l.processor = processor AND l.owner = instance
+                      ORDER BY l.range_id;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    range_id := NULL;
+    epoch := NULL;
+    RETURN NEXT;
+END
 $$;
 
 -- One balancing step for `instance`.  With N live instances (live_set) and
