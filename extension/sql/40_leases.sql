@@ -332,7 +332,7 @@ BEGIN
 
     -- Serialize balancing steps of one processor: each sees the others'
     -- result.  One row lock (the processor's), not one per lease; renewals
-    -- (lease_keep) wait for it, so an expiry judged passed here is not
+    -- (renew_holder) wait for it, so an expiry judged passed here is not
     -- extended before this step's takeover commits.
     SELECT p.lease_generation INTO gen FROM changefeed.processor p
      WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
@@ -444,16 +444,18 @@ END
 $$;
 
 -- Extends the expiry of `instance`, and with it every lease it owns, in one
--- row update, if it has one (a balancing step or a steal gave it leases),
--- waiting for a balancing step in progress (which may be taking them over).
--- Returns what the instance owns afterwards.
+-- row update, if it has one (a balancing step or a steal gave it leases).
+-- It first waits for a balancing step or any other change of owners in
+-- progress (they lock or update the processor row; renewals share it): a
+-- step that found the expiry passed and is taking the leases over commits
+-- first, and the caller then reads that they are gone.
 CREATE OR REPLACE FUNCTION changefeed.renew_holder(c changefeed.collection, processor text, instance text,
                                                    duration interval)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 BEGIN
     PERFORM changefeed.check_duration(duration);
-    PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR KEY SHARE;
+    PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR SHARE;
     UPDATE changefeed.holder h SET expires_at = greatest(h.expires_at, now() + duration)
      WHERE h.collection_id = c.id AND h.processor = processor AND h.instance = instance;
 END
