@@ -42,6 +42,7 @@ void LeaseKeeper::release() {
         std::lock_guard lock(mu_);
         for (const auto& [range, epoch] : view_.owned) given_up.push_back(range);
         view_.owned.clear();
+        ++view_.version;
     }
     tell({}, given_up, false);
 }
@@ -51,12 +52,23 @@ LeaseView LeaseKeeper::snapshot() const {
     return view_;
 }
 
+void LeaseKeeper::refresh_view(LeaseView& view) const {
+    std::lock_guard lock(mu_);
+    if (view.version != view_.version || view.owned.size() != view_.owned.size()) {
+        view = view_;
+        return;
+    }
+    view.valid_until = view_.valid_until;
+    view.acquired_once = view_.acquired_once;
+}
+
 void LeaseKeeper::forget(int range, std::int64_t epoch) {
     {
         std::lock_guard lock(mu_);
         auto o = view_.owned.find(range);
         if (o == view_.owned.end() || o->second != epoch) return;
         view_.owned.erase(o);
+        ++view_.version;
     }
     tell({}, {range}, true);
 }
@@ -218,6 +230,7 @@ void LeaseKeeper::publish(std::map<int, std::int64_t> got, std::optional<Clock::
             auto o = view_.owned.find(range);
             if (o == view_.owned.end() || o->second != epoch) acquired.push_back(range);
         }
+        if (got != view_.owned) ++view_.version;
         view_.owned = std::move(got);
         if (valid_until) view_.valid_until = *valid_until;
         view_.acquired_once = true;

@@ -157,8 +157,14 @@ void RangeWorker::run() {
 
 // One read of every readable range; whether any had work.
 bool RangeWorker::pass(pqxx::connection& conn, pqxx::connection& reader) {
-    const LeaseView view = leases_.snapshot();
-    sync_ranges(conn, view.owned);
+    leases_.refresh_view(view_);
+    const LeaseView& view = view_;
+    // The ranges follow the owned set only when it or they changed: an idle
+    // pass looks at no range for this.
+    if (view.version != synced_version_ || ranges_.size() != view.owned.size()) {
+        sync_ranges(conn, view.owned);
+        synced_version_ = ranges_.size() == view.owned.size() ? view.version : 0;
+    }
     if (view.acquired_once && halted_.empty()) events_.set_state(State::running);
     maybe_maintain(conn);
 
