@@ -14,6 +14,9 @@ CREATE TABLE changefeed.lease (
     range_id          int NOT NULL,
     owner             text,                    -- null: free; live while its holder row is
     epoch             bigint NOT NULL DEFAULT 0,
+    -- Unused: 0.2 kept an expiry per lease (changefeed.holder has one per
+    -- instance now).  Kept so that a dump of 0.2 restores into this version.
+    expires_at        timestamptz,
     checkpoint        text NOT NULL,           -- position to read the log from
     -- start_from_beginning: the table is scanned before the log is read.
     backfill_done     bool NOT NULL DEFAULT true,
@@ -204,8 +207,10 @@ RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- Every change of the owner or epoch of a processor's leases (and of its
--- lease set) calls this in the same transaction: its generation moves on, so
--- instances that knew the previous one read their leases again.
+-- lease set) calls this in the same transaction, before it touches a lease:
+-- the generation moves on, so instances that knew the previous one read
+-- their leases again.  Called first, its row lock is taken before any lease
+-- row's, in the order balance_step() takes them (no deadlock).
 CREATE OR REPLACE FUNCTION changefeed.leases_moved(collection_id int, processor text) RETURNS void
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     UPDATE changefeed.processor p SET lease_generation = p.lease_generation + 1
@@ -235,6 +240,7 @@ DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
     PERFORM changefeed.check_duration(duration);
+    PERFORM changefeed.leases_moved(c.id, processor);
     UPDATE changefeed.lease l
        SET owner = instance, epoch = l.epoch + 1, updated_at = now()
      WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id
@@ -243,7 +249,6 @@ BEGIN
         RETURN false;
     END IF;
     PERFORM changefeed.hold(c.id, processor, instance, duration);
-    PERFORM changefeed.leases_moved(c.id, processor);
     RETURN true;
 END
 $$;
@@ -504,6 +509,7 @@ DECLARE
     c changefeed.collection := changefeed.processor_leaving(tbl, processor, instance);
     n int;
 BEGIN
+    PERFORM changefeed.leases_moved(c.id, processor);
     PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_checkpoint_many)
       WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
         AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
@@ -513,9 +519,6 @@ BEGIN
      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
        AND (range_ids IS NULL OR l.range_id = ANY (range_ids));
     GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        PERFORM changefeed.leases_moved(c.id, processor);
-    END IF;
     IF range_ids IS NULL THEN
         DELETE FROM changefeed.holder h
          WHERE h.collection_id = c.id AND h.processor = processor AND h.instance = instance;
@@ -709,6 +712,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n int;
 BEGIN
+    PERFORM changefeed.leases_moved(c.id, processor);
     PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_checkpoint_many)
       WHERE l.collection_id = c.id AND l.processor = processor
         AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
@@ -725,7 +729,6 @@ BEGIN
         RAISE EXCEPTION 'processor "%" has never run on %', processor, c.relid::regclass
             USING ERRCODE = 'CF012', HINT = 'Leases are created when a processor first starts.';
     END IF;
-    PERFORM changefeed.leases_moved(c.id, processor);
     RETURN n;
 END
 $$;

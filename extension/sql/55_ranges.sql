@@ -79,7 +79,9 @@ BEGIN
     IF n = old THEN
         RETURN c;
     END IF;
-    -- Leases in the order lease writers lock them.
+    -- The processors' rows, then their leases, in the order lease writers
+    -- lock them; every lease changes hands (leases_moved).
+    UPDATE changefeed.processor x SET lease_generation = x.lease_generation + 1 WHERE x.collection_id = c.id;
     PERFORM 1 FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY x.processor, x.range_id FOR UPDATE;
 
     -- 1. The logged rows.
@@ -146,7 +148,6 @@ BEGIN
         END LOOP;
         DELETE FROM changefeed.lease x WHERE x.collection_id = c.id AND x.processor = p;
         INSERT INTO changefeed.lease SELECT * FROM unnest(fresh);
-        PERFORM changefeed.leases_moved(c.id, p);
     END LOOP;
 
     UPDATE changefeed.collection x SET ranges = n WHERE x.id = c.id RETURNING * INTO c;

@@ -75,20 +75,9 @@ SELECT l.collection_id, l.processor, l.owner, pg_catalog.max(l.expires_at)
   FROM changefeed.lease l
  WHERE l.owner IS NOT NULL AND l.expires_at IS NOT NULL
  GROUP BY 1, 2, 3;
--- The view reads the holders' expiry before the leases' goes (a view
--- replaced keeps its grants; @functions below replaces it again).
-CREATE OR REPLACE VIEW changefeed.leases WITH (security_barrier) AS
-SELECT l.collection_id, c.relid AS table_name, l.processor, l.range_id, l.owner,
-       l.epoch, h.expires_at, h.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() AS live, l.checkpoint,
-       l.backfill_done, l.backfill_rows, l.updated_at, p.owner_role
-  FROM changefeed.lease l
-  JOIN changefeed.collection c ON c.id = l.collection_id
-  LEFT JOIN changefeed.processor p ON p.collection_id = l.collection_id AND p.name = l.processor
-  LEFT JOIN changefeed.holder h ON h.collection_id = l.collection_id AND h.processor = l.processor
-                               AND h.instance = l.owner
- WHERE pg_catalog.pg_has_role('changefeed_admin', 'USAGE')
-    OR (p.owner_role IS NOT NULL AND pg_catalog.pg_has_role(p.owner_role, 'USAGE'));
-ALTER TABLE changefeed.lease DROP COLUMN expires_at;
+-- The leases' own expiry is no longer read (the column stays, so that dumps
+-- of 0.2 restore).
+UPDATE changefeed.lease SET expires_at = NULL WHERE expires_at IS NOT NULL;
 
 -- @functions
 
