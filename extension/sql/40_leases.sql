@@ -449,7 +449,7 @@ END
 $$;
 
 -- Extends the expiry of `instance`, and with it every lease it owns, in one
--- row update, if it has one (a balancing step or a steal gave it leases).
+-- row update (an instance that owns none is not given one).
 -- It first waits for a balancing step or any other change of owners in
 -- progress (they lock or update the processor row; renewals share it): a
 -- step that found the expiry passed and is taking the leases over commits
@@ -463,6 +463,12 @@ BEGIN
     PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR SHARE;
     UPDATE changefeed.holder h SET expires_at = greatest(h.expires_at, now() + duration)
      WHERE h.collection_id = c.id AND h.processor = processor AND h.instance = instance;
+    -- Leases still filed under the instance without an expiry of its own (a
+    -- restored database): nobody took them, so they are its again.
+    IF NOT FOUND AND EXISTS (SELECT 1 FROM changefeed.lease l
+                              WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance) THEN
+        PERFORM changefeed.hold(c.id, processor, instance, duration);
+    END IF;
 END
 $$;
 
