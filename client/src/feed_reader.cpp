@@ -245,17 +245,18 @@ MultiReadResult resume_of(const pqxx::result& r) {
                 ++out.total;
                 continue;
             }
-            // A marker: "{1,2,3}" resume at its position.
+            // A marker: "{1,2,3}" resume at its position (in range order:
+            // each goes in at the end when it is the only marker).
             const std::string pos = row[10].as<std::string>();
-            const std::string list = row[13].as<std::string>();
+            const char* list = row[13].c_str();
             int v = 0;
             bool in_number = false;
-            for (char ch : list) {
-                if (ch >= '0' && ch <= '9') {
-                    v = v * 10 + (ch - '0');
+            for (const char* ch = list; *ch; ++ch) {
+                if (*ch >= '0' && *ch <= '9') {
+                    v = v * 10 + (*ch - '0');
                     in_number = true;
                 } else if (in_number) {
-                    out.resume[v] = pos;
+                    out.resume.insert_or_assign(out.resume.end(), v, pos);
                     v = 0;
                     in_number = false;
                 }
