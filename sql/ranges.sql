@@ -49,7 +49,7 @@ UPDATE changefeed.instance SET backend_pid = 0 WHERE processor = 'proj' AND inst
 SELECT instance, live FROM changefeed.instances('bal', 'proj');
 SELECT count(*) AS a FROM changefeed.lease_acquire('bal', 'proj', 'a', '1 minute');
 SELECT * FROM split;
-UPDATE changefeed.lease SET expires_at = now() - interval '1 second' WHERE processor = 'proj' AND owner = 'd';
+UPDATE changefeed.holder SET expires_at = now() - interval '1 second' WHERE processor = 'proj' AND instance = 'd';
 SELECT sum(n) AS steps FROM (SELECT count(*) AS n FROM unnest('{a,c,e}'::text[]) i,
        LATERAL changefeed.lease_acquire('bal', 'proj', i, '1 minute') GROUP BY i) s;
 SELECT * FROM split;
@@ -148,7 +148,7 @@ COMMIT;
 SELECT count(DISTINCT (d.lo::text, d.hi::text, d.last_seq)) AS positions FROM rr_pos, changefeed.position_decode(pos) d;
 -- Bad arguments.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
-SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0,1}', ARRAY[changefeed.current_position()])$$);
+SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0,1,2}', ARRAY[changefeed.current_position(), changefeed.current_position()])$$);
 SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0,0}', ARRAY[changefeed.current_position(), changefeed.current_position()])$$);
 SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{4}', ARRAY[changefeed.current_position()])$$);
 SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0}', ARRAY[NULL::text])$$);
@@ -157,6 +157,8 @@ SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0}', ARRAY[changefeed.
 SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0}', ARRAY[changefeed.current_position()], mode => 'some')$$);
 SELECT count(*) AS nothing FROM changefeed.read_ranges('rr', '{}', '{}');
 COMMIT;
+-- One position for all the ranges (an idle consumer's call): each resumes from it.
+SELECT seq IS NULL AS marker, resume_ranges FROM changefeed.read_ranges('rr', '{3,0,2}', ARRAY[changefeed.current_position()]);
 -- The entry point runs as its caller; the implementation is the extension's.
 SELECT p.proname, p.prosecdef, has_function_privilege('changefeed_reader', p.oid, 'EXECUTE') AS reader
   FROM pg_proc p WHERE p.pronamespace = 'changefeed'::regnamespace

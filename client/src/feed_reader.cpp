@@ -12,6 +12,8 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
+
 namespace changefeed::detail {
 namespace {
 
@@ -186,16 +188,30 @@ std::int64_t estimated_rows(pqxx::connection& c, const std::string& table) {
 
 namespace changefeed::detail {
 
-// A list as jsonb text for an array parameter (libpqxx 6 has none): the SQL
-// unpacks it in order, nothing is spliced.
-static std::string json_strings(const std::map<int, std::string>& since, bool keys) {
-    boost::json::array a;
-    a.reserve(since.size());
+// The ranges as an int[] literal (libpqxx 6 has no array parameters; they
+// are numbers, nothing to quote).
+static std::string int_array(const std::map<int, std::string>& since) {
+    std::string out = "{";
     for (const auto& [range, pos] : since) {
-        if (keys)
-            a.emplace_back(range);
-        else
-            a.emplace_back(pos);
+        if (out.size() > 1) out += ',';
+        out += std::to_string(range);
+    }
+    return out + "}";
+}
+
+// The positions as jsonb text, unpacked in order by the SQL: one for all the
+// ranges when they share it (an idle instance's ranges all resume at one
+// snapshot), so an idle read sends one position, not one per range.
+static std::string json_positions(const std::map<int, std::string>& since) {
+    boost::json::array a;
+    const bool shared = since.size() > 1 && std::all_of(since.begin(), since.end(), [&](const auto& e) {
+                            return e.second == since.begin()->second;
+                        });
+    if (shared) {
+        a.emplace_back(since.begin()->second);
+    } else {
+        a.reserve(since.size());
+        for (const auto& [range, pos] : since) a.emplace_back(pos);
     }
     return boost::json::serialize(a);
 }
@@ -206,9 +222,7 @@ pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, cons
     // connection, not every time (about a third of a small read's time).
     static const std::string sql = std::string(read_columns) +
                                    ", resume_ranges::text"
-                                   "  FROM changefeed.read_ranges($1::regclass,"
-                                   "       ARRAY(SELECT e::int FROM pg_catalog.jsonb_array_elements_text($2::jsonb)"
-                                   "                  WITH ORDINALITY AS t(e, i) ORDER BY i),"
+                                   "  FROM changefeed.read_ranges($1::regclass, $2::int[],"
                                    "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($3::jsonb)"
                                    "                  WITH ORDINALITY AS t(e, i) ORDER BY i),"
                                    "       $4, $5, tenant => $6)";
@@ -218,7 +232,7 @@ pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, cons
         // statement's snapshot, where idle ranges resume too.
         pqxx::nontransaction tx(c);
         auto r = tx.exec_prepared(
-            "changefeed_read_positions", table, json_strings(since, true), json_strings(since, false), max,
+            "changefeed_read_positions", table, int_array(since), json_positions(since), max,
             mode == FeedMode::latest_version ? "latest" : "all", scope.scoped() ? scope.tenant.c_str() : nullptr);
         tx.commit();
         return r;
@@ -233,17 +247,18 @@ MultiReadResult resume_of(const pqxx::result& r) {
                 ++out.total;
                 continue;
             }
-            // A marker: "{1,2,3}" resume at its position.
+            // A marker: "{1,2,3}" resume at its position (in range order:
+            // each goes in at the end when it is the only marker).
             const std::string pos = row[10].as<std::string>();
-            const std::string list = row[13].as<std::string>();
+            const char* list = row[13].c_str();
             int v = 0;
             bool in_number = false;
-            for (char ch : list) {
-                if (ch >= '0' && ch <= '9') {
-                    v = v * 10 + (ch - '0');
+            for (const char* ch = list; *ch; ++ch) {
+                if (*ch >= '0' && *ch <= '9') {
+                    v = v * 10 + (*ch - '0');
                     in_number = true;
                 } else if (in_number) {
-                    out.resume[v] = pos;
+                    out.resume.insert_or_assign(out.resume.end(), v, pos);
                     v = 0;
                     in_number = false;
                 }

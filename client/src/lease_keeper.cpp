@@ -42,6 +42,7 @@ void LeaseKeeper::release() {
         std::lock_guard lock(mu_);
         for (const auto& [range, epoch] : view_.owned) given_up.push_back(range);
         view_.owned.clear();
+        ++view_.version;
     }
     tell({}, given_up, false);
 }
@@ -51,12 +52,23 @@ LeaseView LeaseKeeper::snapshot() const {
     return view_;
 }
 
+void LeaseKeeper::refresh_view(LeaseView& view) const {
+    std::lock_guard lock(mu_);
+    if (view.version != view_.version || view.owned.size() != view_.owned.size()) {
+        view = view_;
+        return;
+    }
+    view.valid_until = view_.valid_until;
+    view.acquired_once = view_.acquired_once;
+}
+
 void LeaseKeeper::forget(int range, std::int64_t epoch) {
     {
         std::lock_guard lock(mu_);
         auto o = view_.owned.find(range);
         if (o == view_.owned.end() || o->second != epoch) return;
         view_.owned.erase(o);
+        ++view_.version;
     }
     tell({}, {range}, true);
 }
@@ -80,25 +92,38 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
     auto next_acquire = Clock::now();
     auto next_renew = Clock::now();
     Backoff backoff(opt_.reconnect_min, opt_.reconnect_max);
+    // The processor's lease generation our view is of: while it stays, the
+    // server answers "unchanged" instead of listing every lease again.
+    std::optional<std::int64_t> known;
     for (;;) {
         {
             std::lock_guard lock(mu_);
             if (stopping_) break;
-            if (refresh_) next_acquire = next_renew = Clock::now();
+            if (refresh_) {
+                next_acquire = next_renew = Clock::now();
+                known.reset();
+            }
             refresh_ = false;
         }
         try {
+            if (!conn) known.reset();
             ensure_connected(conn);
             auto now = Clock::now();
             if (now >= next_acquire) {
-                publish(acquire_leases(*conn, key_, opt_.lease_duration), std::nullopt);
+                LeaseAnswer a = acquire_leases(*conn, key_, opt_.lease_duration, known);
+                if (a.owned) publish(std::move(*a.owned), std::nullopt);
+                known = a.generation;
                 next_acquire = now + opt_.acquire_interval;
             }
             now = Clock::now();
             if (now >= next_renew) {
-                auto got = renew_leases(*conn, key_, opt_.lease_duration);
+                LeaseAnswer a = renew_leases(*conn, key_, opt_.lease_duration, known);
                 // Valid from when the renewal was sent, not when it answered.
-                publish(std::move(got), now + opt_.lease_duration);
+                if (a.owned)
+                    publish(std::move(*a.owned), now + opt_.lease_duration);
+                else
+                    extend(now + opt_.lease_duration);
+                known = a.generation;
                 next_renew = now + opt_.renew_interval;
             }
             backoff.reset();
@@ -173,7 +198,7 @@ void LeaseKeeper::keep_until_released(std::unique_ptr<pqxx::connection>& conn) {
         lock.unlock();
         try {
             ensure_connected(conn);
-            (void)renew_leases(*conn, key_, opt_.lease_duration);
+            (void)renew_leases(*conn, key_, opt_.lease_duration, std::nullopt);
         } catch (...) {
             const bool name_taken =
                 to_error(std::current_exception()).code() == make_error_code(errc::instance_name_in_use);
@@ -205,12 +230,19 @@ void LeaseKeeper::publish(std::map<int, std::int64_t> got, std::optional<Clock::
             auto o = view_.owned.find(range);
             if (o == view_.owned.end() || o->second != epoch) acquired.push_back(range);
         }
+        if (got != view_.owned) ++view_.version;
         view_.owned = std::move(got);
         if (valid_until) view_.valid_until = *valid_until;
         view_.acquired_once = true;
     }
     tell(acquired, released, true);
     if (changed && hooks_.changed) hooks_.changed();
+}
+
+// A renewal that found nothing changed: the same leases, valid for longer.
+void LeaseKeeper::extend(Clock::time_point valid_until) {
+    std::lock_guard lock(mu_);
+    view_.valid_until = valid_until;
 }
 
 void LeaseKeeper::tell(const std::vector<int>& acquired, const std::vector<int>& released, bool lost) const {

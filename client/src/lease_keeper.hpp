@@ -29,6 +29,7 @@ struct LeaseView {
     std::map<int, std::int64_t> owned;  // range -> epoch
     std::chrono::steady_clock::time_point valid_until{};  // the last renewal's expiry
     bool acquired_once = false;  // an acquire has answered since start
+    std::uint64_t version = 0;   // moves whenever `owned` changes
 };
 
 class LeaseKeeper {
@@ -58,6 +59,9 @@ public:
     void release();
 
     LeaseView snapshot() const;
+    // Brings `view` up to date, copying the owned ranges only when they
+    // changed since `view` was taken: an idle worker's pass does not copy them.
+    void refresh_view(LeaseView& view) const;
     // The worker found the lease of `range` lost at `epoch`: stop counting it.
     void forget(int range, std::int64_t epoch);
     // The worker found the view stale (it read a range the collection no
@@ -70,6 +74,7 @@ private:
     using Clock = std::chrono::steady_clock;
     void run(std::unique_ptr<pqxx::connection> conn);
     void publish(std::map<int, std::int64_t> got, std::optional<Clock::time_point> valid_until);
+    void extend(Clock::time_point valid_until);
     void keep_until_released(std::unique_ptr<pqxx::connection>& conn);
     // Connects if need be and registers the name on a new connection.
     void ensure_connected(std::unique_ptr<pqxx::connection>& conn);

@@ -18,11 +18,6 @@ std::string interval_of(std::chrono::milliseconds d) {
     return std::to_string(d.count()) + " milliseconds";
 }
 
-std::map<int, std::int64_t> range_epochs(const pqxx::result& r) {
-    std::map<int, std::int64_t> out;
-    for (const auto& row : r) out[row[0].as<int>()] = row[1].as<std::int64_t>();
-    return out;
-}
 
 }  // namespace
 
@@ -61,27 +56,44 @@ void unregister_instance(pqxx::connection& c, const LeaseKey& k, const std::stri
     call_instance_function(c, "instance_unregister", k, token);
 }
 
-// acquire and renew take the same arguments and return (range_id, epoch) rows.
-std::map<int, std::int64_t> lease_step(pqxx::connection& c, const char* function, const LeaseKey& k,
-                                       std::chrono::milliseconds duration) {
+namespace {
+
+// lease_balance and lease_keep take the same arguments and answer
+// (generation, range_id, epoch) rows: one with a null range when nothing
+// changed since `known` (or nothing is owned).
+LeaseAnswer lease_step(pqxx::connection& c, const char* function, const LeaseKey& k,
+                       std::chrono::milliseconds duration, std::optional<std::int64_t> known) {
     return translated_names(k.processor, k.instance, [&] {
-        pqxx::work tx(c);
-        auto r = tx.exec_params(std::string("SELECT range_id, epoch FROM changefeed.") + function +
-                                    "($1::regclass, $2, $3, $4::interval)",
-                                k.table, k.processor, k.instance, interval_of(duration));
+        // Prepared once per connection: the lease thread calls both every
+        // few seconds.  One statement, its own transaction.
+        const std::string name = std::string("changefeed_") + function;
+        prepare_once(c, name,  // pqxx_compat.hpp
+                     std::string("SELECT generation, range_id, epoch FROM changefeed.") + function +
+                         "($1::regclass, $2, $3, $4::interval, $5::bigint)");
+        pqxx::nontransaction tx(c);
+        auto r = tx.exec_prepared(name, k.table, k.processor, k.instance, interval_of(duration), known);
         tx.commit();
-        return range_epochs(r);
+        LeaseAnswer out;
+        if (r.empty()) return out;  // the processor row is gone: nothing owned
+        out.generation = r[0][0].as<std::int64_t>();
+        if (known && out.generation == *known) return out;
+        out.owned.emplace();
+        for (const auto& row : r)
+            if (!row[1].is_null()) (*out.owned)[row[1].as<int>()] = row[2].as<std::int64_t>();
+        return out;
     });
 }
 
-std::map<int, std::int64_t> acquire_leases(pqxx::connection& c, const LeaseKey& k,
-                                           std::chrono::milliseconds duration) {
-    return lease_step(c, "lease_acquire", k, duration);
+}  // namespace
+
+LeaseAnswer acquire_leases(pqxx::connection& c, const LeaseKey& k, std::chrono::milliseconds duration,
+                           std::optional<std::int64_t> known) {
+    return lease_step(c, "lease_balance", k, duration, known);
 }
 
-std::map<int, std::int64_t> renew_leases(pqxx::connection& c, const LeaseKey& k,
-                                         std::chrono::milliseconds duration) {
-    return lease_step(c, "lease_renew", k, duration);
+LeaseAnswer renew_leases(pqxx::connection& c, const LeaseKey& k, std::chrono::milliseconds duration,
+                         std::optional<std::int64_t> known) {
+    return lease_step(c, "lease_keep", k, duration, known);
 }
 
 int release_leases(pqxx::connection& c, const LeaseKey& k) {

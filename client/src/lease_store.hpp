@@ -41,11 +41,19 @@ void init_leases(pqxx::connection& c, const LeaseKey& k, const StartAt& start);
 // removes the registration if `token` still holds it.
 void register_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token);
 void unregister_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token);
-// One balancing step; returns range -> epoch of every lease owned afterwards.
-std::map<int, std::int64_t> acquire_leases(pqxx::connection& c, const LeaseKey& k,
-                                           std::chrono::milliseconds duration);
-std::map<int, std::int64_t> renew_leases(pqxx::connection& c, const LeaseKey& k,
-                                         std::chrono::milliseconds duration);
+// What a balancing step or a renewal answered: the processor's lease
+// generation, and the leases owned (range -> epoch) unless no lease of the
+// processor changed hands since the generation the caller knew.
+struct LeaseAnswer {
+    std::int64_t generation = 0;
+    std::optional<std::map<int, std::int64_t>> owned;  // none: unchanged
+};
+// One balancing step (changefeed.lease_balance).
+LeaseAnswer acquire_leases(pqxx::connection& c, const LeaseKey& k, std::chrono::milliseconds duration,
+                           std::optional<std::int64_t> known);
+// Extends this instance's expiry, and so all its leases (changefeed.lease_keep).
+LeaseAnswer renew_leases(pqxx::connection& c, const LeaseKey& k, std::chrono::milliseconds duration,
+                         std::optional<std::int64_t> known);
 int release_leases(pqxx::connection& c, const LeaseKey& k);
 // The stored state of the leases this instance owns.
 std::map<int, RangeLease> load_leases(pqxx::connection& c, const LeaseKey& k);

@@ -157,8 +157,14 @@ void RangeWorker::run() {
 
 // One read of every readable range; whether any had work.
 bool RangeWorker::pass(pqxx::connection& conn, pqxx::connection& reader) {
-    const LeaseView view = leases_.snapshot();
-    sync_ranges(conn, view.owned);
+    leases_.refresh_view(view_);
+    const LeaseView& view = view_;
+    // The ranges follow the owned set only when it or they changed: an idle
+    // pass looks at no range for this.
+    if (view.version != synced_version_ || ranges_.size() != view.owned.size()) {
+        sync_ranges(conn, view.owned);
+        synced_version_ = ranges_.size() == view.owned.size() ? view.version : 0;
+    }
     if (view.acquired_once && halted_.empty()) events_.set_state(State::running);
     maybe_maintain(conn);
 
@@ -395,8 +401,18 @@ bool RangeWorker::step(pqxx::connection& conn, int range, RangeState& st) {
 // handler per range with that range's changes; the round's checkpoints in
 // one call at the end (also when stopping midway: those ranges were handled).
 bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, const std::vector<int>& group) {
+    // `group` is in range order (plan()), as ranges_ is: both are walked
+    // side by side rather than searched, range by range.
+    const auto walk = [this](std::map<int, RangeState>::iterator& it, int range) -> RangeState& {
+        while (it != ranges_.end() && it->first < range) ++it;
+        if (it == ranges_.end() || it->first != range) return ranges_.at(range);
+        return it->second;
+    };
     std::map<int, std::string> since;
-    for (int range : group) since[range] = ranges_.at(range).lease.checkpoint;
+    {
+        auto it = ranges_.begin();
+        for (int range : group) since.emplace_hint(since.end(), range, walk(it, range).lease.checkpoint);
+    }
     // One read for all the ranges, of max_read_size changes or, if more,
     // max_batch_size per range for up to 16 ranges: ranges at diverged
     // positions each catch up in the same call, and a range's share is handed
@@ -438,11 +454,12 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
     parse_positions(rows, s_.scope, rr);
     rows.clear();
     std::vector<PendingCheckpoint> pending;
+    auto state = ranges_.begin();
     for (int range : group) {
+        RangeState& st = walk(state, range);
         auto resume = rr.resume.find(range);
         if (resume == rr.resume.end()) continue;
-        RangeState& st = ranges_.at(range);
-        auto batch = rr.changes.find(range);
+        auto batch = rr.changes.empty() ? rr.changes.end() : rr.changes.find(range);
         if (batch == rr.changes.end()) {
             advance_idle(conn, range, st, resume->second, &pending);
             continue;

@@ -118,6 +118,8 @@ private:
     std::stop_source stop_source_;  // the handler's stop token
 
     // The worker thread's own.
+    LeaseView view_;                  // the lease thread's, as last looked at
+    std::uint64_t synced_version_ = 0;  // the view's version ranges_ follows (0: none)
     std::map<int, RangeState> ranges_;
     std::set<int> halted_;  // by the recovery policy; kept across reconnects
     std::map<int, int> failures_;  // the handler's failures in a row, per range

@@ -34,6 +34,10 @@ CREATE TABLE changefeed.processor (
     name          text NOT NULL,
     owner_role    regrole NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT now(),
+    -- Moves on with every change of a lease's owner or epoch (leases_moved(),
+    -- 40_leases.sql): a balancing step or renewal that finds it where it was
+    -- answers "unchanged" without reading the leases.
+    lease_generation bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (collection_id, name)
 );
 

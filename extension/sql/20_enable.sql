@@ -419,7 +419,8 @@ BEGIN
         UPDATE changefeed.collection
            SET disabled_at = now(), disabled_txid = pg_current_xact_id(), disabled_marks = changefeed.write_marks(tbl)
          WHERE id = c.id;
-        UPDATE changefeed.lease SET owner = NULL, expires_at = NULL, epoch = epoch + 1, updated_at = now()
+        UPDATE changefeed.processor SET lease_generation = lease_generation + 1 WHERE collection_id = c.id;
+        UPDATE changefeed.lease SET owner = NULL, epoch = epoch + 1, updated_at = now()
          WHERE collection_id = c.id;
     END IF;
 END

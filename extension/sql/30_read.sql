@@ -236,7 +236,8 @@ $$;
 -- Reads many ranges of `tbl`, each from its own position, in one call: the
 -- wake-up of a processor instance over all the ranges it owns.
 --   ranges, positions  range ids and the position each resumes from (same
---                      length, no nulls, no range twice)
+--                      length, or one position for all the ranges; no
+--                      nulls, no range twice)
 --   max_changes        at most this many change rows in all (1 .. 100000)
 --   mode, tenant       as in read()
 -- Ranges at one position are read together by one read() (one window scan,
@@ -290,15 +291,19 @@ DECLARE
     g record;
     outside int;
     distinct_ranges int;
+    shared bool;
 BEGIN
     PERFORM changefeed.check_read_args(mode, max_changes);
     c := changefeed.collection_of(tbl);
     -- The rights are checked here too: an empty call reads nothing but still needs them.
     tenants := changefeed.require_read(tbl, changefeed.caller(), c.tenant_column, only_tenant);
     PERFORM changefeed.check_images_read(c, mode);
+    -- One position for many ranges is that position for each of them: what
+    -- an idle consumer sends, its ranges all resuming at one snapshot.
+    shared := coalesce(array_length(positions, 1), 0) = 1 AND coalesce(array_length(ranges, 1), 0) > 1;
     IF ranges IS NULL OR positions IS NULL
-       OR coalesce(array_length(ranges, 1), 0) <> coalesce(array_length(positions, 1), 0) THEN
-        RAISE EXCEPTION 'ranges and positions must be arrays of the same length'
+       OR (coalesce(array_length(ranges, 1), 0) <> coalesce(array_length(positions, 1), 0) AND NOT shared) THEN
+        RAISE EXCEPTION 'ranges and positions must be arrays of the same length, or one position for all the ranges'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- One statement for both checks: this runs on every wake-up.
@@ -317,18 +322,31 @@ BEGIN
     END IF;
     collection_id := c.id;
     -- Grouped by what the positions hold, not by their text: texts of one
-    -- snapshot taken at different WAL positions read alike.
+    -- snapshot taken at different WAL positions read alike.  Each distinct
+    -- text is decoded once, and the ranges are only gathered per group: the
+    -- cost per range is that of an int, not of a position.
     FOR g IN
-        SELECT q.pos, q.rs, q.lo, q.hi, q.last_seq, pg_snapshot_xmax(coalesce(q.hi, q.lo)) AS upto,
+        WITH given AS (
+            SELECT positions[1] AS pos, ranges AS rs WHERE shared
+            UNION ALL
+            SELECT p.pos, array_agg(p.r) FROM unnest(ranges, positions) AS p(r, pos) WHERE NOT shared GROUP BY p.pos
+        ), decoded AS (
+            SELECT t.pos, t.rs, d.lo, d.hi, d.last_seq, d.lo::text AS lo_text, d.hi::text AS hi_text
+              FROM given t CROSS JOIN LATERAL changefeed.position_decode(t.pos) d
+        ), q AS (
+            SELECT min(e.pos) AS pos, (array_agg(e.lo))[1] AS lo, (array_agg(e.hi))[1] AS hi, e.last_seq,
+                   e.lo_text, e.hi_text
+              FROM decoded e GROUP BY e.lo_text, e.hi_text, e.last_seq
+        )
+        SELECT q.pos,
+               ARRAY(SELECT x FROM decoded e CROSS JOIN LATERAL unnest(e.rs) x
+                      WHERE e.lo_text = q.lo_text AND e.hi_text IS NOT DISTINCT FROM q.hi_text
+                        AND e.last_seq IS NOT DISTINCT FROM q.last_seq
+                      ORDER BY x) AS rs,
+               q.lo, q.hi, q.last_seq, pg_snapshot_xmax(coalesce(q.hi, q.lo)) AS upto,
                CASE WHEN h.dropped_txid IS NULL THEN true
                     ELSE changefeed.snapshot_covers(q.lo, h.dropped_txid) END AS covered
-          FROM (SELECT min(t.pos) AS pos, array_agg(x ORDER BY x) AS rs, (array_agg(d.lo))[1] AS lo,
-                       (array_agg(d.hi))[1] AS hi, d.last_seq
-                  FROM (SELECT p.pos, array_agg(p.r) AS rs
-                          FROM unnest(ranges, positions) AS p(r, pos) GROUP BY p.pos) t
-                  CROSS JOIN LATERAL changefeed.position_decode(t.pos) d
-                  CROSS JOIN LATERAL unnest(t.rs) x
-                 GROUP BY d.lo::text, d.hi::text, d.last_seq) q
+          FROM q
           LEFT JOIN changefeed.horizon h ON h.collection_id = c.id
          ORDER BY pg_snapshot_xmax(q.lo), q.hi IS NOT NULL, pg_snapshot_xmax(q.hi), q.last_seq, q.pos
     LOOP

@@ -12,8 +12,10 @@ CREATE TABLE changefeed.lease (
     collection_id     int NOT NULL REFERENCES changefeed.collection (id) ON DELETE CASCADE,
     processor         text NOT NULL,
     range_id          int NOT NULL,
-    owner             text,                    -- null: free
+    owner             text,                    -- null: free; live while its holder row is
     epoch             bigint NOT NULL DEFAULT 0,
+    -- Unused: 0.2 kept an expiry per lease (changefeed.holder has one per
+    -- instance now).  Kept so that a dump of 0.2 restores into this version.
     expires_at        timestamptz,
     checkpoint        text NOT NULL,           -- position to read the log from
     -- start_from_beginning: the table is scanned before the log is read.
@@ -28,14 +30,33 @@ CREATE TABLE changefeed.lease (
 
 SELECT pg_catalog.pg_extension_config_dump('changefeed.lease', '');
 
+-- One expiry per instance holding leases of a processor: its leases are live
+-- while its row here is unexpired, so a renewal is one row update whatever
+-- the number of ranges.  A lease whose owner has no unexpired row is free to
+-- take.  Not dumped: after a restore nobody holds anything.
+CREATE TABLE changefeed.holder (
+    collection_id   int NOT NULL REFERENCES changefeed.collection (id) ON DELETE CASCADE,
+    processor       text NOT NULL,
+    instance        text NOT NULL,
+    expires_at      timestamptz NOT NULL,
+    -- Where this instance's last full balancing step left things: the
+    -- processor's lease generation and the live instances it counted.  A
+    -- step that finds both as they were has nothing to do (balance_step).
+    seen_generation bigint,
+    seen_live       text[],
+    PRIMARY KEY (collection_id, processor, instance)
+);
+
 -- The leases of the processors the querying role owns (all of them for admins).
 CREATE OR REPLACE VIEW changefeed.leases WITH (security_barrier) AS
 SELECT l.collection_id, c.relid AS table_name, l.processor, l.range_id, l.owner,
-       l.epoch, l.expires_at, l.expires_at > now() AS live, l.checkpoint,
+       l.epoch, h.expires_at, h.expires_at > now() AS live, l.checkpoint,
        l.backfill_done, l.backfill_rows, l.updated_at, p.owner_role
   FROM changefeed.lease l
   JOIN changefeed.collection c ON c.id = l.collection_id
   LEFT JOIN changefeed.processor p ON p.collection_id = l.collection_id AND p.name = l.processor
+  LEFT JOIN changefeed.holder h ON h.collection_id = l.collection_id AND h.processor = l.processor
+                               AND h.instance = l.owner
  WHERE pg_catalog.pg_has_role('changefeed_admin', 'USAGE')
     OR (p.owner_role IS NOT NULL AND pg_catalog.pg_has_role(p.owner_role, 'USAGE'));
 
@@ -161,8 +182,52 @@ BEGIN
     SELECT c.id, processor, r, pos, NOT from_beginning, CASE WHEN from_beginning THEN pos END
       FROM generate_series(0, c.ranges - 1) r
     ON CONFLICT DO NOTHING;
+    PERFORM changefeed.leases_moved(c.id, processor);
     RETURN c.ranges;
 END
+$$;
+
+-- Whether `instance` holds the leases it owns of `processor`: its holder row
+-- is unexpired.
+CREATE OR REPLACE FUNCTION changefeed.holder_live(collection_id int, processor text, instance text) RETURNS bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM changefeed.holder h
+                    WHERE h.collection_id = $1 AND h.processor = $2 AND h.instance = $3 AND h.expires_at > now())
+$$;
+
+-- Extends the expiry of `instance` (and so of every lease it owns) to at
+-- least now + `duration`, creating its holder row.  Never shortened: the
+-- instance counts on the longest expiry it was given.
+CREATE OR REPLACE FUNCTION changefeed.hold(collection_id int, processor text, instance text, duration interval)
+RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    INSERT INTO changefeed.holder AS h (collection_id, processor, instance, expires_at)
+    VALUES ($1, $2, $3, now() + $4)
+    ON CONFLICT (collection_id, processor, instance)
+    DO UPDATE SET expires_at = greatest(h.expires_at, excluded.expires_at);
+$$;
+
+-- Every change of the owner or epoch of a processor's leases (and of its
+-- lease set) calls this in the same transaction, before it touches a lease:
+-- the generation moves on, so instances that knew the previous one read
+-- their leases again.  Called first, its row lock is taken before any lease
+-- row's, in the order balance_step() takes them (no deadlock).
+CREATE OR REPLACE FUNCTION changefeed.leases_moved(collection_id int, processor text) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    UPDATE changefeed.processor p SET lease_generation = p.lease_generation + 1
+     WHERE p.collection_id = $1 AND p.name = $2;
+$$;
+
+-- The instances a balancing step of `instance` counts, in name order: the
+-- registered ones whose session is alive (live_instances, with `instance`
+-- itself) and those whose leases are unexpired (a registration may be gone
+-- while its instance still renews).
+CREATE OR REPLACE FUNCTION changefeed.live_set(collection_id int, processor text, instance text) RETURNS text[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT array_agg(v.x ORDER BY v.x) FROM (
+        SELECT x FROM changefeed.live_instances($1, $2, $3) x
+        UNION
+        SELECT h.instance FROM changefeed.holder h
+         WHERE h.collection_id = $1 AND h.processor = $2 AND h.expires_at > now()) v
 $$;
 
 -- Takes one lease for `instance`, bumping its epoch so the previous owner is
@@ -175,11 +240,16 @@ DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
     PERFORM changefeed.check_duration(duration);
+    PERFORM changefeed.leases_moved(c.id, processor);
     UPDATE changefeed.lease l
-       SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
+       SET owner = instance, epoch = l.epoch + 1, updated_at = now()
      WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = range_id
        AND l.owner IS NOT DISTINCT FROM from_owner;
-    RETURN FOUND;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM changefeed.hold(c.id, processor, instance, duration);
+    RETURN true;
 END
 $$;
 
@@ -195,85 +265,118 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
      ORDER BY l.range_id
 $$;
 
--- One balancing step for `instance`.  With N live instances (live_instances)
--- and R ranges, an equal share is R/N rounded down or up.  The step takes
--- free and expired leases up to R/N rounded up, then, while `instance` holds
--- fewer than R/N rounded down, takes the missing ones at once from instances
--- holding more than that (never making them fall below it), a few from each,
--- bumping the epochs so the previous owners are fenced (their checkpoints
--- fail with CF010).  Instances above their share give nothing away on their
--- own: the ones below take.  So instances started together are balanced after
--- one step each, and a joining or leaving instance within about one acquire
--- interval (a dead one's leases once they expire).  Returns the leases
--- `instance` owns afterwards.
-CREATE OR REPLACE FUNCTION changefeed.lease_acquire(tbl regclass, processor text, instance text, duration interval)
-RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
-               backfill_after jsonb, backfill_rows bigint, backfill_position text)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+-- What lease_balance() and lease_keep() answer: the processor's lease
+-- generation and, unless it is `known`, the leases `instance` owns (range,
+-- epoch); one row with a null range when it is `known` (nothing changed) or
+-- `instance` owns none.  The generation is read first: leases read after it
+-- may be newer (the caller then only reads them again), never older.
+CREATE OR REPLACE FUNCTION changefeed.leases_since(collection_id int, processor text, instance text, known bigint)
+RETURNS TABLE (generation bigint, range_id int, epoch bigint)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+BEGIN
+    SELECT p.lease_generation INTO generation FROM changefeed.processor p
+     WHERE p.collection_id = collection_id AND p.name = processor;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF generation IS DISTINCT FROM known THEN
+        RETURN QUERY SELECT generation, l.range_id, l.epoch FROM changefeed.lease l
+                      WHERE l.collection_id = collection_id AND l.processor = processor AND l.owner = instance
+                      ORDER BY l.range_id;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    range_id := NULL;
+    epoch := NULL;
+    RETURN NEXT;
+END
+$$;
+
+-- One balancing step for `instance`.  With N live instances (live_set) and
+-- R ranges, an equal share is R/N rounded down or up.  The step takes free
+-- leases (no owner, or an owner whose expiry passed) up to R/N rounded up,
+-- then, while `instance` holds fewer than R/N rounded down, takes the
+-- missing ones at once from instances holding more than that (never making
+-- them fall below it), a few from each, bumping the epochs so the previous
+-- owners are fenced (their checkpoints fail with CF010).  Instances above
+-- their share give nothing away on their own: the ones below take.  So
+-- instances started together are balanced after one step each, and a
+-- joining or leaving instance within about one acquire interval (a dead
+-- one's leases once its expiry passed).
+-- A step that finds the processor's lease generation and the live instances
+-- as its previous step left them, and its own expiry unexpired, has nothing
+-- to do: it returns after reading three small rows, whatever the number of
+-- ranges, and writes nothing.
+CREATE OR REPLACE FUNCTION changefeed.balance_step(c changefeed.collection, processor text, instance text,
+                                                   duration interval)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+    me changefeed.holder;
+    gen bigint;
+    live_now text[];
+    holding text[];   -- the instances whose expiry has not passed
     live int;
     floor_share int;
     ceil_share int;
     mine int;
-    mine_expired int;
     n_free int;
-    holders text[];
+    moved bool := false;
     ids int[];
 BEGIN
-    PERFORM changefeed.check_duration(duration);
-    -- Serialize balancing steps of one processor: each sees the others'
-    -- result.  One row lock (the processor's), not one per lease: a step's
-    -- cost must not grow with the ranges it leaves alone.  The leases it
-    -- moves are updated, which is what fences their previous owners.
-    PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
-    IF NOT EXISTS (SELECT 1 FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor) THEN
-        RAISE EXCEPTION 'processor "%" has no leases on %', processor, tbl
-            USING ERRCODE = 'CF003', HINT = 'Call changefeed.lease_init() first.';
+    SELECT p.lease_generation INTO gen FROM changefeed.processor p
+     WHERE p.collection_id = c.id AND p.name = processor;
+    SELECT * INTO me FROM changefeed.holder h
+     WHERE h.collection_id = c.id AND h.processor = processor AND h.instance = instance;
+    live_now := changefeed.live_set(c.id, processor, instance);
+    IF me.expires_at > now() AND me.seen_generation = gen AND me.seen_live = live_now THEN
+        RETURN;
     END IF;
 
-    -- One pass over the leases: an idle step (balanced, nothing free or
-    -- expired) writes nothing.
-    SELECT count(*) FILTER (WHERE l.owner = instance),
-           count(*) FILTER (WHERE l.owner = instance AND (l.expires_at IS NULL OR l.expires_at <= now())),
-           count(*) FILTER (WHERE l.owner IS DISTINCT FROM instance
-                              AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= now())),
-           array_agg(DISTINCT l.owner) FILTER (WHERE l.owner IS NOT NULL AND l.expires_at > now())
-      INTO mine, mine_expired, n_free, holders
-      FROM changefeed.lease l
-     WHERE l.collection_id = c.id AND l.processor = processor;
-    SELECT count(*) INTO live FROM (
-        SELECT x FROM changefeed.live_instances(c.id, processor, instance) x
-        UNION SELECT unnest(holders)) v;
+    -- Serialize balancing steps of one processor: each sees the others'
+    -- result.  One row lock (the processor's), not one per lease; renewals
+    -- (renew_holder) wait for it, so an expiry judged passed here is not
+    -- extended before this step's takeover commits.
+    SELECT p.lease_generation INTO gen FROM changefeed.processor p
+     WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
+    IF NOT EXISTS (SELECT 1 FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor) THEN
+        RAISE EXCEPTION 'processor "%" has no leases on %', processor, c.relid::regclass
+            USING ERRCODE = 'CF003', HINT = 'Call changefeed.lease_init() first.';
+    END IF;
+    -- After the lock: what the steps before this one left.  Our own leases
+    -- come back without a new epoch if our expiry had passed: nobody else
+    -- took them meanwhile (they would not be ours).
+    PERFORM changefeed.hold(c.id, processor, instance, duration);
+    live_now := changefeed.live_set(c.id, processor, instance);
+    holding := ARRAY(SELECT h.instance FROM changefeed.holder h
+                      WHERE h.collection_id = c.id AND h.processor = processor AND h.expires_at > now());
+    live := cardinality(live_now);
     floor_share := c.ranges / live;
     ceil_share := ceil(c.ranges::numeric / live)::int;
 
-    -- Our own expired leases come back without a new epoch: nobody else held them.
-    IF mine_expired > 0 THEN
-        SELECT array_agg(o.range_id) INTO ids FROM (
-            SELECT l.range_id FROM changefeed.lease l
-             WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
-               AND (l.expires_at IS NULL OR l.expires_at <= now())
-             ORDER BY l.range_id FOR NO KEY UPDATE) o;   -- in range order (see lease_renew)
-        UPDATE changefeed.lease l
-           SET expires_at = now() + duration, updated_at = now()
-         WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids);
-    END IF;
+    -- One pass over the leases.
+    SELECT count(*) FILTER (WHERE l.owner = instance),
+           count(*) FILTER (WHERE l.owner IS DISTINCT FROM instance
+                              AND (l.owner IS NULL OR l.owner <> ALL (holding)))
+      INTO mine, n_free
+      FROM changefeed.lease l
+     WHERE l.collection_id = c.id AND l.processor = processor;
 
     IF mine < ceil_share AND n_free > 0 THEN
         SELECT array_agg(f.range_id) INTO ids FROM (
             SELECT l.range_id FROM changefeed.lease l
              WHERE l.collection_id = c.id AND l.processor = processor
-               AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= now())
                AND l.owner IS DISTINCT FROM instance
+               AND (l.owner IS NULL OR l.owner <> ALL (holding))
              ORDER BY l.range_id LIMIT ceil_share - mine
-               FOR NO KEY UPDATE) f;   -- in range order (see lease_renew)
+               FOR NO KEY UPDATE) f;   -- in range order (see lease_checkpoint_many)
         UPDATE changefeed.lease l
-           SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
+           SET owner = instance, epoch = l.epoch + 1, updated_at = now()
          WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids);
-        SELECT count(*) INTO mine FROM changefeed.lease l
-         WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance;
+        moved := moved OR FOUND;
+        mine := mine + coalesce(cardinality(ids), 0);
     END IF;
 
     IF mine < floor_share THEN
@@ -285,22 +388,87 @@ BEGIN
                    row_number() OVER (PARTITION BY l.owner ORDER BY l.range_id DESC) AS k
               FROM changefeed.lease l
              WHERE l.collection_id = c.id AND l.processor = processor
-               AND l.owner IS NOT NULL AND l.owner <> instance AND l.expires_at > now()
+               AND l.owner <> instance AND l.owner = ANY (holding)
         )
         SELECT array_agg(t.range_id) INTO ids FROM (
             SELECT h.range_id FROM held h
              WHERE h.k <= h.n - floor_share
              ORDER BY h.k, h.n DESC, h.owner
              LIMIT floor_share - mine) t;
-        PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
+        PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_checkpoint_many)
           WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids)
           ORDER BY l.range_id FOR NO KEY UPDATE;
         UPDATE changefeed.lease l
-           SET owner = instance, epoch = l.epoch + 1, expires_at = now() + duration, updated_at = now()
+           SET owner = instance, epoch = l.epoch + 1, updated_at = now()
          WHERE l.collection_id = c.id AND l.processor = processor AND l.range_id = ANY (ids);
+        moved := moved OR FOUND;
     END IF;
 
+    IF moved THEN
+        PERFORM changefeed.leases_moved(c.id, processor);
+        gen := gen + 1;
+    END IF;
+    UPDATE changefeed.holder h SET seen_generation = gen, seen_live = live_now
+     WHERE h.collection_id = c.id AND h.processor = processor AND h.instance = instance;
+END
+$$;
+
+-- One balancing step for `instance` (balance_step); returns the leases it
+-- owns afterwards.
+CREATE OR REPLACE FUNCTION changefeed.lease_acquire(tbl regclass, processor text, instance text, duration interval)
+RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
+               backfill_after jsonb, backfill_rows bigint, backfill_position text)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+BEGIN
+    PERFORM changefeed.check_duration(duration);
+    PERFORM changefeed.balance_step(c, processor, instance, duration);
     RETURN QUERY SELECT * FROM changefeed.leases_held(c.id, processor, instance);
+END
+$$;
+
+-- One balancing step for `instance` (balance_step), answered as
+-- leases_since(): "unchanged" (the generation `known`, no range) when no
+-- lease of the processor changed hands since the caller last looked, else
+-- the leases it owns.  What a running processor calls: a step that changes
+-- nothing costs the same at 16 ranges as at 4096.
+CREATE OR REPLACE FUNCTION changefeed.lease_balance(tbl regclass, processor text, instance text, duration interval,
+                                                    known bigint DEFAULT NULL)
+RETURNS TABLE (generation bigint, range_id int, epoch bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+BEGIN
+    PERFORM changefeed.check_duration(duration);
+    PERFORM changefeed.balance_step(c, processor, instance, duration);
+    RETURN QUERY SELECT * FROM changefeed.leases_since(c.id, processor, instance, known);
+END
+$$;
+
+-- Extends the expiry of `instance`, and with it every lease it owns, in one
+-- row update (an instance that owns none is not given one).
+-- It first waits for a balancing step or any other change of owners in
+-- progress (they lock or update the processor row; renewals share it): a
+-- step that found the expiry passed and is taking the leases over commits
+-- first, and the caller then reads that they are gone.
+CREATE OR REPLACE FUNCTION changefeed.renew_holder(c changefeed.collection, processor text, instance text,
+                                                   duration interval)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM changefeed.check_duration(duration);
+    PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR SHARE;
+    UPDATE changefeed.holder h SET expires_at = greatest(h.expires_at, now() + duration)
+     WHERE h.collection_id = c.id AND h.processor = processor AND h.instance = instance;
+    -- Leases still filed under the instance without an expiry of its own (a
+    -- restored database): nobody took them, so they are its again.
+    IF NOT FOUND AND EXISTS (SELECT 1 FROM changefeed.lease l
+                              WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance) THEN
+        PERFORM changefeed.hold(c.id, processor, instance, duration);
+    END IF;
 END
 $$;
 
@@ -313,22 +481,32 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
-    PERFORM changefeed.check_duration(duration);
-    -- Rows are locked in range order, as by every function writing many
-    -- leases (lease_checkpoint_many holds some while it takes others).
-    PERFORM 1 FROM changefeed.lease l
-      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
-      ORDER BY l.range_id FOR NO KEY UPDATE;
-    RETURN QUERY
-    UPDATE changefeed.lease l
-       SET expires_at = now() + duration, updated_at = now()
-     WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
-    RETURNING l.range_id, l.epoch;
+    PERFORM changefeed.renew_holder(c, processor, instance, duration);
+    RETURN QUERY SELECT s.range_id, s.epoch FROM changefeed.leases_since(c.id, processor, instance, NULL) s
+                  WHERE s.range_id IS NOT NULL;
+END
+$$;
+
+-- lease_renew() answered as leases_since(): "unchanged" when no lease of the
+-- processor changed hands since generation `known`.  One row written and
+-- one returned while nothing moves, whatever the number of ranges.
+CREATE OR REPLACE FUNCTION changefeed.lease_keep(tbl regclass, processor text, instance text, duration interval,
+                                                 known bigint DEFAULT NULL)
+RETURNS TABLE (generation bigint, range_id int, epoch bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+BEGIN
+    PERFORM changefeed.renew_holder(c, processor, instance, duration);
+    RETURN QUERY SELECT * FROM changefeed.leases_since(c.id, processor, instance, known);
 END
 $$;
 
 -- Gives up leases (all of the instance's, or only `range_ids`) so that another
--- instance takes them over at once instead of waiting for expiry.
+-- instance takes them over at once instead of waiting for expiry.  Giving up
+-- all of them also ends the instance's expiry: it no longer counts as live
+-- for balancing (unless registered).
 CREATE OR REPLACE FUNCTION changefeed.lease_release(tbl regclass, processor text, instance text,
                                                     range_ids int[] DEFAULT NULL)
 RETURNS int LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -337,15 +515,20 @@ DECLARE
     c changefeed.collection := changefeed.processor_leaving(tbl, processor, instance);
     n int;
 BEGIN
-    PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
+    PERFORM changefeed.leases_moved(c.id, processor);
+    PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_checkpoint_many)
       WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
         AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
       ORDER BY l.range_id FOR NO KEY UPDATE;
     UPDATE changefeed.lease l
-       SET owner = NULL, expires_at = NULL, updated_at = now()
+       SET owner = NULL, updated_at = now()
      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance
        AND (range_ids IS NULL OR l.range_id = ANY (range_ids));
     GET DIAGNOSTICS n = ROW_COUNT;
+    IF range_ids IS NULL THEN
+        DELETE FROM changefeed.holder h
+         WHERE h.collection_id = c.id AND h.processor = processor AND h.instance = instance;
+    END IF;
     RETURN n;
 END
 $$;
@@ -535,12 +718,13 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n int;
 BEGIN
-    PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_renew)
+    PERFORM changefeed.leases_moved(c.id, processor);
+    PERFORM 1 FROM changefeed.lease l   -- in range order (see lease_checkpoint_many)
       WHERE l.collection_id = c.id AND l.processor = processor
         AND (range_ids IS NULL OR l.range_id = ANY (range_ids))
       ORDER BY l.range_id FOR NO KEY UPDATE;
     UPDATE changefeed.lease l
-       SET checkpoint = pos, owner = NULL, expires_at = NULL, epoch = l.epoch + 1,
+       SET checkpoint = pos, owner = NULL, epoch = l.epoch + 1,
            backfill_done = NOT backfill, backfill_after = NULL,
            backfill_rows = CASE WHEN backfill THEN 0 ELSE l.backfill_rows END,
            backfill_position = CASE WHEN backfill THEN pos END, updated_at = now()
@@ -565,6 +749,7 @@ DECLARE
 BEGIN
     DELETE FROM changefeed.applied a WHERE a.collection_id = c.id AND a.processor = processor;
     DELETE FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor;
+    DELETE FROM changefeed.holder h WHERE h.collection_id = c.id AND h.processor = processor;
     DELETE FROM changefeed.instance i WHERE i.collection_id = c.id AND i.processor = processor;
     DELETE FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor;
     RETURN FOUND;
@@ -598,10 +783,12 @@ BEGIN
     END IF;
     DELETE FROM changefeed.applied a WHERE a.collection_id = c.id AND a.processor = processor;
     DELETE FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor;
+    DELETE FROM changefeed.holder h WHERE h.collection_id = c.id AND h.processor = processor;
     DELETE FROM changefeed.instance i WHERE i.collection_id = c.id AND i.processor = processor;
     INSERT INTO changefeed.processor AS p (collection_id, name, owner_role)
     VALUES (c.id, processor, owner)
-    ON CONFLICT ON CONSTRAINT processor_pkey DO UPDATE SET owner_role = excluded.owner_role, created_at = now();
+    ON CONFLICT ON CONSTRAINT processor_pkey DO UPDATE
+       SET owner_role = excluded.owner_role, created_at = now(), lease_generation = p.lease_generation + 1;
     RETURN true;
 END
 $$;

@@ -108,6 +108,7 @@ BEGIN
          WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance;
     END IF;
     -- A new holder of the name: fence the previous one's leases.
+    PERFORM changefeed.leases_moved(c.id, processor);
     UPDATE changefeed.lease l
        SET epoch = l.epoch + 1, updated_at = now()
      WHERE l.collection_id = c.id AND l.processor = processor AND l.owner = instance;

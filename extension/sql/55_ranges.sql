@@ -79,7 +79,9 @@ BEGIN
     IF n = old THEN
         RETURN c;
     END IF;
-    -- Leases in the order lease writers lock them.
+    -- The processors' rows, then their leases, in the order lease writers
+    -- lock them; every lease changes hands (leases_moved).
+    UPDATE changefeed.processor x SET lease_generation = x.lease_generation + 1 WHERE x.collection_id = c.id;
     PERFORM 1 FROM changefeed.lease x WHERE x.collection_id = c.id ORDER BY x.processor, x.range_id FOR UPDATE;
 
     -- 1. The logged rows.
@@ -140,7 +142,6 @@ BEGIN
             CONTINUE WHEN l.collection_id IS NULL;   -- a lease set is complete; nothing to inherit otherwise
             l.range_id := r;
             l.owner := NULL;
-            l.expires_at := NULL;
             l.epoch := top;
             l.updated_at := now();
             fresh := fresh || l;

@@ -51,7 +51,7 @@ BEGIN
               ORDER BY x.range_id LOOP
         range_id := l.range_id;
         owner := l.owner;
-        live := l.owner IS NOT NULL AND l.expires_at > now();
+        live := l.owner IS NOT NULL AND changefeed.holder_live(c.id, processor, l.owner);
         epoch := l.epoch;
         checkpoint_age := now() - l.updated_at;
         history_lost := false;

@@ -61,10 +61,12 @@ BEGIN
                    AND (cardinality(bound) = 0 OR c.tenant_column IS NOT NULL));
         SELECT * INTO h FROM changefeed.horizon x WHERE x.collection_id = c.id;
         FOR l IN
-            SELECT x.processor, x.range_id, x.owner, x.epoch, x.expires_at, x.updated_at, x.checkpoint,
+            SELECT x.processor, x.range_id, x.owner, x.epoch, hx.expires_at, x.updated_at, x.checkpoint,
                    x.backfill_done, p.owner_role
               FROM changefeed.lease x
               LEFT JOIN changefeed.processor p ON p.collection_id = x.collection_id AND p.name = x.processor
+              LEFT JOIN changefeed.holder hx ON hx.collection_id = x.collection_id AND hx.processor = x.processor
+                                            AND hx.instance = x.owner
              WHERE x.collection_id = c.id
                AND (sees_all OR (p.owner_role IS NOT NULL
                                  AND EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = p.owner_role)

@@ -61,6 +61,31 @@ ALTER TABLE changefeed.collection ADD COLUMN images text NOT NULL DEFAULT 'full'
     CHECK (images IN ('full', 'keys'));
 -- (enable() and alter() take it: 0.2's are dropped above.)
 
+-- ---- one expiry per instance, balancing steps that answer "unchanged" ----
+-- A lease is live while its owner's row in changefeed.holder is unexpired
+-- (40_leases.sql): a renewal is one row update, not one per range.  The
+-- processor's lease_generation moves with every change of owner or epoch,
+-- so an idle step or renewal answers "unchanged" without reading the leases.
+ALTER TABLE changefeed.processor ADD COLUMN lease_generation bigint NOT NULL DEFAULT 0;
+CREATE TABLE changefeed.holder (
+    collection_id   int NOT NULL REFERENCES changefeed.collection (id) ON DELETE CASCADE,
+    processor       text NOT NULL,
+    instance        text NOT NULL,
+    expires_at      timestamptz NOT NULL,
+    seen_generation bigint,
+    seen_live       text[],
+    PRIMARY KEY (collection_id, processor, instance)
+);
+-- Each owner keeps the latest expiry of its leases.
+INSERT INTO changefeed.holder (collection_id, processor, instance, expires_at)
+SELECT l.collection_id, l.processor, l.owner, pg_catalog.max(l.expires_at)
+  FROM changefeed.lease l
+ WHERE l.owner IS NOT NULL AND l.expires_at IS NOT NULL
+ GROUP BY 1, 2, 3;
+-- The leases' own expiry is no longer read (the column stays, so that dumps
+-- of 0.2 restore).
+UPDATE changefeed.lease SET expires_at = NULL WHERE expires_at IS NOT NULL;
+
 -- @functions
 
 -- ---- the position key in the database ----
