@@ -3,6 +3,7 @@
 // checkpoint; a failing mapper or publisher checkpoints nothing), and
 // redelivery with the same envelope ids.  The publisher is a recording one:
 // it implements the port; the feed and the server are real.
+#include "support/caught_up.hpp"
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
@@ -78,6 +79,20 @@ changefeed::BridgeOptions bridge_options(const std::string& instance) {
     o.publish_retry_min = 50ms;
     o.publish_retry_max = 200ms;
     return o;
+}
+
+// The options of a bridge whose empty reads `idle` counts.
+changefeed::BridgeOptions counted_options(const std::string& instance, const std::shared_ptr<cftest::CaughtUp>& idle) {
+    auto o = bridge_options(instance);
+    o.metrics = idle;
+    return o;
+}
+
+// Nothing more may come: each of the bridge's `ranges` read again and found
+// nothing waiting, so a retry or a redelivery would have been published first.
+bool read_to_the_end_again(const cftest::CaughtUp& idle, int ranges) {
+    const auto before = idle.by_range();
+    return cftest::eventually([&] { return idle.all_again(before, ranges); });
 }
 
 bool wait_bridge_running(const changefeed::Bridge& b) {
@@ -165,15 +180,16 @@ TEST(Bridge, CloudEventsEveryCommittedChangeArrivesOnce) {
     cftest::create_table(cluster(), t, 4);
     Reference ref(t);
     RecordingPublisher pub;
+    auto idle = std::make_shared<cftest::CaughtUp>();
     changefeed::Bridge bridge({cluster().conninfo(), t}, "to-bus", changefeed::cloudevents_mapper(), pub,
-                              bridge_options("one"));
+                              counted_options("one", idle));
     bridge.start();
     ASSERT_TRUE(wait_bridge_running(bridge));
     write_history(t);
     cluster().exec("TRUNCATE " + t);
     // 3 + 2 + 1 + 2 + 1 writes, and a TRUNCATE logged as a clear in each of 4 ranges.
     ASSERT_TRUE(cftest::eventually([&] { return ref.rec.size() == 13 && pub.ids().size() >= 13; }));
-    std::this_thread::sleep_for(300ms);  // nothing more may come
+    ASSERT_TRUE(read_to_the_end_again(*idle, 4));  // nothing more may come
 
     const auto got = pub.all();
     ASSERT_EQ(got.size(), 13u);
@@ -237,8 +253,9 @@ TEST(Bridge, DebeziumOpsSourceAndOneTruncatePerStatement) {
     cftest::create_table(cluster(), t, 4);
     Reference ref(t);
     RecordingPublisher pub;
+    auto idle = std::make_shared<cftest::CaughtUp>();
     changefeed::Bridge bridge({cluster().conninfo(), t}, "to-debezium", changefeed::debezium_mapper(), pub,
-                              bridge_options("one"));
+                              counted_options("one", idle));
     bridge.start();
     ASSERT_TRUE(wait_bridge_running(bridge));
     const auto before_writes = std::chrono::system_clock::now();
@@ -248,7 +265,7 @@ TEST(Bridge, DebeziumOpsSourceAndOneTruncatePerStatement) {
     cluster().exec("TRUNCATE " + t);
     // 9 writes + 1 insert, and 2 TRUNCATEs logged in 4 ranges each.
     ASSERT_TRUE(cftest::eventually([&] { return ref.rec.size() == 18 && bridge.stats().changes >= 18; }));
-    std::this_thread::sleep_for(300ms);
+    ASSERT_TRUE(read_to_the_end_again(*idle, 4));  // nothing more may come
 
     const auto got = pub.all();
     ASSERT_EQ(got.size(), 12u);  // 10 row changes, one "t" per TRUNCATE
@@ -384,13 +401,14 @@ TEST(Bridge, AMapperFiltersOrMapsToSeveralEnvelopes) {
         }
         return out;
     };
-    changefeed::Bridge bridge({cluster().conninfo(), t}, "own-schema", mapper, pub, bridge_options("one"));
+    auto idle = std::make_shared<cftest::CaughtUp>();
+    changefeed::Bridge bridge({cluster().conninfo(), t}, "own-schema", mapper, pub, counted_options("one", idle));
     bridge.start();
     ASSERT_TRUE(wait_bridge_running(bridge));
     cluster().exec("INSERT INTO " + t + " (id, v) VALUES (1, 'draft'), (2, 'placed'), (3, 'draft')");
     cluster().exec("UPDATE " + t + " SET v = 'placed' WHERE id = 3");
     ASSERT_TRUE(cftest::eventually([&] { return ref.rec.size() == 4 && bridge.stats().changes == 4; }));
-    std::this_thread::sleep_for(300ms);
+    ASSERT_TRUE(read_to_the_end_again(*idle, 2));  // nothing more may come
     std::set<std::string> expected;
     for (const auto& h : ref.rec.all()) {
         if (h.change.current.at("v").as_string() == "draft") continue;

@@ -8,6 +8,8 @@
 
 #include <sys/wait.h>
 
+#include <csignal>
+
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -34,12 +36,15 @@ using cftest::slurp;
 
 std::atomic<int> run_counter{0};
 
-// Runs the tool with `args` (after `env`, e.g. "PGUSER=x"); stdout and stderr kept apart.
-CliRun run_env(const std::string& env, const std::vector<std::string>& args) {
+// Runs the tool with `args` (after `env`, e.g. "PGUSER=x"); stdout and stderr
+// kept apart.  With `pid_file`, the tool's pid is written there first.
+CliRun run_env(const std::string& env, const std::vector<std::string>& args, const std::string& pid_file = "") {
     const std::string base = std::string(CF_TEST_DIR) + "-cli-run-" + std::to_string(run_counter++);
     std::string cmd = env + (env.empty() ? "" : " ") + quote(CF_CLI);
     for (const auto& a : args) cmd += " " + quote(a);
     cmd += " >" + base + ".out 2>" + base + ".err";
+    // The shell becomes the tool (exec), so its pid is the tool's.
+    if (!pid_file.empty()) cmd = "echo $$ >" + quote(pid_file) + " && exec " + (env.empty() ? "" : "env ") + cmd;
     const int status = std::system(cmd.c_str());
     CliRun r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -57,6 +62,43 @@ CliRun run_as(const std::string& user, std::vector<std::string> args) {
 }
 
 CliRun run(std::vector<std::string> args) { return run_as("postgres", std::move(args)); }
+
+// A run of the tool (as postgres) on a thread of its own.  However the test
+// ends, the tool is killed and the thread joined: a failed assertion never
+// leaves a joinable thread behind (std::terminate) or a tool running on.
+class BackgroundRun {
+public:
+    explicit BackgroundRun(std::vector<std::string> args) : pid_file_(cftest::test_file("cli.pid")) {
+        args.insert(args.begin(), {"-d", cluster().conninfo()});
+        thread_ = std::thread([this, args] {
+            result_ = run_env("", args, pid_file_);
+            done_ = true;
+        });
+    }
+    BackgroundRun(const BackgroundRun&) = delete;
+    BackgroundRun& operator=(const BackgroundRun&) = delete;
+    ~BackgroundRun() {
+        if (!thread_.joinable()) return;
+        // The pid is written before the tool runs; a thread that is done has none to kill.
+        cftest::eventually([&] { return done_ || !slurp(pid_file_).empty(); }, 10s);
+        const int pid = std::atoi(slurp(pid_file_).c_str());
+        if (!done_ && pid > 0) ::kill(pid, SIGKILL);
+        thread_.join();
+        std::remove(pid_file_.c_str());
+    }
+    // Waits until the tool exits; what it did.
+    CliRun wait() {
+        thread_.join();
+        std::remove(pid_file_.c_str());
+        return result_;
+    }
+
+private:
+    std::string pid_file_;
+    std::atomic<bool> done_{false};
+    CliRun result_;
+    std::thread thread_;
+};
 
 bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
@@ -169,12 +211,11 @@ TEST_F(CliTest, TailFromBeginningInEachFormat) {
 TEST_F(CliTest, TailFollowsNewChangesAndResumesFromItsPosition) {
     const auto t = cftest::test_table("cli");
     cftest::create_table(cluster(), t, 4);
-    CliRun r;
-    std::thread tail([&] { r = run({"tail", t, "--count", "2", "--timeout", "30", "--format", "json"}); });
+    BackgroundRun tail({"tail", t, "--count", "2", "--timeout", "30", "--format", "json"});
     ASSERT_TRUE(cftest::eventually(tail_reading)) << "the tail never read";  // it has taken "now" by then
     cluster().exec("INSERT INTO " + t + " (id, v) VALUES (10, 'a')");
     cluster().exec("INSERT INTO " + t + " (id, v) VALUES (11, 'b')");
-    tail.join();
+    const CliRun r = tail.wait();
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(contains(r.out, "\"doc_id\":\"10\"")) << r.out;
     EXPECT_TRUE(contains(r.out, "\"doc_id\":\"11\"")) << r.out;
@@ -190,7 +231,8 @@ TEST_F(CliTest, TailFollowsNewChangesAndResumesFromItsPosition) {
 
     // From a time: what was written since then.
     const std::string before = value("SELECT now()::text");
-    std::this_thread::sleep_for(50ms);
+    // The write comes after that time by the server's clock.
+    ASSERT_TRUE(cftest::eventually([&] { return value("SELECT clock_timestamp() > '" + before + "'::timestamptz") == "t"; }));
     cluster().exec("INSERT INTO " + t + " (id, v) VALUES (13, 'd')");
     auto since = run({"tail", t, "--from", before, "--count", "1", "--format", "json", "--timeout", "10"});
     ASSERT_EQ(since.code, 0) << since.err;

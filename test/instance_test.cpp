@@ -4,6 +4,7 @@
 // process died; the lease notifications follow what the instance holds.
 #include "support/child.hpp"
 #include "support/cluster.hpp"
+#include "support/lease_cycles.hpp"
 #include "support/markers.hpp"
 #include "support/recorder.hpp"
 
@@ -131,9 +132,13 @@ TEST(Instances, ALiveNameIsRefusedAndFreeAgainOnceItsHolderStopped) {
         EXPECT_NE(std::string(e.what()).find("svc-1"), std::string::npos) << e.what();
     }
     EXPECT_EQ(b.state(), changefeed::State::stopped);
-    // The refused instance took nothing: the first still holds and reads every range.
-    std::this_thread::sleep_for(500ms);
+    // The refused instance took nothing: the first still holds and reads every
+    // range, after acquire steps of its own that would have met another instance.
+    const int epoch = cluster().exec("SELECT max(epoch) FROM changefeed.leases WHERE table_name = 'in_live'::regclass")[0][0].as<int>();
+    ASSERT_TRUE(cftest::lease_cycles(cluster(), "in_live", "live", {"svc-1"}, o.lease_duration, 3));
     EXPECT_EQ(a.owned_ranges().size(), 4u);
+    EXPECT_EQ(cluster().exec("SELECT max(epoch) FROM changefeed.leases WHERE table_name = 'in_live'::regclass")[0][0].as<int>(),
+              epoch);  // no lease changed hands
     cluster().exec("INSERT INTO in_live (id, v) SELECT g, 'x' FROM generate_series(1, 20) g");
     ASSERT_TRUE(cftest::eventually([&] { return ra.counts().size() == 20; }));
 

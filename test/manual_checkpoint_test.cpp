@@ -2,6 +2,7 @@
 // not after a batch, not while idle, not on stop -- and reads on from where
 // its last batch ended; Context::checkpoint stores a batch's position, from
 // any thread, also after the handler returned; an older one is ignored.
+#include "support/caught_up.hpp"
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
@@ -36,6 +37,9 @@ TEST(ManualCheckpoint, NothingIsStoredWithoutACallAndARestartRedelivers) {
     std::vector<std::string> positions;
     std::mutex mu;
     {
+        auto o = manual_options();
+        auto idle = std::make_shared<cftest::CaughtUp>();
+        o.metrics = idle;
         auto p = changefeed::make_processor(coll, "mc",
                                 [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                                     first.add(batch, ctx);
@@ -43,7 +47,7 @@ TEST(ManualCheckpoint, NothingIsStoredWithoutACallAndARestartRedelivers) {
                                     positions.push_back(ctx.position);
                                     EXPECT_TRUE(static_cast<bool>(ctx.checkpoint));
                                 },
-                                manual_options());
+                                o);
         p.start();
         ASSERT_TRUE(cftest::wait_running(p, 1u));
         const std::string initial = stored_checkpoint("mc_none");
@@ -51,7 +55,10 @@ TEST(ManualCheckpoint, NothingIsStoredWithoutACallAndARestartRedelivers) {
         ASSERT_TRUE(cftest::eventually([&] { return first.counts().size() == 5; }));
         cluster().exec("INSERT INTO mc_none (id, v) VALUES (6, 'x')");
         ASSERT_TRUE(cftest::eventually([&] { return first.counts().size() == 6; }));
-        std::this_thread::sleep_for(500ms);  // idle reads past the idle checkpoint interval
+        // Idle reads past the idle checkpoint interval: three more that found
+        // nothing, so two whole idle steps after the last batch.
+        const auto reads = idle->empty_reads();
+        ASSERT_TRUE(cftest::eventually([&] { return idle->empty_reads() >= reads + 3; }));
         for (const auto& [doc, n] : first.counts()) EXPECT_EQ(n, 1) << doc;  // it read on, not from the stored one
         EXPECT_EQ(stored_checkpoint("mc_none"), initial);
         p.stop();
@@ -103,10 +110,15 @@ TEST(ManualCheckpoint, ACheckpointCalledFromAnotherThreadAfterTheHandlerIsStored
     }
     // A restart resumes after the second batch: only the third comes again.
     cftest::Recorder again;
-    auto p = changefeed::make_processor(coll, "mc", again.handler(), manual_options(2));
+    auto o = manual_options(2);
+    auto idle = std::make_shared<cftest::CaughtUp>();
+    o.metrics = idle;
+    auto p = changefeed::make_processor(coll, "mc", again.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::eventually([&] { return again.counts().size() == 2; }));
-    std::this_thread::sleep_for(300ms);
+    // Nothing more: a read after that batch found nothing waiting.
+    const auto reads = idle->empty_reads();
+    ASSERT_TRUE(cftest::eventually([&] { return idle->empty_reads() > reads; }));
     std::set<std::string> redelivered;
     for (const auto& [doc, n] : again.counts()) redelivered.insert(doc);
     EXPECT_EQ(redelivered, (std::set<std::string>{"5", "6"}));

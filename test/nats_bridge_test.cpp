@@ -2,6 +2,7 @@
 // nats-server: the stream holds exactly the committed changes in per-document
 // order, redeliveries are dropped by the duplicate window, and a broker that
 // is down pauses the bridge without moving its checkpoint.
+#include "support/caught_up.hpp"
 #include "support/cluster.hpp"
 #include "support/nats_server.hpp"
 #include "support/stream_check.hpp"
@@ -66,8 +67,11 @@ TEST(NatsBridge, TheStreamHoldsExactlyTheCommittedChangesInOrder) {
     const std::string table = "nb_exact";
     cftest::create_table(cluster(), table, 8);
     changefeed::NatsPublisher publisher({.url = nats.url(), .subject_prefix = "shop", .stream = "SHOP"});
+    auto o = bridge_options("one");
+    auto idle = std::make_shared<cftest::CaughtUp>();
+    o.metrics = idle;
     changefeed::Bridge bridge({cluster().conninfo(), table}, "to-nats", cftest::test_mapper("public." + table),
-                              publisher, bridge_options("one"));
+                              publisher, o);
     bridge.start();
     ASSERT_TRUE(cftest::eventually([&] { return bridge.state() == changefeed::State::running; }));
 
@@ -80,7 +84,10 @@ TEST(NatsBridge, TheStreamHoldsExactlyTheCommittedChangesInOrder) {
     ASSERT_GT(committed.size(), 2000u);
     ASSERT_TRUE(cftest::eventually([&] { return cftest::stream_size(nats.url(), "SHOP") >= committed.size(); }, 120s))
         << cftest::stream_size(nats.url(), "SHOP") << " of " << committed.size();
-    std::this_thread::sleep_for(300ms);  // anything extra would show now
+    // Anything extra would have been published before each range read again
+    // and found nothing waiting.
+    const auto reads = idle->by_range();
+    ASSERT_TRUE(cftest::eventually([&] { return idle->all_again(reads, 8); }));
     auto stored = cftest::read_stream(nats.url(), "SHOP");
     auto r = cftest::check_stream(committed, stored);
     EXPECT_TRUE(r.ok()) << r;
@@ -200,7 +207,9 @@ TEST(NatsBridge, ABrokerThatIsDownPausesTheRangeWithoutMovingTheCheckpoint) {
     ASSERT_TRUE(cftest::eventually([&] { return bridge.state() == changefeed::State::resuming; }));
     ASSERT_TRUE(cftest::eventually([&] { return bridge.stats().publish_failures >= 2; }));
     const std::string held = checkpoint(table, "paused");
-    std::this_thread::sleep_for(1500ms);
+    // Three more failed publishes: each the point where a checkpoint would follow.
+    const auto failures = bridge.stats().publish_failures;
+    ASSERT_TRUE(cftest::eventually([&] { return bridge.stats().publish_failures >= failures + 3; }));
     EXPECT_EQ(checkpoint(table, "paused"), held) << "no checkpoint while the broker is down";
     EXPECT_EQ(pending(table, "paused"), static_cast<std::int64_t>(total - before));
     EXPECT_EQ(bridge.state(), changefeed::State::resuming);

@@ -176,8 +176,10 @@ TEST(NatsBrokerStates, ABrokerRestartingMidBatchFailsBatchesUntilItIsBack) {
             ADD_FAILURE() << "the publisher made no progress";
             break;
         }
+        const int failed_before = failed;
         nats.stop();  // mid-batch: the publisher is always in one
-        std::this_thread::sleep_for(400ms);
+        // Down until a batch failed on it.
+        EXPECT_TRUE(cftest::eventually([&] { return failed > failed_before; }, 60s)) << "no batch failed";
         nats.start();
     }
     publisher.join();

@@ -4,6 +4,7 @@
 // per-document order, the redeliveries dropped by the duplicate window.
 #include "support/child.hpp"
 #include "support/cluster.hpp"
+#include "support/markers.hpp"
 #include "support/nats_server.hpp"
 #include "support/stream_check.hpp"
 
@@ -83,16 +84,25 @@ TEST(NatsFaults, KilledBridgesAndARestartedBrokerLoseAndInventNothing) {
         writing = false;
     });
 
-    std::this_thread::sleep_for(1500ms);
+    // Each fault lands once the bridge made progress since the last one (what
+    // the runners recorded as acknowledged, or as failed), not after a pause:
+    // on a slow machine the faults still fall among the writes.
+    auto acked_grows = [&](std::int64_t by) {
+        const auto from = read_stats(stats).acked;
+        return cftest::eventually([&] { return read_stats(stats).acked >= from + by; }, 60s);
+    };
+    ASSERT_TRUE(acked_grows(300)) << "the first bridge published nothing";
     first.kill_hard();
     ++kills;
     auto second = bridge_runner(table, "b2", nats.url(), stats);
-    std::this_thread::sleep_for(1500ms);
+    ASSERT_TRUE(acked_grows(300)) << "the second bridge published nothing";
+    const auto failures = read_stats(stats).failures;
     nats.stop();
-    std::this_thread::sleep_for(700ms);  // publishes fail meanwhile
+    // Publishes fail meanwhile.
+    ASSERT_TRUE(cftest::eventually([&] { return read_stats(stats).failures > failures; }));
     nats.start();
     ++broker_restarts;
-    std::this_thread::sleep_for(1500ms);
+    ASSERT_TRUE(acked_grows(100)) << "the second bridge published nothing after the broker's restart";
     second.kill_hard();
     ++kills;
     auto third = bridge_runner(table, "b3", nats.url(), stats);
@@ -116,7 +126,17 @@ TEST(NatsFaults, KilledBridgesAndARestartedBrokerLoseAndInventNothing) {
                    " " + row[3].as<std::string>() + "]";
         FAIL() << cftest::check_stream(committed, stored) << " lag:" << lag;
     }
-    std::this_thread::sleep_for(500ms);
+    // Anything extra (a redelivery the window let through) would be stored
+    // before the marker of its range: one in every range, awaited in the stream.
+    std::set<std::string> docs;
+    auto stored_doc = [&](const std::string& id) {
+        if (!docs.count(id))
+            for (const auto& m : cftest::read_stream(nats.url(), "FAULT"))
+                if (auto d = m.headers.find("Changefeed-Doc"); d != m.headers.end()) docs.insert(d->second);
+        return docs.count(id) > 0;
+    };
+    ASSERT_FALSE(cftest::deliver_markers(cluster(), table, 100000, stored_doc, 60s).empty());
+    committed = cftest::committed_changes(cluster(), table);
     stored = cftest::read_stream(nats.url(), "FAULT");
     third.kill_hard();
 

@@ -4,6 +4,7 @@
 // and tells duplicates_rising once per crossing.  The processors run as a
 // role that is only a member of changefeed_processor.
 #include "support/cluster.hpp"
+#include "support/markers.hpp"
 #include "support/recorder.hpp"
 
 #include <atomic>
@@ -35,6 +36,32 @@ int collection_id(const std::string& table) {
     return cluster().exec("SELECT id FROM changefeed.collections WHERE table_name = '" + table + "'::regclass")[0][0]
         .as<int>();
 }
+
+// The marker changes (support/markers.hpp) a projector was given, kept
+// apart from what the tests count: a stray or repeated call for a change
+// would have come before the marker of its range.
+class Markers {
+public:
+    // Whether `c` is a marker (then noted).
+    bool take(const changefeed::Change& c) {
+        if (!cftest::is_marker(c)) return false;
+        std::lock_guard lock(mu_);
+        seen_.insert(c.doc_id);
+        return true;
+    }
+    // Writes a marker into every range of `table` and waits until each was projected;
+    // how many there were (0: not all came).
+    std::int64_t deliver(const std::string& table) {
+        return static_cast<std::int64_t>(cftest::deliver_markers(cluster(), table, 100000, [this](const std::string& id) {
+            std::lock_guard lock(mu_);
+            return seen_.count(id) > 0;
+        }).size());
+    }
+
+private:
+    std::mutex mu_;
+    std::set<std::string> seen_;
+};
 
 std::int64_t applied_rows(const std::string& processor) {
     return cluster().exec("SELECT count(*) FROM changefeed.applied WHERE processor = '" + processor + "'")[0][0]
@@ -111,11 +138,13 @@ TEST(Projector, NotCalledAgainForTheChangesBeforeTheOneThatThrew) {
     std::vector<std::string> order;
     std::atomic<int> total{0};
     cftest::ErrorLog errors;
+    Markers markers;
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.max_batch_size = 10;
     o.on_error = errors.sink();
     auto p = changefeed::make_processor(coll, "pj",
                             changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+                                if (markers.take(c)) return changefeed::ProjectionResult::applied;
                                 std::lock_guard lock(mu);
                                 if (++calls[c.event_id] == 1) order.push_back(c.event_id);
                                 if (++total == 4) throw std::runtime_error("the 4th change fails once");
@@ -126,7 +155,8 @@ TEST(Projector, NotCalledAgainForTheChangesBeforeTheOneThatThrew) {
     ASSERT_TRUE(cftest::wait_running(p, 1u));
     cluster().exec("INSERT INTO pj_throw (id, v) SELECT g, 'x' FROM generate_series(1, 10) g");  // one batch
     ASSERT_TRUE(cftest::eventually([&] { return p.projection_stats().applied == 10; }));
-    std::this_thread::sleep_for(300ms);  // room for a stray call
+    const auto marked = markers.deliver("pj_throw");
+    ASSERT_GT(marked, 0);
     {
         std::lock_guard lock(mu);
         ASSERT_EQ(order.size(), 10u);
@@ -136,9 +166,9 @@ TEST(Projector, NotCalledAgainForTheChangesBeforeTheOneThatThrew) {
     }
     EXPECT_TRUE(errors.has(changefeed::errc::handler_failed));
     const auto stats = p.projection_stats();
-    EXPECT_EQ(stats.applied, 10);
+    EXPECT_EQ(stats.applied, 10 + marked);
     EXPECT_EQ(stats.skipped_duplicate, 3);  // the three before the throw, found in the store on the retry
-    EXPECT_EQ(applied_rows("pj"), 10);
+    EXPECT_EQ(applied_rows("pj"), 10 + marked);
     p.stop();
     EXPECT_EQ(cftest::sqlstate_as(cluster(), kRole, "SELECT changefeed.drop_processor('pj_throw', 'pj')"), "");
     EXPECT_EQ(applied_rows("pj"), 0);
@@ -159,10 +189,12 @@ TEST(Projector, AppliesEachChangeOnceAcrossTerminatedBackends) {
     std::mutex mu;
     std::map<std::string, int> calls;  // event id -> projector calls
     std::atomic<int> total{0};
+    Markers markers;
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.max_batch_size = 20;
     auto p = changefeed::make_processor(coll, "pj_blip",
                             changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+                                if (markers.take(c)) return changefeed::ProjectionResult::applied;
                                 {
                                     std::lock_guard lock(mu);
                                     ++calls[c.event_id];
@@ -198,12 +230,13 @@ TEST(Projector, AppliesEachChangeOnceAcrossTerminatedBackends) {
         }, 60s));
     }
     EXPECT_GE(terminated, 2);  // at least the worker's backend, each time
-    std::this_thread::sleep_for(300ms);
+    const auto marked = markers.deliver("pj_blip");
+    ASSERT_GT(marked, 0);
     std::lock_guard lock(mu);
     EXPECT_EQ(calls.size(), 40u);
     for (const auto& [id, n] : calls) EXPECT_EQ(n, 1) << id;
     EXPECT_EQ(total.load(), 40);
-    EXPECT_EQ(p.projection_stats().applied, 40);
+    EXPECT_EQ(p.projection_stats().applied, 40 + marked);
 }
 
 // A lease that moves while its owner is in the middle of a batch: a second
@@ -215,7 +248,9 @@ TEST(Projector, ALeaseTakenMidBatchReappliesNothing) {
     std::mutex mu;
     std::map<std::string, int> calls;  // event id -> projector calls
     std::atomic<int> total{0};
+    Markers markers;
     auto projector = changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+        if (markers.take(c)) return changefeed::ProjectionResult::applied;
         {
             std::lock_guard lock(mu);
             ++calls[c.event_id];
@@ -243,7 +278,7 @@ TEST(Projector, ALeaseTakenMidBatchReappliesNothing) {
                cluster().exec("SELECT coalesce(sum(pending), 0) FROM changefeed.lag('pj_steal', 'pj_steal')")[0][0]
                        .as<std::int64_t>() == 0;
     }, 60s));
-    std::this_thread::sleep_for(300ms);
+    ASSERT_GT(markers.deliver("pj_steal"), 0);
     std::lock_guard lock(mu);
     EXPECT_EQ(calls.size(), 400u);
     for (const auto& [id, n] : calls) EXPECT_EQ(n, 1) << id;
@@ -258,11 +293,13 @@ TEST(Projector, ProjectsABackfillOnce) {
     cluster().exec("INSERT INTO pj_backfill (id, v) SELECT g, 'x' FROM generate_series(1, 45) g");
     std::mutex mu;
     std::map<std::string, int> calls;
+    Markers markers;
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.start_from_beginning = true;
     o.max_batch_size = 10;
     auto p = changefeed::make_processor(coll, "pj_bf",
                             changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+                                if (markers.take(c)) return changefeed::ProjectionResult::applied;
                                 std::lock_guard lock(mu);
                                 ++calls[c.doc_id];
                                 return changefeed::ProjectionResult::applied;
@@ -275,11 +312,12 @@ TEST(Projector, ProjectsABackfillOnce) {
     }));
     cluster().exec("INSERT INTO pj_backfill (id, v) VALUES (46, 'after')");
     ASSERT_TRUE(cftest::eventually([&] { return p.projection_stats().applied == 46; }));
-    std::this_thread::sleep_for(300ms);
+    const auto marked = markers.deliver("pj_backfill");
+    ASSERT_GT(marked, 0);
     std::lock_guard lock(mu);
     EXPECT_EQ(calls.size(), 46u);
     for (const auto& [id, n] : calls) EXPECT_EQ(n, 1) << id;
-    EXPECT_EQ(applied_rows("pj_bf"), 46);
+    EXPECT_EQ(applied_rows("pj_bf"), 46 + marked);
 }
 
 TEST(Projector, DuplicatesRisingIsToldOncePerCrossing) {
@@ -303,10 +341,11 @@ TEST(Projector, DuplicatesRisingIsToldOncePerCrossing) {
         cluster().exec("INSERT INTO pj_dups (id, v) SELECT g, 'x' FROM generate_series(" + std::to_string(from) +
                        ", " + std::to_string(from + 9) + ") g");
     };
+    // Counted, and recorded: a batch's alerts are told before its record commits.
     auto handled = [&](std::int64_t n) {
         return cftest::eventually([&] {
             auto s = p.projection_stats();
-            return s.applied + s.skipped_duplicate == n;
+            return s.applied + s.skipped_duplicate == n && applied_rows("pj_dups") == n;
         });
     };
     write(1);

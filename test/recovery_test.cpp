@@ -1,6 +1,7 @@
 // The recovery policy: per situation resume or halt, a halt names its
 // runbook, and without on_error failures still reach stderr.
 #include "support/cluster.hpp"
+#include "support/markers.hpp"
 #include "support/recorder.hpp"
 
 #include <atomic>
@@ -92,8 +93,10 @@ TEST(Recovery, HandlerFailingHaltsItsRangeByPolicy) {
     EXPECT_TRUE(runbook_named);
     EXPECT_EQ(p.owned_ranges().size(), 2u);
     const auto failures_at_halt = errors.messages(errc::handler_failed).size();
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    EXPECT_EQ(errors.messages(errc::handler_failed).size(), failures_at_halt);  // no more retries
+    // No more retries, through wake-ups and reads in both ranges (a marker in
+    // each, handled by a witness) and many retry delays.
+    ASSERT_TRUE(cftest::witness_rounds(cluster(), table, 1000));
+    EXPECT_EQ(errors.messages(errc::handler_failed).size(), failures_at_halt);
     EXPECT_FALSE(rec.has("1"));
     p.stop();
 }

@@ -183,13 +183,17 @@ TEST_F(Roles, ResetCheckpointByTheOwnerMovesRunningInstancesAnotherRoleIsRefused
     // One range, and a handler that refuses ids 100..104 for ever: while the
     // checkpoint stays before them, nothing written after them can arrive.
     cftest::Recorder rec;
+    std::atomic<int> refused{0};  // calls that met the poison
     auto o = cftest::fast_options("reset-1");
     o.max_batch_size = 1000;
     auto p = as("owner_svc", "ro_reset", "mover",
                 [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                     for (const auto& c : batch) {
                         int id = std::stoi(c.doc_id);
-                        if (id >= 100 && id < 105) throw std::runtime_error("poison");
+                        if (id >= 100 && id < 105) {
+                            ++refused;
+                            throw std::runtime_error("poison");
+                        }
                     }
                     rec.add(batch, ctx);
                 },
@@ -198,16 +202,22 @@ TEST_F(Roles, ResetCheckpointByTheOwnerMovesRunningInstancesAnotherRoleIsRefused
     cluster().exec("INSERT INTO ro_reset (id, v) VALUES (1, 'a')");
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("1"); }));
     const auto epoch_before = rec.all().back().context.lease_epoch;
+    // Two more refused calls: the second read the range after the last write
+    // (each reads from the checkpoint before the poison, in one batch).
+    auto retried = [&] {
+        const int at = refused;
+        return cftest::eventually([&] { return refused >= at + 2; });
+    };
     cluster().exec("INSERT INTO ro_reset (id, v) SELECT g, 'poison' FROM generate_series(100, 104) g");
-    std::this_thread::sleep_for(500ms);
+    ASSERT_TRUE(retried());
     cluster().exec("INSERT INTO ro_reset (id, v) VALUES (200, 'stuck')");
-    std::this_thread::sleep_for(500ms);
+    ASSERT_TRUE(retried());
     EXPECT_FALSE(rec.has("200"));  // held back behind the poison
 
     // Another non-admin role may not move it.
     EXPECT_EQ(cftest::sqlstate_as(cluster(), "thief_svc", "SELECT changefeed.reset_checkpoint('ro_reset', 'mover')"),
               "42501");
-    std::this_thread::sleep_for(300ms);
+    ASSERT_TRUE(retried());
     EXPECT_FALSE(rec.has("200"));
 
     // The owner moves it to now: the running instance is fenced, re-acquires

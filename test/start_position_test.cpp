@@ -2,6 +2,7 @@
 // written since then), start_position (exactly after it); a checkpoint
 // always wins over both, and bad values fail start() with their own code.
 #include "support/cluster.hpp"
+#include "support/markers.hpp"
 #include "support/recorder.hpp"
 
 #include <thread>
@@ -46,9 +47,9 @@ std::chrono::system_clock::time_point server_now() {
 TEST(StartPositions, StartTimeDeliversWhatWasWrittenSinceThen) {
     cftest::create_table(cluster(), "sp_time", 4);
     insert("sp_time", 1, 10);
-    std::this_thread::sleep_for(20ms);
-    const auto t = server_now();
-    std::this_thread::sleep_for(20ms);
+    const auto t = server_now();  // after those commits
+    // The next writes start after t by the server's clock.
+    ASSERT_TRUE(cftest::eventually([&] { return server_now() > t; }));
     insert("sp_time", 11, 20);
     cluster().exec("UPDATE sp_time SET v = 'changed' WHERE id = 3");
 
@@ -64,8 +65,12 @@ TEST(StartPositions, StartTimeDeliversWhatWasWrittenSinceThen) {
     insert("sp_time", 21, 25);
     for (int i = 21; i <= 25; ++i) want.insert(std::to_string(i));
     ASSERT_TRUE(cftest::eventually([&] { return handled(rec) == want; }));
-    std::this_thread::sleep_for(300ms);
-    EXPECT_EQ(handled(rec), want);  // nothing written before the start time
+    // Nothing written before the start time, nor twice: it would have come
+    // before the marker of its range.
+    const auto markers = cftest::deliver_markers(cluster(), "sp_time", 1000, rec);
+    ASSERT_FALSE(markers.empty());
+    want.insert(markers.begin(), markers.end());
+    EXPECT_EQ(handled(rec), want);
     for (const auto& [doc, n] : rec.counts()) EXPECT_EQ(n, 1) << "doc " << doc;
 }
 
@@ -115,8 +120,12 @@ TEST(StartPositions, ACheckpointWinsOverTheStartTime) {
     q.start();
     ASSERT_TRUE(cftest::wait_running(q, 4));
     ASSERT_TRUE(cftest::eventually([&] { return handled(second) == ids(11, 15); }));
-    std::this_thread::sleep_for(300ms);
-    EXPECT_EQ(handled(second), ids(11, 15));
+    // Nothing from before the checkpoints: it would have come before the marker of its range.
+    const auto markers = cftest::deliver_markers(cluster(), "sp_ckpt", 1000, second);
+    ASSERT_FALSE(markers.empty());
+    auto want = ids(11, 15);
+    want.insert(markers.begin(), markers.end());
+    EXPECT_EQ(handled(second), want);
 }
 
 TEST(StartPositions, StartPositionResumesExactlyAfterIt) {

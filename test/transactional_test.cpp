@@ -3,6 +3,7 @@
 // -- through handler failures, killed connections and a lease taken away
 // while the handler runs.  The processors run as a role that is only a member
 // of changefeed_processor (with rights on the projection tables).
+#include "support/caught_up.hpp"
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
@@ -68,8 +69,10 @@ TEST(Transactional, AHandlerThatWritesThenThrowsLeavesNothingAndGetsTheBatchAgai
     std::mutex mu;
     std::vector<std::vector<std::string>> attempts;  // event ids of each call
     cftest::ErrorLog errors;
+    auto idle = std::make_shared<cftest::CaughtUp>();
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.on_error = errors.sink();
+    o.metrics = idle;
     auto p = changefeed::make_processor(
         coll, "tx",
         changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch,
@@ -87,7 +90,9 @@ TEST(Transactional, AHandlerThatWritesThenThrowsLeavesNothingAndGetsTheBatchAgai
     ASSERT_TRUE(cftest::wait_running(p, 1u));
     cluster().exec("INSERT INTO tx_throw (id, v) SELECT g, 'x' FROM generate_series(1, 5) g");
     ASSERT_TRUE(cftest::eventually([&] { return count_of("SELECT count(*) FROM tx_throw_copy") == 5; }));
-    std::this_thread::sleep_for(300ms);
+    // No third call: the range read again and found nothing waiting.
+    const auto reads = idle->by_range();
+    ASSERT_TRUE(cftest::eventually([&] { return idle->all_again(reads, 1); }));
     {
         std::lock_guard lock(mu);
         ASSERT_EQ(attempts.size(), 2u);
@@ -150,8 +155,10 @@ TEST(Transactional, ALeaseTakenAwayWhileTheHandlerRunsRefusesItsTransaction) {
     auto released = release.get_future().share();
     std::atomic<int> calls{0};
     cftest::ErrorLog errors;
+    auto idle = std::make_shared<cftest::CaughtUp>();
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.on_error = errors.sink();
+    o.metrics = idle;
     auto p = changefeed::make_processor(coll, "tx",
                             changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch,
                                                                  changefeed::Transaction& tx,
@@ -171,7 +178,10 @@ TEST(Transactional, ALeaseTakenAwayWhileTheHandlerRunsRefusesItsTransaction) {
     EXPECT_EQ(cftest::sqlstate_as(cluster(), kRole, "SELECT changefeed.reset_checkpoint('tx_steal', 'tx')"), "");
     release.set_value();
     ASSERT_TRUE(cftest::eventually([&] { return errors.has(changefeed::errc::lease_lost); }));
-    std::this_thread::sleep_for(500ms);
+    // Nothing of it is handled again: the range, back from the reset
+    // checkpoint, read and found nothing waiting.
+    const auto reads = idle->by_range();
+    ASSERT_TRUE(cftest::eventually([&] { return idle->all_again(reads, 1); }));
     EXPECT_EQ(count_of("SELECT count(*) FROM tx_steal_copy"), 0);  // nothing of it committed
     EXPECT_EQ(count_of("SELECT count(*) FROM tx_steal_applied"), 0);
     // The range comes back from the reset checkpoint and goes on.

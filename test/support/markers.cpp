@@ -6,6 +6,19 @@ namespace cftest {
 
 std::vector<std::string> deliver_markers(Cluster& c, const std::string& table, int first_id, const Recorder& rec,
                                          std::chrono::milliseconds timeout) {
+    return deliver_markers(c, table, first_id, [&rec](const std::string& id) { return rec.has(id); }, timeout);
+}
+
+bool is_marker(const changefeed::Change& change) {
+    const auto* obj = change.current.if_object();
+    if (!obj) return false;
+    const auto it = obj->find("v");
+    return it != obj->end() && it->value().is_string() && it->value().as_string() == "marker";
+}
+
+std::vector<std::string> deliver_markers(Cluster& c, const std::string& table, int first_id,
+                                         const std::function<bool(const std::string&)>& handled,
+                                         std::chrono::milliseconds timeout) {
     // The first id of each range (the partition key is the id's text).
     const auto rows = c.exec(
         "SELECT min(g)::text FROM changefeed.collections col, generate_series(" + std::to_string(first_id) + ", " +
@@ -29,7 +42,7 @@ std::vector<std::string> deliver_markers(Cluster& c, const std::string& table, i
     if (!every_range) return {};
     const bool all = eventually([&] {
         for (const auto& id : ids)
-            if (!rec.has(id)) return false;
+            if (!handled(id)) return false;
         return true;
     }, timeout);
     return all ? ids : std::vector<std::string>{};

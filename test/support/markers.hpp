@@ -8,6 +8,7 @@
 #include "support/recorder.hpp"
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,13 @@ namespace cftest {
 // were not all handled within `timeout` (scaled).
 std::vector<std::string> deliver_markers(Cluster& c, const std::string& table, int first_id, const Recorder& rec,
                                          std::chrono::milliseconds timeout = std::chrono::seconds(30));
+// The same for a consumer that records on its own: `handled(id)` tells
+// whether the change of doc id `id` was handled.
+std::vector<std::string> deliver_markers(Cluster& c, const std::string& table, int first_id,
+                                         const std::function<bool(const std::string&)>& handled,
+                                         std::chrono::milliseconds timeout = std::chrono::seconds(30));
+// Whether a change is one of deliver_markers() (its v is 'marker').
+bool is_marker(const changefeed::Change& change);
 
 // For a processor that must stay silent (halted): a witness processor of
 // `table`, started at now, is sent `rounds` rounds of markers (ids from
