@@ -20,7 +20,8 @@ what went or cannot be replaced) with, at its line `-- @functions`, every
 CREATE OR REPLACE FUNCTION and VIEW and every event trigger (dropped and made
 again) of the concern files below 90, the generated surface and the files
 from 90 on, whole (they hold only statements that may run again).  So a
-function, view or event trigger is written once, in its concern file.
+function, view or event trigger is written once, in its concern file; a table
+new in a release too: the delta names it in a line `-- @table NAME`.
 """
 import glob
 import os
@@ -31,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MANIFEST = os.path.join(HERE, "surface.manifest")
 PARTS = sorted(glob.glob(os.path.join(HERE, "sql", "*.sql")))
 MARKER = "-- @functions"
+TABLE = "-- @table "
 # What an upgrade runs again of the concern files below 90.
 AGAIN = ("CREATE OR REPLACE FUNCTION", "CREATE OR REPLACE VIEW", "CREATE EVENT TRIGGER", "ALTER EVENT TRIGGER")
 ROLES = {"reader": "changefeed_reader", "processor": "changefeed_processor", "admin": "changefeed_admin"}
@@ -390,12 +392,23 @@ class Sources:
             stmt = f"DROP EVENT TRIGGER IF EXISTS {m.group(1)};\n" + stmt
         return stmt + "\n"
 
+    def table(self, line, delta_path):
+        """A delta's `-- @table NAME`: the table's CREATE TABLE from its concern
+        file, so that a table new in a release is written once."""
+        name = line[len(TABLE):].strip()
+        found = [s for _, stmts in self.parts for s in stmts
+                 if re.match(rf"\s*CREATE\s+TABLE\s+{re.escape(name)}\s*\(", code(s), re.I)]
+        if len(found) != 1:
+            raise Error(f"{delta_path}: {line.strip()}: {len(found)} CREATE TABLE {name} in extension/sql/")
+        return found[0].strip("\n")
+
     def upgrade(self, delta_path):
         delta = open(delta_path, encoding="utf-8").read()
         lines = delta.split("\n")
         at = [n for n, l in enumerate(lines) if l.strip() == MARKER]
         if len(at) != 1:
             raise Error(f"{delta_path}: needs one line `{MARKER}` where the functions go")
+        lines = [self.table(l, delta_path) if l.startswith(TABLE) else l for l in lines]
         before, after = "\n".join(lines[:at[0]]), "\n".join(lines[at[0] + 1:])
         name = os.path.basename(delta_path)
         return (f"-- Built from extension/upgrade/delta/{name} and extension/sql/ (extension/build_sql.py).\n"

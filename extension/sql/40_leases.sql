@@ -413,18 +413,29 @@ BEGIN
 END
 $$;
 
--- One balancing step for `instance` (balance_step); returns the leases it
--- owns afterwards.
-CREATE OR REPLACE FUNCTION changefeed.lease_acquire(tbl regclass, processor text, instance text, duration interval)
-RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
-               backfill_after jsonb, backfill_rows bigint, backfill_position text)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+-- What lease_acquire() and lease_balance() do first: the arguments checked
+-- and one balancing step for `instance` (balance_step); returns its collection.
+CREATE OR REPLACE FUNCTION changefeed.balanced(tbl regclass, processor text, instance text, duration interval)
+RETURNS changefeed.collection LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
     PERFORM changefeed.check_duration(duration);
     PERFORM changefeed.balance_step(c, processor, instance, duration);
+    RETURN c;
+END
+$$;
+
+-- One balancing step for `instance`; returns the leases it owns afterwards.
+CREATE OR REPLACE FUNCTION changefeed.lease_acquire(tbl regclass, processor text, instance text, duration interval)
+RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
+               backfill_after jsonb, backfill_rows bigint, backfill_position text)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.balanced(tbl, processor, instance, duration);
+BEGIN
     RETURN QUERY SELECT * FROM changefeed.leases_held(c.id, processor, instance);
 END
 $$;
@@ -440,10 +451,8 @@ RETURNS TABLE (generation bigint, range_id int, epoch bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+    c changefeed.collection := changefeed.balanced(tbl, processor, instance, duration);
 BEGIN
-    PERFORM changefeed.check_duration(duration);
-    PERFORM changefeed.balance_step(c, processor, instance, duration);
     RETURN QUERY SELECT * FROM changefeed.leases_since(c.id, processor, instance, known);
 END
 $$;
@@ -472,6 +481,19 @@ BEGIN
 END
 $$;
 
+-- What lease_renew() and lease_keep() do first: renew_holder() of the
+-- processor's collection, which it returns.
+CREATE OR REPLACE FUNCTION changefeed.renewed(tbl regclass, processor text, instance text, duration interval)
+RETURNS changefeed.collection LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+BEGIN
+    PERFORM changefeed.renew_holder(c, processor, instance, duration);
+    RETURN c;
+END
+$$;
+
 -- Extends the leases `instance` still owns and returns them with their epochs.
 -- A lease missing from the result was taken over: stop reading its range.
 CREATE OR REPLACE FUNCTION changefeed.lease_renew(tbl regclass, processor text, instance text, duration interval)
@@ -479,9 +501,8 @@ RETURNS TABLE (range_id int, epoch bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+    c changefeed.collection := changefeed.renewed(tbl, processor, instance, duration);
 BEGIN
-    PERFORM changefeed.renew_holder(c, processor, instance, duration);
     RETURN QUERY SELECT s.range_id, s.epoch FROM changefeed.leases_since(c.id, processor, instance, NULL) s
                   WHERE s.range_id IS NOT NULL;
 END
@@ -496,9 +517,8 @@ RETURNS TABLE (generation bigint, range_id int, epoch bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+    c changefeed.collection := changefeed.renewed(tbl, processor, instance, duration);
 BEGIN
-    PERFORM changefeed.renew_holder(c, processor, instance, duration);
     RETURN QUERY SELECT * FROM changefeed.leases_since(c.id, processor, instance, known);
 END
 $$;

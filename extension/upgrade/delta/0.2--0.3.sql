@@ -67,15 +67,7 @@ ALTER TABLE changefeed.collection ADD COLUMN images text NOT NULL DEFAULT 'full'
 -- processor's lease_generation moves with every change of owner or epoch,
 -- so an idle step or renewal answers "unchanged" without reading the leases.
 ALTER TABLE changefeed.processor ADD COLUMN lease_generation bigint NOT NULL DEFAULT 0;
-CREATE TABLE changefeed.holder (
-    collection_id   int NOT NULL REFERENCES changefeed.collection (id) ON DELETE CASCADE,
-    processor       text NOT NULL,
-    instance        text NOT NULL,
-    expires_at      timestamptz NOT NULL,
-    seen_generation bigint,
-    seen_live       text[],
-    PRIMARY KEY (collection_id, processor, instance)
-);
+-- @table changefeed.holder
 -- Each owner keeps the latest expiry of its leases.
 INSERT INTO changefeed.holder (collection_id, processor, instance, expires_at)
 SELECT l.collection_id, l.processor, l.owner, pg_catalog.max(l.expires_at)
