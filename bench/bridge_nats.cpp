@@ -41,18 +41,20 @@ changefeed::Envelope to_envelope(const changefeed::Change& c, const std::string&
     return e;
 }
 
-// Counts the bridge's publish() calls: the batch size it reaches.
-class CountingPublisher : public changefeed::Publisher {
+// Counts the bridge's send() calls (the batch size it reaches) and passes
+// them on, pipelined as the publisher it wraps.
+class CountingPublisher : public changefeed::PipelinedPublisher {
 public:
-    explicit CountingPublisher(changefeed::Publisher& inner) : inner_(inner) {}
-    void publish(const std::vector<changefeed::Envelope>& envelopes) override {
-        inner_.publish(envelopes);
+    explicit CountingPublisher(changefeed::PipelinedPublisher& inner) : inner_(inner) {}
+    void send(const std::vector<changefeed::Envelope>& envelopes) override {
+        inner_.send(envelopes);
         ++calls;
     }
+    void confirm() override { inner_.confirm(); }
     std::atomic<long> calls{0};
 
 private:
-    changefeed::Publisher& inner_;
+    changefeed::PipelinedPublisher& inner_;
 };
 
 }  // namespace

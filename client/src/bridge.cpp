@@ -1,10 +1,15 @@
 // The bridge's runner: an all-versions processor whose handler maps the batch
-// and publishes it; returning from the handler is what checkpoints, so a batch
-// is checkpointed only once the publisher confirmed all of it.
+// and publishes it.  With a plain Publisher, returning from the handler is
+// what checkpoints, so a batch is checkpointed only once the publisher
+// confirmed all of it.  With a PipelinedPublisher the handler only sends, and
+// the worker asks for the confirmation of everything sent before it stores
+// the checkpoints of a read (FeedSettings::before_checkpoint): the batches of
+// all ranges are in flight together while the next read runs.
 #include <changefeed/bridge.hpp>
 
 #include "consumer_policy.hpp"
 #include "db.hpp"
+#include "pg_processor.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -18,13 +23,16 @@ struct Bridge::Impl {
         : collection(std::move(c)),
           mapper(std::move(m)),
           publisher(p),
+          // Pipelined only where the worker stores the checkpoints (and so
+          // asks for the confirmation first): not in manual mode.
+          pipelined(o.checkpoint_mode == CheckpointMode::automatic ? dynamic_cast<PipelinedPublisher*>(&p) : nullptr),
           retry_min(o.publish_retry_min),
           retry_max(o.publish_retry_max) {}
 
-    // The handler: map every change, publish, and on a publisher failure
-    // retry the same envelopes with backoff without returning (the
-    // instance's reading thread waits; nothing is checkpointed).  A mapper
-    // that throws fails the batch before anything of it is published.
+    // The handler: map every change, publish (or send), and on a publisher
+    // failure retry with backoff without returning (the instance's reading
+    // thread waits; nothing is checkpointed).  A mapper that throws fails
+    // the batch before anything of it is published.
     void handle(const std::vector<Change>& batch, const Context& ctx) {
         MapContext mctx;
         static_cast<Context&>(mctx) = ctx;
@@ -44,6 +52,7 @@ struct Bridge::Impl {
         changes += static_cast<std::int64_t>(batch.size());
         this->filtered += filtered;
         if (out.empty()) return;
+        if (pipelined) return send(std::move(out), ctx);
         detail::Backoff backoff(retry_min, retry_max);
         for (;;) {
             try {
@@ -63,7 +72,75 @@ struct Bridge::Impl {
         }
     }
 
-    void report(int range, std::exception_ptr p) {
+    // Pipelined: sends the batch after what is in flight; a failure sends
+    // everything in flight again (in order) until it is confirmed.
+    void send(std::vector<Envelope> out, const Context& ctx) {
+        if (!resend_needed) {
+            try {
+                pipelined->send(out);
+                in_flight.insert(in_flight.end(), std::make_move_iterator(out.begin()),
+                                 std::make_move_iterator(out.end()));
+                return;
+            } catch (...) {
+                failed(ctx.range_id, std::current_exception());
+            }
+        }
+        in_flight.insert(in_flight.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
+        if (!resend(ctx.stop)) throw Error(errc::publish_failed, "stopped while the publisher was failing");
+    }
+
+    // FeedSettings::before_checkpoint: everything sent is confirmed, or
+    // (stopping while the publisher fails) false, and nothing is checkpointed.
+    bool settle(std::stop_token stop) {
+        if (in_flight.empty()) return true;
+        if (!resend_needed) {
+            try {
+                pipelined->confirm();
+                confirmed();
+                return true;
+            } catch (...) {
+                failed(std::nullopt, std::current_exception());
+            }
+        }
+        return resend(stop);
+    }
+
+    // Sends everything in flight again and waits for its confirmation, after
+    // a backoff, until that succeeds (true) or the processor stops (false).
+    bool resend(std::stop_token stop) {
+        detail::Backoff backoff(retry_min, retry_max);
+        for (;;) {
+            {
+                std::unique_lock lock(mu);
+                std::stop_callback wake(stop, [&] { cv.notify_all(); });
+                if (cv.wait_for(lock, backoff.next(), [&] { return stop.stop_requested(); })) return false;
+            }
+            try {
+                pipelined->send(in_flight);
+                pipelined->confirm();
+                confirmed();
+                return true;
+            } catch (...) {
+                failed(std::nullopt, std::current_exception());
+            }
+        }
+    }
+
+    void confirmed() {
+        published += static_cast<std::int64_t>(in_flight.size());
+        in_flight.clear();
+        resend_needed = false;
+        failing = false;
+    }
+
+    void failed(std::optional<int> range, std::exception_ptr p) {
+        ++publish_failures;
+        resend_needed = true;
+        failing = true;
+        report(range, p);
+    }
+
+    void report(std::optional<int> range, std::exception_ptr p) {
         Error e(errc::publish_failed, "publish failed");
         try {
             std::rethrow_exception(p);
@@ -101,6 +178,11 @@ struct Bridge::Impl {
     EnvelopeSource source;
     Mapper mapper;
     Publisher& publisher;
+    PipelinedPublisher* const pipelined;  // the same publisher, when it pipelines
+    // Pipelined: what was sent and not confirmed yet, in order, and whether a
+    // failure means it must all be sent again.  The worker thread's own.
+    std::vector<Envelope> in_flight;
+    bool resend_needed = false;
     std::chrono::milliseconds retry_min, retry_max;
     // The processor's on_error, log and metrics, for the publisher's failures.
     std::unique_ptr<detail::ConsumerEvents> events;
@@ -118,10 +200,12 @@ Bridge::Bridge(Collection collection, std::string name, Mapper mapper, Publisher
         throw Error(errc::invalid_option, "publish_retry_min must be positive and not above publish_retry_max");
     impl_ = std::make_unique<Impl>(collection, std::move(mapper), publisher, options);
     Impl* impl = impl_.get();
-    impl_->processor = std::make_unique<Processor>(make_processor(
+    detail::FeedSettings feed = detail::FeedSettings::of(AllVersionsOptions(static_cast<AllVersionsOptions&>(options)));
+    if (impl->pipelined) feed.before_checkpoint = [impl](std::stop_token stop) { return impl->settle(stop); };
+    impl_->processor = std::make_unique<Processor>(detail::make_pg_processor(
         std::move(collection), std::move(name),
         Handler([impl](const std::vector<Change>& batch, const Context& ctx) { impl->handle(batch, ctx); }),
-        AllVersionsOptions(static_cast<AllVersionsOptions&>(options))));
+        std::move(feed)));
     impl_->events = std::make_unique<detail::ConsumerEvents>(options.on_error, nullptr, nullptr, options.metrics,
                                                              options.log);
     impl_->events->telemetry().set_scope(MetricScope{impl_->collection.table(),

@@ -119,9 +119,10 @@ void ManualCheckpoints::store(int range, std::int64_t epoch, std::uint64_t order
 }
 
 Delivery::Delivery(std::string conninfo, LeaseKey key, const ProcessorHandler& handler, const ProcessorOptions& options,
-                   ConsumerEvents& events, std::shared_ptr<ProjectionCounters> counters)
+                   ConsumerEvents& events, std::shared_ptr<ProjectionCounters> counters,
+                   std::function<bool(std::stop_token)> before_checkpoint)
     : conninfo_(std::move(conninfo)), key_(std::move(key)), handler_(handler), options_(options),
-      events_(events), counters_(std::move(counters)) {
+      events_(events), counters_(std::move(counters)), before_checkpoint_(std::move(before_checkpoint)) {
     if (!automatic()) manual_ = std::make_shared<ManualCheckpoints>(conninfo_, key_);
 }
 
@@ -163,10 +164,12 @@ bool Delivery::hand_over(pqxx::connection& conn, const std::vector<Change>& batc
         return transact(conn, batch, ctx, epoch, after, guard);
     }
     if (!automatic()) return true;
-    if (deferred && !after.backfill)
+    if (deferred && !after.backfill) {
         deferred->push_back(PendingCheckpoint{ctx.range_id, epoch, after.position});
-    else
-        store_on(conn, key_, ctx.range_id, epoch, after);
+        return true;
+    }
+    if (before_checkpoint_ && !before_checkpoint_(stop)) return false;
+    store_on(conn, key_, ctx.range_id, epoch, after);
     return true;
 }
 

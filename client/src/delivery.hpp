@@ -75,19 +75,23 @@ public:
     // returns false when it threw (reported there, retried later).
     using Guard = std::function<bool(const std::function<void()>& user_code)>;
 
+    // `before_checkpoint`: FeedSettings::before_checkpoint (may be empty).
     Delivery(std::string conninfo, LeaseKey key, const ProcessorHandler& handler, const ProcessorOptions& options,
-             ConsumerEvents& events, std::shared_ptr<ProjectionCounters> counters);
+             ConsumerEvents& events, std::shared_ptr<ProjectionCounters> counters,
+             std::function<bool(std::stop_token)> before_checkpoint = {});
 
     // Hands `batch` (not empty) to the handler with `ctx` (Context::position
     // and Context::checkpoint are filled here) and stores `after` as the
     // checkpoint unless the mode is manual.  Returns false when the handler
-    // failed: nothing stored, the batch is to be read again.  Throws
+    // failed, or before_checkpoint refused (stopping): nothing stored, the
+    // batch is to be read again.  Throws
     // Error(lease_lost) when the lease changed hands (a transactional
     // handler's writes are then rolled back), other Errors for the
     // connection.  `stop` is the handler's stop token.
     // With `deferred`, a log batch's checkpoint (Handler and Projector
     // shapes, automatic mode) is appended there instead, for the caller to
-    // store with the round's others in one call (checkpoint_many); a
+    // store with the round's others in one call (checkpoint_many, after
+    // before_checkpoint); a
     // TransactionalHandler's is always committed with its writes.
     // `before` is where the range stands now (a projector's fence stores it
     // again at the batch's start).
@@ -120,6 +124,7 @@ private:
     const ProcessorOptions& options_;
     ConsumerEvents& events_;
     std::shared_ptr<ProjectionCounters> counters_;
+    const std::function<bool(std::stop_token)> before_checkpoint_;
     std::shared_ptr<ManualCheckpoints> manual_;
     // A projector's applied changes not yet in the dedup store (their record
     // failed); the worker thread's own.

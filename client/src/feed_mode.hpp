@@ -5,6 +5,8 @@
 
 #include <changefeed/processor_options.hpp>
 
+#include <functional>
+#include <stop_token>
 #include <utility>
 #include <variant>
 
@@ -21,11 +23,25 @@ struct FeedSettings {
     FeedMode mode = FeedMode::latest_version;
     bool start_from_beginning = false;  // latest-version feed only
     bool resync = false;                // latest-version feed only
+    // Set by the library's own runners whose handler returns before its work
+    // is confirmed (the bridge's pipelined publishing): called on the worker
+    // thread before checkpoints of handled batches are stored; it returns
+    // once everything handed over is confirmed (true), or false when it
+    // cannot be (stopping): then nothing is stored and the ranges resume
+    // from their stored checkpoints.
+    std::function<bool(std::stop_token)> before_checkpoint;
 
     static FeedSettings of(const FeedOptions& options) {
-        if (const auto* o = std::get_if<LatestVersionOptions>(&options.feed()))
-            return FeedSettings{*o, FeedMode::latest_version, o->start_from_beginning, o->resync};
-        return FeedSettings{options.common(), FeedMode::all_versions_and_deletes};
+        FeedSettings s;
+        if (const auto* o = std::get_if<LatestVersionOptions>(&options.feed())) {
+            s.common = *o;
+            s.start_from_beginning = o->start_from_beginning;
+            s.resync = o->resync;
+        } else {
+            s.common = options.common();
+            s.mode = FeedMode::all_versions_and_deletes;
+        }
+        return s;
     }
 };
 

@@ -219,8 +219,13 @@ void LeaseKeeper::publish(std::map<int, std::int64_t> got, std::optional<Clock::
     std::vector<int> acquired, released;
     {
         std::lock_guard lock(mu_);
+        const auto now = Clock::now();
         // The first answer counts as a change too: the worker waits for it.
-        changed = got != view_.owned || !view_.acquired_once;
+        // So does a renewal that makes the view valid again (the first one,
+        // or one after the leases' expiry): the worker reads nothing while
+        // the view is not valid, and no other wake-up may come before a poll.
+        changed = got != view_.owned || !view_.acquired_once ||
+                  (valid_until && !got.empty() && view_.valid_until <= now && now < *valid_until);
         // A range held again at another epoch changed hands in between.
         for (const auto& [range, epoch] : view_.owned) {
             auto g = got.find(range);

@@ -35,7 +35,9 @@ struct LeaseView {
 class LeaseKeeper {
 public:
     struct Hooks {
-        std::function<void()> changed;  // the set of owned ranges changed
+        // The set of owned ranges changed, or a renewal made the view valid
+        // (the worker reads only while it is).
+        std::function<void()> changed;
         // Already reported through on_error: the recovery policy halted the
         // processor (the table dropped or disabled, the leases another role's),
         // or another instance took this instance's name while the connection

@@ -1,5 +1,6 @@
-// The NATS JetStream publisher: asynchronous publishes with Nats-Msg-Id, then
-// a wait for every acknowledgement before publish() returns.
+// The NATS JetStream publisher: asynchronous publishes with Nats-Msg-Id
+// (send()), and a wait for every acknowledgement of what was sent since the
+// last wait (confirm(); publish() is both).
 //
 // The connection does not reconnect on its own: a connection that broke may
 // hold publishes of a failed batch in its reconnect buffer and send them after
@@ -61,7 +62,8 @@ struct NatsPublisher::Impl {
     explicit Impl(NatsPublisherOptions o) : options(std::move(o)) {}
     ~Impl() { disconnect(); }
 
-    // What the acknowledgement handler counts for the batch in flight.
+    // What the acknowledgement handler counts for what is in flight: the
+    // envelopes sent since the last confirm() or failure.
     struct Batch {
         std::int64_t acked = 0, duplicates = 0, failed = 0;
         std::string first_error;
@@ -203,7 +205,7 @@ struct NatsPublisher::Impl {
         return m;
     }
 
-    void publish(const std::vector<Envelope>& envelopes) {
+    void send(const std::vector<Envelope>& envelopes) {
         for (const auto& e : envelopes) {
             if (e.id.empty()) throw Error(errc::publish_failed, "NATS: an envelope without an id cannot be deduplicated");
             if (e.subject.empty() && e.table.empty())
@@ -214,7 +216,7 @@ struct NatsPublisher::Impl {
             connect();
         }
         for (const auto& e : envelopes) ensure_stream(e);
-        {
+        if (in_flight == 0) {
             std::lock_guard lock(ack_mu);
             batch = Batch{};
         }
@@ -223,10 +225,18 @@ struct NatsPublisher::Impl {
             natsStatus s = js_PublishMsgAsync(js, &m, nullptr);
             natsMsg_Destroy(m);  // a no-op once the library took it
             if (s != NATS_OK) fail("cannot publish " + e.id + ": " + status_text(s));
+            ++in_flight;
         }
-        // Wait in short steps, so that a connection that closed fails the
-        // batch at once instead of after the whole timeout.
-        const auto deadline = std::chrono::steady_clock::now() + options.ack_timeout;
+    }
+
+    void confirm() {
+        if (in_flight == 0) return;
+        // Wait in short steps, so that a connection that closed fails at
+        // once instead of after the whole timeout.  The timeout counts from
+        // the last acknowledgement that came: a long pipeline is not cut
+        // off while its acknowledgements keep coming.
+        auto deadline = std::chrono::steady_clock::now() + options.ack_timeout;
+        std::int64_t answered = -1;
         for (;;) {
             jsPubOptions po;
             jsPubOptions_Init(&po);
@@ -235,20 +245,30 @@ struct NatsPublisher::Impl {
             if (s == NATS_OK) break;
             if (s != NATS_TIMEOUT) fail("waiting for acknowledgements: " + status_text(s));
             if (natsConnection_IsClosed(nc)) fail("the connection closed before every envelope was acknowledged");
-            if (std::chrono::steady_clock::now() >= deadline)
+            const auto now = std::chrono::steady_clock::now();
+            {
+                std::lock_guard lock(ack_mu);
+                if (batch.acked + batch.failed != answered) {
+                    answered = batch.acked + batch.failed;
+                    deadline = now + options.ack_timeout;
+                }
+            }
+            if (now >= deadline)
                 fail("acknowledgements missing after " + std::to_string(options.ack_timeout.count()) + " ms");
         }
         std::lock_guard lock(ack_mu);
+        const std::int64_t sent = in_flight;
+        in_flight = 0;
         if (batch.failed > 0)
-            fail(std::to_string(batch.failed) + " of " + std::to_string(envelopes.size()) +
-                 " envelopes refused: " + batch.first_error);
-        if (batch.acked != static_cast<std::int64_t>(envelopes.size()))
-            fail("only " + std::to_string(batch.acked) + " of " + std::to_string(envelopes.size()) +
-                 " envelopes acknowledged");
+            fail(std::to_string(batch.failed) + " of " + std::to_string(sent) + " envelopes refused: " +
+                 batch.first_error);
+        if (batch.acked != sent)
+            fail("only " + std::to_string(batch.acked) + " of " + std::to_string(sent) + " envelopes acknowledged");
     }
 
     NatsPublisherOptions options;
-    std::mutex publish_mu;  // one batch at a time: the acknowledgements are counted per batch
+    std::mutex publish_mu;  // one call at a time: the acknowledgements are counted for what is in flight
+    std::int64_t in_flight = 0;  // envelopes sent since the last confirm() or failure (under publish_mu)
     natsConnection* nc = nullptr;
     jsCtx* js = nullptr;
     std::set<std::string> ensured;
@@ -276,16 +296,35 @@ NatsPublisher::NatsPublisher(NatsPublisherOptions options) {
 
 NatsPublisher::~NatsPublisher() = default;
 
-void NatsPublisher::publish(const std::vector<Envelope>& envelopes) {
-    if (envelopes.empty()) return;
+// A failure drops the connection with whatever it still buffered, and what
+// was in flight with it.
+template <class F>
+void NatsPublisher::guarded(F&& f) {
     std::lock_guard lock(impl_->publish_mu);
     try {
-        impl_->publish(envelopes);
+        f();
     } catch (...) {
         ++impl_->failures;
+        impl_->in_flight = 0;
         impl_->disconnect();
         throw;
     }
+}
+
+void NatsPublisher::send(const std::vector<Envelope>& envelopes) {
+    if (envelopes.empty()) return;
+    guarded([&] { impl_->send(envelopes); });
+}
+
+void NatsPublisher::confirm() {
+    guarded([&] { impl_->confirm(); });
+}
+
+void NatsPublisher::publish(const std::vector<Envelope>& envelopes) {
+    guarded([&] {
+        if (!envelopes.empty()) impl_->send(envelopes);
+        impl_->confirm();
+    });
 }
 
 std::int64_t NatsPublisher::published() const { return impl_->published.load(); }

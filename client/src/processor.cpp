@@ -17,6 +17,7 @@
 #include "lease_keeper.hpp"
 #include "listener.hpp"
 #include "names.hpp"
+#include "pg_processor.hpp"
 #include "processor_impl.hpp"
 #include "projection_policy.hpp"
 #include "range_worker.hpp"
@@ -238,9 +239,15 @@ private:
 }  // namespace
 }  // namespace detail
 
+Processor detail::make_pg_processor(Collection collection, std::string name, ProcessorHandler handler,
+                                    FeedSettings feed) {
+    return processor_of(
+        std::make_unique<PgProcessor>(std::move(collection), std::move(name), std::move(handler), std::move(feed)));
+}
+
 Processor make_processor(Collection collection, std::string name, ProcessorHandler handler, FeedOptions options) {
-    return detail::processor_of(std::make_unique<detail::PgProcessor>(
-        std::move(collection), std::move(name), std::move(handler), detail::FeedSettings::of(options)));
+    return detail::make_pg_processor(std::move(collection), std::move(name), std::move(handler),
+                                     detail::FeedSettings::of(options));
 }
 
 Processor detail::processor_of(std::unique_ptr<ProcessorImpl> impl) { return Processor(std::move(impl)); }

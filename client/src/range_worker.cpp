@@ -41,7 +41,8 @@ bool ranges_changed(const Error& e) { return e.sqlstate() == "CF020"; }
 
 RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper& leases)
     : s_(std::move(setup)), opt_(s_.feed->common), events_(events), leases_(leases),
-      delivery_(s_.collection.conninfo(), s_.key, *s_.handler, opt_, events, s_.counters),
+      delivery_(s_.collection.conninfo(), s_.key, *s_.handler, opt_, events, s_.counters,
+                s_.feed->before_checkpoint),
       read_ahead_(opt_.read_connection.empty() ? s_.collection.conninfo() : opt_.read_connection) {
     next_maintain_ = Clock::now();
 }
@@ -222,6 +223,15 @@ void RangeWorker::store_idle_positions(pqxx::connection& conn) {
 // hands is reported and dropped, as after CF010 from a single checkpoint.
 void RangeWorker::store_pending(pqxx::connection& conn, const std::vector<PendingCheckpoint>& pending) {
     if (pending.empty()) return;
+    if (s_.feed->before_checkpoint && !s_.feed->before_checkpoint(stop_source_.get_token())) {
+        // What the handler handed over is not confirmed (stopping): store
+        // nothing, and read these ranges from their stored checkpoints.
+        for (const auto& m : pending) {
+            auto it = ranges_.find(m.range);
+            if (it != ranges_.end()) it->second.lease.checkpoint = it->second.persisted;
+        }
+        return;
+    }
     const std::vector<int> lost = checkpoint_many(conn, s_.key, pending);
     const auto now = Clock::now();
     for (const auto& m : pending) {

@@ -47,6 +47,32 @@ public:
     virtual void publish(const std::vector<Envelope>& envelopes) = 0;
 };
 
+// A publisher that pipelines.  The bridge then sends the batches of a read
+// (of all its ranges) one after the other without waiting for the broker,
+// and waits for the confirmations once, before it stores the batches'
+// checkpoints: the next read runs meanwhile.  Checkpoints still follow the
+// confirmations of everything before them, and the envelopes keep their ids.
+class PipelinedPublisher : public Publisher {
+public:
+    // Hands `envelopes` over to be published in order after everything sent
+    // before, and may return before the broker confirmed them.  Throws
+    // Error(errc::publish_failed) when it cannot.
+    virtual void send(const std::vector<Envelope>& envelopes) = 0;
+    // Returns once the broker confirmed every envelope sent since the last
+    // confirm() that returned (at once if none was).  Throws
+    // Error(errc::publish_failed) when it cannot confirm them all.
+    // After send() or confirm() threw, nothing sent since the last confirm()
+    // that returned counts as confirmed (the bridge sends it all again, in
+    // order, with the same ids), and nothing of it may reach the broker
+    // after what is sent next (NatsPublisher drops its connection).
+    virtual void confirm() = 0;
+    // send() then confirm().
+    void publish(const std::vector<Envelope>& envelopes) override {
+        send(envelopes);
+        confirm();
+    }
+};
+
 // Where changes come from, as the envelopes name it.
 struct EnvelopeSource {
     std::string database;  // e.g. "shop"
@@ -102,9 +128,10 @@ struct BridgeOptions : AllVersionsOptions {
     BridgeOptions() = default;
     BridgeOptions(AllVersionsOptions o) : AllVersionsOptions(std::move(o)) {}
     // A publisher that fails pauses this instance's reading (its ranges share
-    // one reading thread; the leases are still renewed): the batch is
-    // published again after a backoff doubling from min to max, and nothing
-    // is checkpointed meanwhile.  on_error is told publish_failed each time.
+    // one reading thread; the leases are still renewed): the batch (with a
+    // PipelinedPublisher: everything sent and not confirmed yet) is published
+    // again after a backoff doubling from min to max, and nothing is
+    // checkpointed meanwhile.  on_error is told publish_failed each time.
     std::chrono::milliseconds publish_retry_min{std::chrono::milliseconds(100)};
     std::chrono::milliseconds publish_retry_max{std::chrono::seconds(10)};
 };
@@ -114,7 +141,7 @@ struct BridgeStats {
     std::int64_t changes = 0;           // changes mapped
     std::int64_t published = 0;         // envelopes confirmed by the publisher
     std::int64_t filtered = 0;          // changes the mapper mapped to nothing
-    std::int64_t publish_failures = 0;  // publish() calls that threw
+    std::int64_t publish_failures = 0;  // publish() (send(), confirm()) calls that threw
     std::int64_t mapper_failures = 0;   // batches the mapper threw on
 };
 

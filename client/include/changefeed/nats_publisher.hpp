@@ -9,6 +9,8 @@
 // publish() returns only once the server acknowledged every envelope of the
 // batch (stored, or recognized as a duplicate); otherwise it throws
 // Error(errc::publish_failed) and the bridge publishes the batch again later.
+// It pipelines (PipelinedPublisher): the bridge send()s the batches of a
+// read and confirm()s them once, before their checkpoints.
 // See docs/bridge-nats.md.
 #pragma once
 
@@ -45,13 +47,14 @@ struct NatsPublisherOptions {
     // acknowledged as a duplicate and not stored again.  Make it longer than
     // the longest outage after which the bridge may republish a batch.
     std::chrono::milliseconds duplicate_window{std::chrono::minutes(2)};
-    // How long publish() waits for the acknowledgements of a batch.
+    // How long publish() (confirm()) waits for the next acknowledgement of
+    // what is in flight: the wait goes on while acknowledgements keep coming.
     std::chrono::milliseconds ack_timeout{std::chrono::seconds(5)};
     // How long a connection attempt may take.
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
 };
 
-class NatsPublisher : public Publisher {
+class NatsPublisher : public PipelinedPublisher {
 public:
     // Does not connect (publish() connects): a broker that is down does not
     // fail construction.  Throws Error(invalid_option) for an empty url,
@@ -63,21 +66,28 @@ public:
     NatsPublisher& operator=(const NatsPublisher&) = delete;
 
     // Publishes the envelopes asynchronously in order, then waits for every
-    // acknowledgement.  Throws Error(publish_failed) when not connected and
-    // the connection cannot be made, when a stream cannot be created, when
-    // the server refuses an envelope, or when acknowledgements are missing
-    // after ack_timeout.  After a failure the connection is dropped (with
-    // whatever it still buffered) and the next call connects anew, so that
-    // nothing of a failed batch reaches the server after the batch is retried.
-    // Calls are serialized.
+    // acknowledgement (of these and of what send() sent before).  Throws
+    // Error(publish_failed) when not connected and the connection cannot be
+    // made, when a stream cannot be created, when the server refuses an
+    // envelope, or when acknowledgements are missing after ack_timeout.
+    // After a failure the connection is dropped (with whatever it still
+    // buffered, and what was in flight) and the next call connects anew, so
+    // that nothing of a failed batch reaches the server after the batch is
+    // retried.  Calls (of these three) are serialized.
     void publish(const std::vector<Envelope>& envelopes) override;
+    // publish() in two halves: send() connects if need be and publishes
+    // asynchronously (the errors of the connection and the streams);
+    // confirm() waits for the acknowledgements of everything sent since the
+    // last confirm() or failure (the refusals and timeouts).
+    void send(const std::vector<Envelope>& envelopes) override;
+    void confirm() override;
 
     // Envelopes the server acknowledged (stored or duplicate) since construction.
     std::int64_t published() const;
     // Of those, the acknowledgements flagged duplicate: the duplicate window
     // recognized the Nats-Msg-Id and did not store the envelope again.
     std::int64_t duplicates() const;
-    // publish() calls that threw.
+    // publish(), send() and confirm() calls that threw.
     std::int64_t failures() const;
 
     // Where an envelope goes: its subject, or the table's default subject.
@@ -86,6 +96,8 @@ public:
     std::string stream_for(const Envelope& envelope) const;
 
 private:
+    template <class F>
+    void guarded(F&& f);
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
