@@ -648,13 +648,12 @@ TEST(Bridge, ABacklogIsPublishedOnceTheLeasesAreRenewedWithoutWaitingForAPoll) {
     const std::string name = "renewed";
     cluster().exec("SELECT changefeed.lease_init('" + t + "', '" + name + "')");
     cluster().exec("INSERT INTO " + t + " (id, v) SELECT g, 'x' FROM generate_series(1, 200) g");
-    // A renewal moves the expiry and keeps the epoch (an acquire bumps it, a
-    // checkpoint keeps both).
+    // A renewal moves the instance's expiry (the first acquire inserts it).
     cluster().exec(
         "CREATE FUNCTION br_hold_renewal() RETURNS trigger LANGUAGE plpgsql AS"
         " $$ BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(31005); RETURN NEW; END $$;"
-        "CREATE TRIGGER br_hold_renewal BEFORE UPDATE ON changefeed.lease FOR EACH ROW"
-        " WHEN (NEW.processor = '" + name + "' AND OLD.epoch = NEW.epoch AND OLD.expires_at IS DISTINCT FROM NEW.expires_at)"
+        "CREATE TRIGGER br_hold_renewal BEFORE UPDATE ON changefeed.holder FOR EACH ROW"
+        " WHEN (NEW.processor = '" + name + "' AND OLD.expires_at IS DISTINCT FROM NEW.expires_at)"
         " EXECUTE FUNCTION br_hold_renewal()");
     pqxx::connection holder(cluster().conninfo());
     pqxx::work hold(holder);
@@ -672,7 +671,7 @@ TEST(Bridge, ABacklogIsPublishedOnceTheLeasesAreRenewedWithoutWaitingForAPoll) {
     ASSERT_TRUE(cftest::eventually([&] {
         return cluster()
                    .exec("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                         " AND query LIKE '%lease_renew%'")[0][0]
+                         " AND query LIKE '%lease_keep%'")[0][0]
                    .as<int>() > 0 &&
                cluster()
                    .exec("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' || (SELECT channel"
@@ -683,7 +682,7 @@ TEST(Bridge, ABacklogIsPublishedOnceTheLeasesAreRenewedWithoutWaitingForAPoll) {
     hold.commit();
     const bool published = cftest::eventually([&] { return pub.unique_ids().size() == 200; }, 60s);
     bridge.stop();
-    cluster().exec("DROP TRIGGER br_hold_renewal ON changefeed.lease; DROP FUNCTION br_hold_renewal()");
+    cluster().exec("DROP TRIGGER br_hold_renewal ON changefeed.holder; DROP FUNCTION br_hold_renewal()");
     EXPECT_TRUE(published) << pub.unique_ids().size() << " of the backlog's 200 published";
 }
 

@@ -245,9 +245,16 @@ void LeaseKeeper::publish(std::map<int, std::int64_t> got, std::optional<Clock::
 }
 
 // A renewal that found nothing changed: the same leases, valid for longer.
+// One that makes the view valid again wakes the worker, as in publish().
 void LeaseKeeper::extend(Clock::time_point valid_until) {
-    std::lock_guard lock(mu_);
-    view_.valid_until = valid_until;
+    bool revived;
+    {
+        std::lock_guard lock(mu_);
+        const auto now = Clock::now();
+        revived = !view_.owned.empty() && view_.valid_until <= now && now < valid_until;
+        view_.valid_until = valid_until;
+    }
+    if (revived && hooks_.changed) hooks_.changed();
 }
 
 void LeaseKeeper::tell(const std::vector<int>& acquired, const std::vector<int>& released, bool lost) const {
