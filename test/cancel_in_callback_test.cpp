@@ -25,6 +25,15 @@ changefeed::SubscriptionOptions fast() {
     return o;
 }
 
+// Something a callback holds, to tell when the subscription's state (its
+// callback with it) was freed: last of all by the dispatcher, once it
+// returned, after which nothing can call the callback again.
+struct Held {
+    std::shared_ptr<int> in_callback = std::make_shared<int>(0);
+    std::weak_ptr<int> watched = in_callback;
+    bool freed() const { return watched.expired(); }
+};
+
 void insert(const std::string& table, int from, int to) {
     cluster().exec("INSERT INTO " + table + " (id, v) SELECT g, 'x' FROM generate_series(" + std::to_string(from) +
                    ", " + std::to_string(to) + ") g");
@@ -41,11 +50,12 @@ TEST(CancelInCallback, CancelFromTheCallbackStopsDeliveryAndKeepsStateAlive) {
         std::optional<changefeed::Subscription> sub;
         std::atomic<int> calls{0}, after_cancel{0};
         std::atomic<bool> returned{false};
+        Held held;
         {
             std::lock_guard lock(mu);
             sub = changefeed::subscribe(
                 coll("cc_cancel"),
-                [&](const changefeed::Change&, const changefeed::Context& ctx) {
+                [&, keep = std::move(held.in_callback)](const changefeed::Change&, const changefeed::Context& ctx) {
                     if (++calls > 1) ++after_cancel;
                     {
                         std::lock_guard lock(mu);
@@ -59,7 +69,7 @@ TEST(CancelInCallback, CancelFromTheCallbackStopsDeliveryAndKeepsStateAlive) {
         }
         insert("cc_cancel", round * 100 + 1, round * 100 + 50);  // a queue of 50 waits behind the first
         ASSERT_TRUE(cftest::eventually([&] { return returned.load(); }));
-        std::this_thread::sleep_for(300ms);
+        ASSERT_TRUE(cftest::eventually([&] { return held.freed(); })) << "the dispatcher did not end";
         EXPECT_EQ(calls.load(), 1);
         EXPECT_EQ(after_cancel.load(), 0);
         std::lock_guard lock(mu);
@@ -75,11 +85,12 @@ TEST(CancelInCallback, DestroyingTheSubscriptionFromItsCallback) {
     auto sub = std::make_unique<changefeed::Subscription>();
     std::atomic<int> calls{0};
     std::atomic<bool> returned{false};
+    Held held;
     {
         std::lock_guard lock(mu);
         *sub = changefeed::subscribe(
             coll("cc_destroy"),
-            [&](const changefeed::Change&, const changefeed::Context&) {
+            [&, keep = std::move(held.in_callback)](const changefeed::Change&, const changefeed::Context&) {
                 ++calls;
                 std::unique_ptr<changefeed::Subscription> gone;
                 {
@@ -94,7 +105,7 @@ TEST(CancelInCallback, DestroyingTheSubscriptionFromItsCallback) {
     }
     insert("cc_destroy", 1, 30);
     ASSERT_TRUE(cftest::eventually([&] { return returned.load(); }));
-    std::this_thread::sleep_for(300ms);
+    ASSERT_TRUE(cftest::eventually([&] { return held.freed(); })) << "the dispatcher did not end";
     EXPECT_EQ(calls.load(), 1);
     // The hub is still usable for new subscriptions.
     std::atomic<int> later{0};

@@ -5,10 +5,10 @@
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
-#include <thread>
 
 using namespace std::chrono_literals;
 using changefeed::errc;
@@ -187,8 +187,16 @@ TEST(InMemory, ManualCheckpointsOfABackfill) {
         std::lock_guard lock(mu);
         return !seen.empty();
     }));
-    std::this_thread::sleep_for(50ms);
+    // A change of the log, written now, comes once the backfill is over:
+    // whatever else it would deliver came first.
+    c.create({{"id", "marker"}});
+    ASSERT_TRUE(cftest::eventually([&] {
+        std::lock_guard lock(mu);
+        return std::find(seen.begin(), seen.end(), "marker") != seen.end();
+    }));
     std::lock_guard lock(mu);
+    EXPECT_EQ(seen.back(), "marker");
+    seen.pop_back();
     EXPECT_EQ(seen, (std::vector<std::string>{"z"}));
 }
 
@@ -251,7 +259,11 @@ TEST(InMemory, RecoveryPolicyHaltsAFailingRange) {
     ASSERT_TRUE(cftest::eventually([&] { return errors.has(errc::halted); }));
     c.create({{"id", 2}, {"region", "us"}});
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("2"); }));  // the other range goes on
-    std::this_thread::sleep_for(100ms);
+    // A change for each range, the halted one first: once the other range's
+    // arrived, a round of the ranges passed the halted one with work waiting.
+    c.create({{"id", 3}, {"region", "eu"}});
+    c.create({{"id", 4}, {"region", "us"}});
+    ASSERT_TRUE(cftest::eventually([&] { return rec.has("4"); }));
     EXPECT_EQ(eu_calls, 3);  // no delivery of the halted range after the halt
     EXPECT_EQ(p.state(), changefeed::State::stopped);
     {

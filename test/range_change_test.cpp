@@ -104,6 +104,7 @@ void run_through_changes(const std::string& table, const std::vector<int>& chang
 
     // Two writers, transactions of several documents each, until told to stop.
     std::atomic<bool> writing{true};
+    std::atomic<int> written{0};  // transactions committed
     std::vector<std::thread> writers;
     for (int w = 0; w < 2; ++w)
         writers.emplace_back([&, w] {
@@ -114,17 +115,25 @@ void run_through_changes(const std::string& table, const std::vector<int>& chang
                 tx.exec("UPDATE " + table + " SET v = (v::int + 1)::text WHERE id % 24 = " +
                         std::to_string((2 * i++ + w) % 24));
                 tx.commit();
+                ++written;
                 std::this_thread::sleep_for(5ms);
             }
         });
-    std::this_thread::sleep_for(700ms);
+    // The writers wrote and the instances handled a good deal more since
+    // now: the feed flows under the present layout before it changes again.
+    const auto flowing = [&] {
+        const int w0 = written;
+        const auto h0 = got.handled.size();
+        return cftest::eventually([&] { return written >= w0 + 20 && got.handled.size() >= h0 + 50; }, 20s);
+    };
+    ASSERT_TRUE(flowing()) << "no changes flowed before the first change";
     for (int n : changes) {
         cluster().exec("SELECT changefeed.alter('" + table + "', ranges => " + std::to_string(n) + ")");
         ASSERT_EQ(ranges_of(table), n);
         // The instances take every new range again, while the writers write.
         EXPECT_TRUE(cftest::eventually([&] { return held(owners(table, "through")) == n; }, 20s))
             << "the ranges were not all taken again after the change to " << n;
-        std::this_thread::sleep_for(500ms);
+        EXPECT_TRUE(flowing()) << "no changes flowed after the change to " << n;
     }
     writing = false;
     for (auto& t : writers) t.join();

@@ -122,6 +122,17 @@ protected:
 };
 
 using Providers = ::testing::Types<PostgresProvider, MemoryProvider>;
+
+// Waits until this machine's clock (the server's too: the cluster runs here)
+// is past `t` by more than a tick of the providers' timestamps (microseconds),
+// and returns the time then: a change written after that is written after `t`.
+std::chrono::system_clock::time_point clock_past(std::chrono::system_clock::time_point t) {
+    for (;;) {
+        const auto now = std::chrono::system_clock::now();
+        if (now > t + 1ms) return now;
+        std::this_thread::yield();
+    }
+}
 class ProviderNames {
 public:
     template <class T>
@@ -406,9 +417,9 @@ TYPED_TEST(SharedSemantics, StartTimeStartsAtTheFirstChangeWrittenAtOrAfterIt) {
     cftest::Recorder warmup;
     { auto p = this->start("warmup", warmup); }  // the in-memory log records from here
     this->provider.insert(1, "before");
-    std::this_thread::sleep_for(500ms);
-    const auto t = std::chrono::system_clock::now();
-    std::this_thread::sleep_for(100ms);
+    // Written before t, and 2 and 3 after it, by the clock rather than a pause.
+    const auto t = clock_past(std::chrono::system_clock::now());
+    clock_past(t);
     this->provider.insert(2, "after");
     this->provider.insert(3, "after");
     cftest::Recorder rec;

@@ -3,6 +3,7 @@
 // read_connection option reads the feed from a standby while its leases and
 // checkpoints go to the primary -- delivering what a processor reading the
 // primary delivers, also while the standby lags behind.
+#include "support/caught_up.hpp"
 #include "support/cluster.hpp"
 #include "support/feed_check.hpp"
 #include "support/recorder.hpp"
@@ -10,7 +11,6 @@
 
 #include <memory>
 #include <set>
-#include <thread>
 
 using namespace std::chrono_literals;
 using changefeed::errc;
@@ -53,6 +53,18 @@ void wait_replayed() {
 
 int log_rows(cftest::Cluster& c, const std::string& table) {
     return static_cast<int>(cftest::logged_changes(c, table).size());
+}
+
+// The standby's clock now.
+std::string standby_now() { return standby->exec("SELECT clock_timestamp()::text")[0][0].as<std::string>(); }
+
+// Whether a reader connection on the standby (reading_standby()) ran a read
+// that began after `since` (a standby_now()) and is over.
+bool standby_read_since(const std::string& since) {
+    return standby
+        ->exec("SELECT coalesce(bool_or(state LIKE 'idle%' AND query_start > '" + since +
+               "'::timestamptz), false) FROM pg_stat_activity WHERE application_name = 'cf_standby_reader'")[0][0]
+        .as<bool>(false);
 }
 
 changefeed::AllVersionsOptions reading_standby(const std::string& instance) {
@@ -215,8 +227,14 @@ TEST(Standby, APositionTheStandbyHasNotReplayedOnlyDelays) {
         ASSERT_TRUE(cftest::eventually([&] { return load.done(); }, 60s));
     }
     // It reads the standby only: nothing of what the standby has not replayed
-    // (a read from the primary would have delivered it by now).
-    std::this_thread::sleep_for(1s);
+    // (a read from the primary would have delivered it by now).  Two reads
+    // of the standby, one after the other, began after the load and are over
+    // (a read ahead begun before is taken by the first at the latest).
+    for (int round = 0; round < 2; ++round) {
+        const auto since = standby_now();
+        ASSERT_TRUE(cftest::eventually([&] { return standby_read_since(since); }))
+            << "no read of the standby after " << since;
+    }
     EXPECT_EQ(rec.size(), 0u);
     EXPECT_EQ(p.state(), changefeed::State::running);
     standby->exec("SELECT pg_wal_replay_resume()");
@@ -248,11 +266,15 @@ TEST(Standby, AWakeUpThatComesBeforeTheStandbyReplayedIsNotLost) {
     cftest::Recorder rec;
     auto o = reading_standby("s");
     o.poll_interval = 1min;
+    auto idle = std::make_shared<cftest::CaughtUp>();
+    o.metrics = idle;
     auto p = changefeed::make_processor({primary->conninfo(), table}, "late", rec.handler(),
                                         changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 8));
-    std::this_thread::sleep_for(500ms);  // the start's own reads are over
+    // The start's own reads are over: every range found nothing waiting, and
+    // waits for a wake-up (or the poll interval).
+    ASSERT_TRUE(cftest::eventually([&] { return idle->ranges() == 8; }));
     for (int i = 1; i <= 3; ++i) {
         primary->exec("INSERT INTO " + table + " VALUES (" + std::to_string(i) + ", 1)");
         const std::string id = std::to_string(i);

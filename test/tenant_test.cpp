@@ -3,6 +3,7 @@
 // partition keys that carry no tenant prefix; a role bound to a tenant sees
 // only that tenant whatever it runs.
 #include "support/cluster.hpp"
+#include "support/markers.hpp"
 #include "support/recorder.hpp"
 
 #include <changefeed/bridge.hpp>
@@ -22,18 +23,84 @@ CF_CLUSTER_ENVIRONMENT("tenant", CF_TEST_PORT, true);
 
 namespace {
 
-// (tenant, id) of what a recorder got, from the documents themselves.
-std::multiset<std::pair<std::string, int>> rows_of(const cftest::Recorder& rec) {
-    std::multiset<std::pair<std::string, int>> out;
-    for (const auto& h : rec.all())
-        out.emplace(std::string(h.change.current.at("tenant").as_string()),
-                    static_cast<int>(h.change.current.at("id").as_int64()));
+using Rows = std::multiset<std::pair<std::string, int>>;
+
+// (tenant, id) of changes, from the documents themselves (the current image,
+// or the previous one of a delete).
+Rows rows_of(const std::vector<changefeed::Change>& changes) {
+    Rows out;
+    for (const auto& c : changes) {
+        const auto& doc = c.current.is_null() ? c.previous : c.current;
+        out.emplace(std::string(doc.at("tenant").as_string()), static_cast<int>(doc.at("id").as_int64()));
+    }
     return out;
 }
 
-std::multiset<std::pair<std::string, int>> expected(const std::string& tenant, int n) {
-    std::multiset<std::pair<std::string, int>> out;
+std::vector<changefeed::Change> changes_of(const cftest::Recorder& rec) {
+    std::vector<changefeed::Change> out;
+    for (const auto& h : rec.all()) out.push_back(h.change);
+    return out;
+}
+
+Rows rows_of(const cftest::Recorder& rec) { return rows_of(changes_of(rec)); }
+
+Rows expected(const std::string& tenant, int n) {
+    Rows out;
     for (int id = 1; id <= n; ++id) out.emplace(tenant, id);
+    return out;
+}
+
+Rows operator+(Rows a, const Rows& b) {
+    a.insert(b.begin(), b.end());
+    return a;
+}
+
+// Whether every row of `want` is among `got`.
+bool has_all(const Rows& got, const Rows& want) {
+    for (const auto& row : want)
+        if (!got.count(row)) return false;
+    return true;
+}
+
+// The changes that are not markers, and the (tenant, id) of those that are.
+std::vector<changefeed::Change> without_markers(const std::vector<changefeed::Change>& changes) {
+    std::vector<changefeed::Change> out;
+    for (const auto& c : changes)
+        if (!cftest::is_marker(c)) out.push_back(c);
+    return out;
+}
+Rows markers_of(const std::vector<changefeed::Change>& changes) {
+    std::vector<changefeed::Change> marks;
+    for (const auto& c : changes)
+        if (cftest::is_marker(c)) marks.push_back(c);
+    return rows_of(marks);
+}
+
+// Checks that nothing more arrives prove it by an event: marker rows
+// (tenant, id, 'marker') of `tenant`, ids from `first_id` on, written after
+// everything checked, one or more in every range of the tenant table `table`
+// (asserted against the log).  A range is read in order, so whatever was
+// written into it before (or a redelivery of it) would have come first; a
+// consumer that handled its tenants' markers is past it.  A subscription
+// reports no metrics, hence rows rather than caught-up reads.  Returns the
+// rows written, or none if they missed a range.
+Rows write_markers(const std::string& table, const std::string& tenant, int first_id) {
+    constexpr int n = 32;  // ample for a handful of ranges
+    cluster().exec("INSERT INTO " + table + " (tenant, id, v) SELECT '" + tenant + "', g, 'marker'"
+                   " FROM generate_series(" + std::to_string(first_id) + ", " + std::to_string(first_id + n - 1) +
+                   ") g");
+    const bool every_range =
+        cluster()
+            .exec("SELECT count(DISTINCT l.range_id) = max(col.ranges) FROM changefeed.log l"
+                  "  JOIN changefeed.collections col ON col.id = l.collection_id"
+                  " WHERE col.table_name = '" + table + "'::regclass AND l.current->>'v' = 'marker'"
+                  "   AND l.current->>'tenant' = '" + tenant + "'"
+                  "   AND (l.current->>'id')::int BETWEEN " + std::to_string(first_id) + " AND " +
+                  std::to_string(first_id + n - 1))[0][0]
+            .as<bool>(false);
+    if (!every_range) return {};
+    Rows out;
+    for (int id = first_id; id < first_id + n; ++id) out.emplace(tenant, id);
     return out;
 }
 
@@ -86,13 +153,19 @@ TEST_F(Tenants, EachProcessorSeesExactlyItsShare) {
     ASSERT_TRUE(cftest::eventually([&] {
         return a.size() >= 40 && b.size() >= 25 && all.size() >= 65 && bound.size() >= 40;
     }));
-    std::this_thread::sleep_for(500ms);  // room for anything extra to show up
-    EXPECT_EQ(rows_of(a), expected("a", 40));
-    EXPECT_EQ(rows_of(b), expected("b", 25));
+    // Each consumer past whatever extra could show up: its tenants' markers handled.
+    const auto marks_a = write_markers("tn_orders", "a", 1000), marks_b = write_markers("tn_orders", "b", 1000);
+    ASSERT_FALSE(marks_a.empty() || marks_b.empty());
+    ASSERT_TRUE(cftest::eventually([&] {
+        return has_all(rows_of(a), marks_a) && has_all(rows_of(b), marks_b) &&
+               has_all(rows_of(all), marks_a + marks_b) && has_all(rows_of(bound), marks_a);
+    }));
+    EXPECT_EQ(rows_of(a), expected("a", 40) + marks_a);
+    EXPECT_EQ(rows_of(b), expected("b", 25) + marks_b);
     auto both = expected("a", 40);
     both.merge(expected("b", 25));
-    EXPECT_EQ(rows_of(all), both);
-    EXPECT_EQ(rows_of(bound), expected("a", 40));  // bound to a: only a, though not scoped
+    EXPECT_EQ(rows_of(all), both + marks_a + marks_b);
+    EXPECT_EQ(rows_of(bound), expected("a", 40) + marks_a);  // bound to a: only a, though not scoped
 
     for (const auto& h : a.all()) {
         EXPECT_EQ(h.change.tenant, "a");
@@ -159,11 +232,16 @@ TEST_F(Tenants, StartFromBeginningBackfillsOnlyTheTenantsRows) {
     p.start();
     cluster().exec("INSERT INTO tn_backfill (tenant, id, v) VALUES ('a', 31, 'new'), ('b', 31, 'new')");
     ASSERT_TRUE(cftest::eventually([&] { return rec.size() >= 31; }));
-    std::this_thread::sleep_for(500ms);
+    // Markers of both tenants, written after the scan's start: once b's are
+    // handled the scan is over (they come last in key order, or from the log
+    // that follows it) and every range of the log is read past the rest.
+    const auto marks_a = write_markers("tn_backfill", "a", 1000), marks_b = write_markers("tn_backfill", "b", 1000);
+    ASSERT_FALSE(marks_a.empty() || marks_b.empty());
+    ASSERT_TRUE(cftest::eventually([&] { return has_all(rows_of(rec), marks_b); }));
     // A row written during the scan may come twice (from the table and the
     // log): a backfill is at least once.  Distinct rows must be b's exactly.
     auto got = rows_of(rec);
-    auto want = expected("b", 31);
+    auto want = expected("b", 31) + marks_b;
     EXPECT_EQ(std::set(got.begin(), got.end()), std::set(want.begin(), want.end()));
     for (const auto& h : rec.all()) {
         EXPECT_EQ(h.change.partition_key, std::to_string(h.change.current.at("id").as_int64()));
@@ -181,10 +259,14 @@ TEST_F(Tenants, ASubscriptionMayBeScopedToATenant) {
                                      sink.callback(), o);
     cluster().exec("INSERT INTO tn_sub (tenant, id, v) VALUES ('a', 1, 'x'), ('b', 1, 'x'), ('b', 2, 'x')");
     ASSERT_TRUE(cftest::eventually([&] { return sink.all().size() >= 2; }));
-    std::this_thread::sleep_for(300ms);
-    auto seen = sink.all();
+    const auto marks_a = write_markers("tn_sub", "a", 1000), marks_b = write_markers("tn_sub", "b", 1000);
+    ASSERT_FALSE(marks_a.empty() || marks_b.empty());
+    ASSERT_TRUE(cftest::eventually([&] { return has_all(rows_of(sink.all()), marks_b); }));
+    const auto all_seen = sink.all();
+    EXPECT_EQ(markers_of(all_seen), marks_b);
+    auto seen = without_markers(all_seen);
     ASSERT_EQ(seen.size(), 2u);
-    for (const auto& c : seen) {
+    for (const auto& c : all_seen) {
         EXPECT_EQ(c.current.at("tenant").as_string(), "b");
         EXPECT_EQ(c.partition_key.find('/'), std::string::npos);
     }
@@ -231,34 +313,46 @@ TEST_F(Tenants, ARowThatMovesIsADeleteForTheOldTenantAndACreateForTheNew) {
     ASSERT_TRUE(cftest::eventually([&] {
         return a.size() >= 2 && b.size() >= 1 && all.size() >= 2 && bound.size() >= 2 && sub_a.all().size() >= 2;
     }));
-    std::this_thread::sleep_for(500ms);  // room for anything extra to show up
+    // Each consumer past whatever extra could show up: its tenants' markers
+    // handled (ids of their own per tenant: the key is id alone).
+    const auto marks_a = write_markers("tn_move", "a", 1000), marks_b = write_markers("tn_move", "b", 2000);
+    ASSERT_FALSE(marks_a.empty() || marks_b.empty());
+    ASSERT_TRUE(cftest::eventually([&] {
+        return has_all(rows_of(a), marks_a) && has_all(rows_of(bound), marks_a) && has_all(rows_of(b), marks_b) &&
+               has_all(rows_of(all), marks_a + marks_b) && has_all(rows_of(sub_a.all()), marks_a);
+    }));
+    EXPECT_EQ(markers_of(changes_of(a)), marks_a);
+    EXPECT_EQ(markers_of(changes_of(bound)), marks_a);
+    EXPECT_EQ(markers_of(changes_of(b)), marks_b);
+    EXPECT_EQ(markers_of(changes_of(all)), marks_a + marks_b);
+    EXPECT_EQ(markers_of(sub_a.all()), marks_a);
 
     const auto old_image = boost::json::parse(R"({"id": 1, "tenant": "a", "v": "secret of a"})");
     const auto new_image = boost::json::parse(R"({"id": 1, "tenant": "b", "v": "of b now"})");
     for (auto* rec : {&a, &bound}) {
-        auto got = rec->all();
+        auto got = without_markers(changes_of(*rec));
         ASSERT_EQ(got.size(), 2u);
-        EXPECT_EQ(got[0].change.operation, changefeed::Operation::create);
-        const auto& moved = got[1].change;
+        EXPECT_EQ(got[0].operation, changefeed::Operation::create);
+        const auto& moved = got[1];
         EXPECT_EQ(moved.operation, changefeed::Operation::delete_);
         EXPECT_TRUE(moved.current.is_null());  // never b's row
         EXPECT_EQ(moved.previous, old_image);
         EXPECT_EQ(moved.tenant, "a");
     }
-    auto got_b = b.all();
+    auto got_b = without_markers(changes_of(b));
     ASSERT_EQ(got_b.size(), 1u);
-    const auto& arrived = got_b[0].change;
+    const auto& arrived = got_b[0];
     EXPECT_EQ(arrived.operation, changefeed::Operation::create);
     EXPECT_EQ(arrived.current, new_image);
     EXPECT_TRUE(arrived.previous.is_null());  // never a's row
     EXPECT_EQ(arrived.tenant, "b");
-    auto got_all = all.all();
+    auto got_all = without_markers(changes_of(all));
     ASSERT_EQ(got_all.size(), 2u);
-    EXPECT_EQ(got_all[1].change.operation, changefeed::Operation::replace);
-    EXPECT_EQ(got_all[1].change.previous, old_image);
-    EXPECT_EQ(got_all[1].change.current, new_image);
+    EXPECT_EQ(got_all[1].operation, changefeed::Operation::replace);
+    EXPECT_EQ(got_all[1].previous, old_image);
+    EXPECT_EQ(got_all[1].current, new_image);
 
-    auto seen = sub_a.all();
+    auto seen = without_markers(sub_a.all());
     ASSERT_EQ(seen.size(), 2u);
     EXPECT_EQ(seen[1].operation, changefeed::Operation::delete_);
     EXPECT_TRUE(seen[1].current.is_null());
@@ -271,8 +365,8 @@ TEST_F(Tenants, ARowThatMovesIsADeleteForTheOldTenantAndACreateForTheNew) {
     ctx.source = {"shop", "public.tn_move"};
     auto deb = changefeed::debezium_mapper();
     auto ce = changefeed::cloudevents_mapper();
-    const auto got_a = a.all();
-    const auto& moved = got_a.at(1).change;
+    const auto got_a = without_markers(changes_of(a));
+    const auto& moved = got_a.at(1);
     auto body = [](const changefeed::Envelope& e) { return boost::json::parse(e.body).as_object(); };
     auto d_a = body(deb(moved, ctx).at(0));
     auto d_b = body(deb(arrived, ctx).at(0));
@@ -286,8 +380,8 @@ TEST_F(Tenants, ARowThatMovesIsADeleteForTheOldTenantAndACreateForTheNew) {
     EXPECT_EQ(body(c_a).at("type").as_string(), "changefeed.delete");
     EXPECT_EQ(body(c_b).at("type").as_string(), "changefeed.create");
     EXPECT_NE(c_a.id, c_b.id);  // one stream may hold both: neither is a duplicate of the other
-    EXPECT_NE(c_a.id, got_all[1].change.event_id);
-    EXPECT_NE(c_b.id, got_all[1].change.event_id);
+    EXPECT_NE(c_a.id, got_all[1].event_id);
+    EXPECT_NE(c_b.id, got_all[1].event_id);
     for (auto* p : {&pa, &pb, &pall, &pbound}) p->stop();
 }
 
