@@ -35,10 +35,14 @@ trap 'stage_cleanup "$primary" "$standby"' EXIT
 q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U postgres -d postgres -c "$2"; }
 # try DIR SQL: "OK <rows>" or "<SQLSTATE> <message>"; never fails.
 try() { psql_try -h "$1" -p "$(cat "$1/port")" -U postgres -d postgres -c "$2"; }
-# wait_replayed: the standby has replayed all the primary flushed.
+# wait_replayed: the standby has replayed all the primary wrote.  A position
+# carries the primary's insert position, which may be ahead of its flush
+# position (a notifier tick, a standby snapshot record): a commit that takes
+# an xid flushes past it, so the standby receives it.
 wait_replayed() {
     local target
-    target=$(q "$primary" "SELECT pg_current_wal_flush_lsn()")
+    target=$(q "$primary" "SELECT pg_current_wal_insert_lsn()")
+    q "$primary" "SELECT pg_current_xact_id()" >/dev/null
     for _ in $(seq 600); do
         [ "$(q "$standby" "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && return 0
         sleep 0.1
