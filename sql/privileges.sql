@@ -136,6 +136,9 @@ INSERT INTO public.priv_orders SELECT g, 'a', g FROM generate_series(10, 50) g;
 SET ROLE regress_cf_proc2;
 SELECT try($$SELECT changefeed.lease_init('public.priv_orders', 'billing')$$);
 SELECT try($$SELECT * FROM changefeed.lease_acquire('public.priv_orders', 'billing', 'p2', '1 minute')$$);
+-- The steps a running processor calls, even under the owner's instance name.
+SELECT try($$SELECT * FROM changefeed.lease_balance('public.priv_orders', 'billing', 'p1', '1 minute')$$);
+SELECT try($$SELECT * FROM changefeed.lease_keep('public.priv_orders', 'billing', 'p1', '1 minute', 0)$$);
 SELECT try($$SELECT changefeed.lease_steal('public.priv_orders', 'billing', 0, 'p2', 'p1', '1 minute')$$);
 SELECT try($$SELECT changefeed.lease_checkpoint('public.priv_orders', 'billing', 0, 'p1', 1, changefeed.current_position())$$);
 SELECT try($$SELECT changefeed.lease_release('public.priv_orders', 'billing', 'p1')$$);
@@ -147,6 +150,7 @@ SELECT changefeed.lease_init('public.priv_orders', 'audit');              -- a n
 RESET ROLE;
 SET ROLE regress_cf_reader;
 SELECT try($$SELECT * FROM changefeed.lag('public.priv_orders', 'billing')$$);
+SELECT try($$SELECT * FROM changefeed.lease_keep('public.priv_orders', 'billing', 'p1', '1 minute')$$);
 RESET ROLE;
 -- Nothing moved: the owner still has all 41 changes pending.
 SET ROLE regress_cf_proc1;
