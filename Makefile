@@ -9,6 +9,7 @@ OBJS = \
 	extension/xact_tracking.o \
 	extension/caller.o \
 	extension/capture.o \
+	extension/row_image.o \
 	extension/range_hash.o \
 	extension/position.o \
 	extension/position_codec.o \
@@ -53,6 +54,8 @@ REGRESS_COMMON += write_paths
 REGRESS_COMMON += bulk_order
 # Collections that log keys alone (images => 'keys', current_rows.cpp).
 REGRESS_COMMON += images_keys
+# Row images built straight from the tuple agree with to_jsonb() (row_image.cpp).
+REGRESS_COMMON += row_images
 REGRESS_PRELOADED = notifier ticks workers
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed

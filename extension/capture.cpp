@@ -6,6 +6,7 @@
 #include "log_writer.hpp"
 #include "module.hpp"
 #include "range_hash.hpp"
+#include "row_image.hpp"
 #include "sqlstates.hpp"
 #include "ttl.hpp"
 #include "xact_tracking.hpp"
@@ -48,6 +49,7 @@ struct CaptureState {
     FmgrInfo part_out[kMaxKeys];
     FmgrInfo tenant_out;
     FmgrInfo to_jsonb;
+    RowImagePlan *image;  // NULL: to_jsonb() builds the images
 };
 
 char *relation_name(Relation rel) {
@@ -148,6 +150,7 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
                                       InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
     MemoryContextSwitchTo(old);
     fmgr_info_set_expr(expr, &st->to_jsonb);
+    if (!st->keys_only) st->image = changefeed_row_image_plan(desc, cxt);
     fcinfo->flinfo->fn_extra = st;
     return st;
 }
@@ -211,6 +214,8 @@ char *partition_key(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
 }
 
 Datum row_jsonb(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
+    Datum image = st->image ? changefeed_row_image(st->image, tuple, desc) : (Datum)0;
+    if (image != (Datum)0) return image;
     return FunctionCall1(&st->to_jsonb, heap_copy_tuple_as_datum(tuple, desc));
 }
 
