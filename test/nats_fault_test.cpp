@@ -1,7 +1,8 @@
 // The bridge into NATS JetStream under faults: the bridge's process is
-// SIGKILLed and restarted twice and nats-server is restarted once while
-// writers write; the stream still holds exactly the committed changes, in
-// per-document order, the redeliveries dropped by the duplicate window.
+// SIGKILLed and restarted twice, nats-server is restarted once and the
+// bridge's database sessions are cut once, while writers write; the stream
+// still holds exactly the committed changes, in per-document order, the
+// redeliveries dropped by the duplicate window.
 #include "support/child.hpp"
 #include "support/cluster.hpp"
 #include "support/markers.hpp"
@@ -71,8 +72,10 @@ TEST(NatsFaults, KilledBridgesAndARestartedBrokerLoseAndInventNothing) {
     // Writers: 1600 transactions, each a new document and a replace of an
     // older one, every 25th a delete: about 3200 changes over several seconds.
     std::atomic<bool> writing{true};
+    std::atomic<int> writer_pid{0};
     std::thread writer([&] {
         pqxx::connection c(cluster().conninfo());
+        writer_pid = c.backendpid();
         for (int t = 1; t <= 1600; ++t) {
             pqxx::work w(c);
             w.exec("INSERT INTO " + table + " (id, v) VALUES (" + std::to_string(t) + ", 'new')");
@@ -103,6 +106,13 @@ TEST(NatsFaults, KilledBridgesAndARestartedBrokerLoseAndInventNothing) {
     nats.start();
     ++broker_restarts;
     ASSERT_TRUE(acked_grows(100)) << "the second bridge published nothing after the broker's restart";
+    // Its database sessions (leases, reads, checkpoints) are cut while it
+    // publishes: it reconnects and republishes what it had not checkpointed.
+    const int db_cuts = cluster().exec("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                       " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                                       "   AND pid <> " + std::to_string(writer_pid.load()))[0][0].as<int>();
+    EXPECT_GE(db_cuts, 1);
+    ASSERT_TRUE(acked_grows(100)) << "the second bridge published nothing after its sessions were cut";
     second.kill_hard();
     ++kills;
     auto third = bridge_runner(table, "b3", nats.url(), stats);
@@ -144,7 +154,7 @@ TEST(NatsFaults, KilledBridgesAndARestartedBrokerLoseAndInventNothing) {
     auto s = read_stats(stats);
     std::cout << "nats-fault: changes=" << r.changes << " stored=" << r.stored << " duplicates_dropped=" << s.duplicates
               << " publish_failures=" << s.failures << " kills=" << kills << " broker_restarts=" << broker_restarts
-              << "\n";
+              << " db_cuts=" << db_cuts << "\n";
     EXPECT_TRUE(r.ok()) << r;
     EXPECT_EQ(r.stored, r.changes) << "the window dropped every redelivery: " << r;
     EXPECT_EQ(r.distinct, r.changes);

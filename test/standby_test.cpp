@@ -202,6 +202,53 @@ TEST(Standby, ReadScaleOutDeliversWhatThePrimaryDelivers) {
     EXPECT_EQ(after[0][1].as<int>(), 0) << "changes after the stored checkpoints";
 }
 
+// The standby's reader sessions are cut while a backlog drains, three times,
+// each time after more changes were handled: the processor reconnects and
+// resumes from its checkpoints on the primary, losing and reordering nothing.
+TEST(Standby, AReaderConnectionCutMidDrainResumesWithoutLoss) {
+    const std::string table = cftest::test_table("sbcut");
+    create_versioned(table);
+    wait_replayed();
+
+    cftest::Recorder rec;
+    cftest::ErrorLog errors;
+    auto o = reading_standby("c");
+    o.on_error = errors.sink();
+    auto p = changefeed::make_processor({primary->conninfo(), table}, "cut", rec.handler(),
+                                        changefeed::AllVersionsOptions(o));
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p, 8));
+
+    int cuts = 0;
+    {
+        cftest::WriteLoad load(primary->conninfo(), table, 50, 1500, 500us);
+        for (int i = 0; i < 3; ++i) {
+            const auto handled = rec.all().size();
+            ASSERT_TRUE(cftest::eventually([&] { return rec.all().size() >= handled + 150; }, 120s))
+                << "nothing handled before cut " << i + 1;
+            cuts += standby
+                        ->exec("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+                               " WHERE application_name = 'cf_standby_reader'")[0][0]
+                        .as<int>();
+        }
+        ASSERT_TRUE(cftest::eventually([&] { return load.done(); }, 120s));
+    }
+    EXPECT_GE(cuts, 3) << "every cut found a reader session";
+    wait_replayed();
+    ASSERT_TRUE(cftest::eventually([&] {
+        return cftest::check_feed(cftest::logged_changes(*primary, table), rec.all(), false).lost == 0;
+    }, 60s)) << cftest::check_feed(cftest::logged_changes(*primary, table), rec.all(), false);
+    const auto r = cftest::check_feed(cftest::logged_changes(*primary, table), rec.all(), false);
+    EXPECT_TRUE(r.ok()) << r;
+    EXPECT_EQ(p.state(), changefeed::State::running);
+    EXPECT_FALSE(errors.has(errc::history_lost));
+    // It reads on the standby again.
+    const std::string since = standby_now();
+    primary->exec("INSERT INTO " + table + " (id, ver) VALUES (100000, 1)");
+    EXPECT_TRUE(cftest::eventually([&] { return standby_read_since(since); }));
+    p.stop();
+}
+
 TEST(Standby, APositionTheStandbyHasNotReplayedOnlyDelays) {
     const std::string table = cftest::test_table("sb");
     create_versioned(table);
