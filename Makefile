@@ -24,6 +24,7 @@ OBJS = \
 	extension/guard.o \
 	extension/partition_drops.o \
 	extension/current_rows.o \
+	extension/reader_sight.o \
 	extension/read_window.o
 
 EXTENSION = extension/changefeed

@@ -1,0 +1,239 @@
+// Reader sight (reader_sight.hpp): a feed shows a reader only what a SELECT
+// of theirs on the table would show, row by row and column by column.
+//
+// Reads run in SECURITY DEFINER implementations, so the rights are the
+// caller's (changefeed.caller()), checked here.  Rows: when the table's
+// row-level security applies to the caller (check_enable_rls as them), the
+// SELECT policies that apply to them are taken as the rewriter would add them
+// to their query (get_row_security_policies), deparsed, and prepared once as
+//   SELECT COALESCE(<policies>, false)
+//     FROM jsonb_populate_record(NULL::<table>, $1) AS <table>
+// which each logged image (to_jsonb of the row, capture.cpp) is run through.
+// Policies are taken at each read, so a changed policy applies from the next
+// read on; the prepared statement is kept while they stay the same.  Each
+// evaluation runs as the caller in a security-restricted operation: policy
+// functions, sublinks on other tables and the column types' input functions
+// run with the caller's rights, never the extension owner's, and cannot
+// change role.  Columns: without SELECT on the table, the images lose the
+// columns the caller may not SELECT (pg_attribute_aclcheck as them).
+#include "pg.hpp"
+#include "caller.hpp"
+#include "reader_sight.hpp"
+
+extern "C" {
+#include "access/table.h"
+#include "catalog/pg_class.h"
+#include "lib/stringinfo.h"
+#include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
+#include "rewrite/rowsecurity.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/ruleutils.h"
+}
+
+struct ReaderSight {
+    Oid reader;
+    SPIPlanPtr policies;   // null: no policy applies to the reader
+    ArrayType *hidden;     // text[] of the columns it may not SELECT; null: none
+    char **hidden_names;
+    int nhidden;
+    bool tenant_hidden;
+};
+
+namespace {
+
+// The statement of the last policies prepared, kept across reads (one entry:
+// a backend reads one table as one role, mostly).
+struct PreparedPolicies {
+    Oid reader;
+    char *sql;  // in TopMemoryContext
+    SPIPlanPtr plan;
+};
+PreparedPolicies prepared = {InvalidOid, NULL, NULL};
+
+char *table_name(Relation rel) {
+    return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
+}
+
+// The SELECT policies of `rel` that apply to `reader`, as one statement over
+// an image; NULL when row-level security does not apply to it.
+char *policies_statement(Relation rel, Oid reader) {
+    Oid relid = RelationGetRelid(rel);
+    // Raises itself when row_security is off and policies would apply.
+    if (check_enable_rls(relid, reader, false) != RLS_ENABLED) return NULL;
+    Query *query = makeNode(Query);
+    query->commandType = CMD_SELECT;
+    RangeTblEntry *rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = relid;
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = AccessShareLock;
+    rte->requiredPerms = ACL_SELECT;
+    rte->checkAsUser = reader;
+    query->rtable = list_make1(rte);
+    List *quals = NIL, *checks = NIL;
+    bool has_rls = false, has_sublinks = false;
+    get_row_security_policies(query, rte, 1, &quals, &checks, &has_rls, &has_sublinks);
+    // No policy for the reader: the rewriter's default deny, a false qual.
+    Node *expr = quals == NIL ? (Node *)makeBoolConst(false, false) : (Node *)make_ands_explicit(quals);
+    const char *alias = RelationGetRelationName(rel);
+    char *cond = deparse_expression(expr, deparse_context_for(alias, relid), true, false);
+    StringInfoData sql;
+    initStringInfo(&sql);
+    appendStringInfo(&sql, "SELECT COALESCE((%s), false) FROM pg_catalog.jsonb_populate_record(NULL::%s, $1) AS %s",
+                     cond, table_name(rel), quote_identifier(alias));
+    return sql.data;
+}
+
+// The prepared statement of `sql`, prepared as the reader (in the search
+// path the implementations pin, the one it was deparsed in).
+SPIPlanPtr prepare_policies(Oid reader, const char *sql) {
+    if (prepared.plan != NULL && prepared.reader == reader && strcmp(prepared.sql, sql) == 0) return prepared.plan;
+    if (prepared.plan != NULL) {
+        SPI_freeplan(prepared.plan);
+        pfree(prepared.sql);
+        prepared.plan = NULL;
+    }
+    Oid saved_user;
+    int saved_context;
+    GetUserIdAndSecContext(&saved_user, &saved_context);
+    SetUserIdAndSecContext(reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    Oid types[1] = {JSONBOID};
+    SPIPlanPtr plan = SPI_prepare(sql, 1, types);
+    if (plan == NULL)
+        elog(ERROR, "changefeed: cannot prepare the row-level security policies: %s", SPI_result_code_string(SPI_result));
+    if (SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot keep the row-level security policies");
+    SPI_finish();
+    SetUserIdAndSecContext(saved_user, saved_context);
+    prepared.reader = reader;
+    prepared.sql = MemoryContextStrdup(TopMemoryContext, sql);
+    prepared.plan = plan;
+    return plan;
+}
+
+// Whether the reader may see the row of `image`, by the policies: as the
+// reader, security-restricted; an error restores the user with the
+// (sub)transaction's abort.
+bool sees_row(ReaderSight *s, Datum image) {
+    Oid saved_user;
+    int saved_context;
+    GetUserIdAndSecContext(&saved_user, &saved_context);
+    SetUserIdAndSecContext(s->reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    Datum args[1] = {image};
+    if (SPI_execute_plan(s->policies, args, NULL, true, 1) != SPI_OK_SELECT)
+        elog(ERROR, "changefeed: row-level security policies failed");
+    bool seen = false;
+    if (SPI_processed == 1) {
+        bool isnull;
+        Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+        seen = !isnull && DatumGetBool(d);
+    }
+    SPI_finish();
+    SetUserIdAndSecContext(saved_user, saved_context);
+    return seen;
+}
+
+}  // namespace
+
+ReaderSight *reader_sight_for(int32 collection) {
+    static SPIPlanPtr plan = NULL;
+    MemoryContext cxt = CurrentMemoryContext;
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (plan == NULL) {
+        Oid types[1] = {INT4OID};
+        plan = SPI_prepare("SELECT c.relid::pg_catalog.oid, c.tenant_column FROM changefeed.collection c"
+                           " WHERE c.id OPERATOR(pg_catalog.=) $1",
+                           1, types);
+        if (plan == NULL || SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot prepare the collection lookup");
+    }
+    Datum args[1] = {Int32GetDatum(collection)};
+    if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT) elog(ERROR, "changefeed: collection lookup failed");
+    if (SPI_processed != 1) elog(ERROR, "changefeed: collection %d does not exist", collection);
+    bool isnull;
+    Oid relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    char *tenant_column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+    if (tenant_column != NULL) tenant_column = MemoryContextStrdup(cxt, tenant_column);
+    SPI_finish();
+
+    Oid reader = changefeed_current_caller();
+    Relation rel = table_open(relid, AccessShareLock);  // as a SELECT locks it, until the transaction ends
+    ReaderSight *s = (ReaderSight *)palloc0(sizeof(ReaderSight));
+    s->reader = reader;
+    if (pg_class_aclcheck(relid, reader, ACL_SELECT) != ACLCHECK_OK) {
+        TupleDesc desc = RelationGetDescr(rel);
+        Datum *names = (Datum *)palloc(sizeof(Datum) * Max(desc->natts, 1));
+        s->hidden_names = (char **)palloc(sizeof(char *) * Max(desc->natts, 1));
+        int visible = 0;
+        for (int i = 0; i < desc->natts; i++) {
+            Form_pg_attribute att = TupleDescAttr(desc, i);
+            if (att->attisdropped) continue;
+            if (pg_attribute_aclcheck(relid, att->attnum, reader, ACL_SELECT) == ACLCHECK_OK) {
+                visible++;
+                continue;
+            }
+            s->hidden_names[s->nhidden] = pstrdup(NameStr(att->attname));
+            names[s->nhidden++] = CStringGetTextDatum(NameStr(att->attname));
+            if (tenant_column != NULL && strcmp(tenant_column, NameStr(att->attname)) == 0) s->tenant_hidden = true;
+        }
+        if (visible == 0)
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied to read the change feed of %s", table_name(rel)),
+                            errdetail("Reading a feed needs SELECT on its table; %s does not have it.",
+                                      GetUserNameFromId(reader, true))));
+        if (s->nhidden > 0)
+            s->hidden = construct_array(names, s->nhidden, TEXTOID, -1, false, TYPALIGN_INT);
+    }
+    char *sql = policies_statement(rel, reader);
+    if (sql != NULL) s->policies = prepare_policies(reader, sql);
+    table_close(rel, NoLock);
+    if (s->policies == NULL && s->hidden == NULL) {
+        pfree(s);
+        return NULL;
+    }
+    return s;
+}
+
+char reader_sight_op(ReaderSight *s, char seen, Datum current, bool current_null, Datum previous,
+                     bool previous_null) {
+    if (s == NULL || s->policies == NULL || seen == 't' || seen == 0) return seen;
+    switch (seen) {
+        case 'c': return !current_null && sees_row(s, current) ? 'c' : 0;
+        case 'd': return !previous_null && sees_row(s, previous) ? 'd' : 0;
+        default: break;
+    }
+    bool now = !current_null && sees_row(s, current);
+    if (previous_null) return now ? seen : 0;  // no image before: nothing tells a move in
+    bool was = sees_row(s, previous);
+    return now ? (was ? seen : 'c') : (was ? 'd' : 0);
+}
+
+Datum reader_visible_image(ReaderSight *s, Datum image) {
+    if (s == NULL || s->hidden == NULL) return image;
+    return DirectFunctionCall2(jsonb_delete_array, image, PointerGetDatum(s->hidden));
+}
+
+bool reader_sees_tenant(const ReaderSight *s) { return s == NULL || !s->tenant_hidden; }
+
+void reader_sight_check_filter(const ReaderSight *s, Datum filter) {
+    if (s == NULL || s->nhidden == 0) return;
+    char *path = DatumGetCString(DirectFunctionCall1(jsonpath_out, filter));  // keys come out as ."name"
+    for (int i = 0; i < s->nhidden; i++) {
+        StringInfoData key;
+        initStringInfo(&key);
+        appendStringInfoChar(&key, '.');
+        escape_json(&key, s->hidden_names[i]);
+        if (strstr(path, key.data) != NULL)
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied for column %s in the filter", quote_identifier(s->hidden_names[i])),
+                            errdetail("Role %s may not SELECT that column of the table; a filter may test only the "
+                                      "columns it may see.",
+                                      GetUserNameFromId(s->reader, true))));
+    }
+}
