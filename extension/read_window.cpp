@@ -1018,6 +1018,7 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     out.all_versions = !w.latest;
     out.sight = w.sight;
     (void)read_windows_into(&w, remaining, parts, nparts, &out);
+    reader_sight_close(w.sight);
     current_rows_close(w.current);
     close_partitions(parts, nparts);
     return (Datum)0;
@@ -1092,6 +1093,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         qsort(idle, nidle, sizeof(int32), by_int32);
         emit_marker(&out, now_pos, idle, nidle);
     }
+    reader_sight_close(sight);
     current_rows_close(current);
     close_partitions(parts, nparts);
     return (Datum)0;

@@ -5,13 +5,17 @@
 // caller's (changefeed.caller()), checked here.  Rows: when the table's
 // row-level security applies to the caller (check_enable_rls as them), the
 // SELECT policies that apply to them are taken as the rewriter would add them
-// to their query (get_row_security_policies), deparsed, and prepared once as
-//   SELECT COALESCE(<policies>, false)
+// to their query (get_row_security_policies), once per read, so a changed
+// policy applies from the next read on.  Each logged image (to_jsonb of the
+// row, capture.cpp) becomes a row of the table again (jsonb_populate_record)
+// and the policies are evaluated on it in the scan: an expression prepared
+// once per read (ExecPrepareQual), or, for policies with sublinks (which
+// need the planner), a statement prepared as
+//   SELECT COALESCE(<policies, deparsed>, false)
 //     FROM jsonb_populate_record(NULL::<table>, $1) AS <table>
-// which each logged image (to_jsonb of the row, capture.cpp) is run through.
-// Policies are taken at each read, so a changed policy applies from the next
-// read on; the prepared statement is kept while they stay the same.  Each
-// evaluation runs as the caller in a security-restricted operation: policy
+// and kept while the policies stay the same, run once per change.  Each
+// evaluation runs as the caller in a security-restricted operation, with the
+// search path the implementations pin (pg_catalog, pg_temp): policy
 // functions, sublinks on other tables and the column types' input functions
 // run with the caller's rights, never the extension owner's, and cannot
 // change role.  Columns: without SELECT on the table, the images lose the
@@ -22,12 +26,15 @@
 
 extern "C" {
 #include "access/table.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
 #include "catalog/pg_class.h"
 #include "lib/stringinfo.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
 #include "rewrite/rowsecurity.h"
 #include "utils/acl.h"
+#include "utils/fmgroids.h"
 #include "utils/array.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
@@ -38,7 +45,15 @@ extern "C" {
 
 struct ReaderSight {
     Oid reader;
-    SPIPlanPtr policies;   // null: no policy applies to the reader
+    bool rls;              // row-level security applies to the reader
+    // Policies without sublinks: evaluated on a row of the table.
+    EState *estate;
+    ExprState *qual;
+    TupleTableSlot *row;
+    FmgrInfo populate;     // jsonb_populate_record(NULL::<table>, jsonb)
+    Datum null_row;
+    // Policies with sublinks: a statement over an image.
+    SPIPlanPtr policies;
     ArrayType *hidden;     // text[] of the columns it may not SELECT; null: none
     char **hidden_names;
     int nhidden;
@@ -60,12 +75,13 @@ char *table_name(Relation rel) {
     return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
 }
 
-// The SELECT policies of `rel` that apply to `reader`, as one statement over
-// an image; NULL when row-level security does not apply to it.
-char *policies_statement(Relation rel, Oid reader) {
+// The SELECT policies of `rel` that apply to `reader`, as the rewriter adds
+// them to its query; NIL when row-level security does not apply to it.
+List *policy_quals(Relation rel, Oid reader, bool *has_sublinks) {
     Oid relid = RelationGetRelid(rel);
+    *has_sublinks = false;
     // Raises itself when row_security is off and policies would apply.
-    if (check_enable_rls(relid, reader, false) != RLS_ENABLED) return NULL;
+    if (check_enable_rls(relid, reader, false) != RLS_ENABLED) return NIL;
     Query *query = makeNode(Query);
     query->commandType = CMD_SELECT;
     RangeTblEntry *rte = makeNode(RangeTblEntry);
@@ -77,10 +93,17 @@ char *policies_statement(Relation rel, Oid reader) {
     rte->checkAsUser = reader;
     query->rtable = list_make1(rte);
     List *quals = NIL, *checks = NIL;
-    bool has_rls = false, has_sublinks = false;
-    get_row_security_policies(query, rte, 1, &quals, &checks, &has_rls, &has_sublinks);
+    bool has_rls = false;
+    get_row_security_policies(query, rte, 1, &quals, &checks, &has_rls, has_sublinks);
     // No policy for the reader: the rewriter's default deny, a false qual.
-    Node *expr = quals == NIL ? (Node *)makeBoolConst(false, false) : (Node *)make_ands_explicit(quals);
+    if (quals == NIL) quals = list_make1(makeBoolConst(false, false));
+    return quals;
+}
+
+// The policies as one statement over an image (sublinks need the planner).
+char *policies_statement(Relation rel, List *quals) {
+    Oid relid = RelationGetRelid(rel);
+    Node *expr = (Node *)make_ands_explicit(quals);
     const char *alias = RelationGetRelationName(rel);
     char *cond = deparse_expression(expr, deparse_context_for(alias, relid), true, false);
     StringInfoData sql;
@@ -117,14 +140,46 @@ SPIPlanPtr prepare_policies(Oid reader, const char *sql) {
     return plan;
 }
 
-// Whether the reader may see the row of `image`, by the policies: as the
-// reader, security-restricted; an error restores the user with the
-// (sub)transaction's abort.
-bool sees_row(ReaderSight *s, Datum image) {
-    Oid saved_user;
-    int saved_context;
-    GetUserIdAndSecContext(&saved_user, &saved_context);
-    SetUserIdAndSecContext(s->reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+// The policies without sublinks, prepared on a row of the table.
+void prepare_quals(ReaderSight *s, Relation rel, List *quals) {
+    TupleDesc desc = RelationGetDescr(rel);
+    s->estate = CreateExecutorState();
+    s->qual = ExecPrepareQual(quals, s->estate);
+    s->row = MakeSingleTupleTableSlot(CreateTupleDescCopy(desc), &TTSOpsHeapTuple);
+    // jsonb_populate_record() reads its row type from the call expression.
+    fmgr_info(F_JSONB_POPULATE_RECORD, &s->populate);
+    Node *expr = (Node *)makeFuncExpr(F_JSONB_POPULATE_RECORD, desc->tdtypeid,
+                                      list_make2(makeNullConst(desc->tdtypeid, -1, InvalidOid),
+                                                 makeNullConst(JSONBOID, -1, InvalidOid)),
+                                      InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+    fmgr_info_set_expr(expr, &s->populate);
+}
+
+bool qual_passes(ReaderSight *s, Datum image) {
+    ExprContext *econtext = GetPerTupleExprContext(s->estate);
+    ResetExprContext(econtext);
+    MemoryContext caller = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+    LOCAL_FCINFO(call, 2);
+    InitFunctionCallInfoData(*call, &s->populate, 2, InvalidOid, NULL, NULL);
+    call->args[0].value = (Datum)0, call->args[0].isnull = true;
+    call->args[1].value = image, call->args[1].isnull = false;
+    Datum row = FunctionCallInvoke(call);
+    if (call->isnull) elog(ERROR, "changefeed: jsonb_populate_record returned null");
+    HeapTupleHeader header = DatumGetHeapTupleHeader(row);
+    HeapTupleData tuple;
+    tuple.t_len = HeapTupleHeaderGetDatumLength(header);
+    ItemPointerSetInvalid(&tuple.t_self);
+    tuple.t_tableOid = InvalidOid;
+    tuple.t_data = header;
+    ExecStoreHeapTuple(&tuple, s->row, false);
+    econtext->ecxt_scantuple = s->row;
+    bool passes = ExecQual(s->qual, econtext);  // null is false
+    ExecClearTuple(s->row);
+    MemoryContextSwitchTo(caller);
+    return passes;
+}
+
+bool statement_passes(ReaderSight *s, Datum image) {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
     Datum args[1] = {image};
     if (SPI_execute_plan(s->policies, args, NULL, true, 1) != SPI_OK_SELECT)
@@ -136,6 +191,18 @@ bool sees_row(ReaderSight *s, Datum image) {
         seen = !isnull && DatumGetBool(d);
     }
     SPI_finish();
+    return seen;
+}
+
+// Whether the reader may see the row of `image`, by the policies: as the
+// reader, security-restricted; an error restores the user with the
+// (sub)transaction's abort.
+bool sees_row(ReaderSight *s, Datum image) {
+    Oid saved_user;
+    int saved_context;
+    GetUserIdAndSecContext(&saved_user, &saved_context);
+    SetUserIdAndSecContext(s->reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    bool seen = s->qual != NULL ? qual_passes(s, image) : statement_passes(s, image);
     SetUserIdAndSecContext(saved_user, saved_context);
     return seen;
 }
@@ -190,10 +257,15 @@ ReaderSight *reader_sight_for(int32 collection) {
         if (s->nhidden > 0)
             s->hidden = construct_array(names, s->nhidden, TEXTOID, -1, false, TYPALIGN_INT);
     }
-    char *sql = policies_statement(rel, reader);
-    if (sql != NULL) s->policies = prepare_policies(reader, sql);
+    bool has_sublinks;
+    List *quals = policy_quals(rel, reader, &has_sublinks);
+    s->rls = quals != NIL;
+    if (s->rls && has_sublinks)
+        s->policies = prepare_policies(reader, policies_statement(rel, quals));
+    else if (s->rls)
+        prepare_quals(s, rel, quals);
     table_close(rel, NoLock);
-    if (s->policies == NULL && s->hidden == NULL) {
+    if (!s->rls && s->hidden == NULL) {
         pfree(s);
         return NULL;
     }
@@ -202,7 +274,7 @@ ReaderSight *reader_sight_for(int32 collection) {
 
 char reader_sight_op(ReaderSight *s, char seen, Datum current, bool current_null, Datum previous,
                      bool previous_null) {
-    if (s == NULL || s->policies == NULL || seen == 't' || seen == 0) return seen;
+    if (s == NULL || !s->rls || seen == 't' || seen == 0) return seen;
     switch (seen) {
         case 'c': return !current_null && sees_row(s, current) ? 'c' : 0;
         case 'd': return !previous_null && sees_row(s, previous) ? 'd' : 0;
@@ -236,4 +308,13 @@ void reader_sight_check_filter(const ReaderSight *s, Datum filter) {
                                       "columns it may see.",
                                       GetUserNameFromId(s->reader, true))));
     }
+}
+
+void reader_sight_close(ReaderSight *s) {
+    if (s == NULL || s->estate == NULL) return;
+    ExecDropSingleTupleTableSlot(s->row);
+    FreeExecutorState(s->estate);
+    s->estate = NULL;
+    s->qual = NULL;
+    s->rls = false;
 }

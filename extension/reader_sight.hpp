@@ -33,3 +33,6 @@ bool reader_sees_tenant(const ReaderSight *sight);
 // 42501 when jsonpath `filter` names a column the reader may not SELECT
 // (filters are evaluated on visible images anyway).
 void reader_sight_check_filter(const ReaderSight *sight, Datum filter);
+
+// Frees what the sight prepared (also freed with the read's memory).
+void reader_sight_close(ReaderSight *sight);
