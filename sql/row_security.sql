@@ -10,6 +10,7 @@ CREATE ROLE regress_rls_group IN ROLE changefeed_reader;   -- a group regress_rl
 GRANT regress_rls_group TO regress_rls_a;
 CREATE ROLE regress_rls_cols LOGIN IN ROLE changefeed_reader;
 CREATE ROLE regress_rls_keyless LOGIN IN ROLE changefeed_reader;
+CREATE ROLE regress_rls_notenant LOGIN IN ROLE changefeed_reader;
 GRANT CREATE ON SCHEMA public TO regress_rls_owner;
 RESET client_min_messages;
 
@@ -21,7 +22,8 @@ CREATE POLICY by_setting ON rls_docs FOR SELECT USING (tenant = current_setting(
 GRANT SELECT ON rls_docs TO regress_rls_a, regress_rls_b, regress_rls_group;
 GRANT SELECT (id, tenant, body) ON rls_docs TO regress_rls_cols;
 GRANT SELECT (body) ON rls_docs TO regress_rls_keyless;
-SELECT changefeed.enable('rls_docs', ranges => 1) > 0 AS enabled;
+GRANT SELECT (id, body) ON rls_docs TO regress_rls_notenant;
+SELECT changefeed.enable('rls_docs', ranges => 1, tenant_column => 'tenant') > 0 AS enabled;
 
 -- The truth: what was written, in the writing transaction itself.
 CREATE TABLE rls_truth (step serial, tbl text, op text, id int, old_tenant text, new_tenant text);
@@ -172,6 +174,13 @@ SELECT doc_id FROM changefeed.read('rls_docs', :'p0', filter => '$.body == "b5+"
 SELECT count(*) AS wildcard_matches FROM changefeed.read('rls_docs', :'p0', filter => '$.* == "s3"');
 RESET app.tenant;
 RESET ROLE;
+-- Without the tenant column: no tenant in the rows, and no read by tenant.
+SET ROLE regress_rls_notenant;
+SET app.tenant = 'a';
+SELECT operation, doc_id, tenant, current FROM changefeed.read('rls_docs', :'p0') ORDER BY seq LIMIT 3;
+SELECT try(format($$SELECT * FROM changefeed.read('rls_docs', %L, tenant => 'a')$$, :'p0'));
+RESET app.tenant;
+RESET ROLE;
 -- Without SELECT on the key columns, the feed is refused, naming them.
 SET ROLE regress_rls_keyless;
 \set SHOW_CONTEXT never
@@ -284,7 +293,7 @@ SELECT changefeed.disable(t, forget => true) IS NOT NULL
   FROM unnest('{rls_docs,rls_scratch,rls_mapped,rls_watched}'::regclass[]) t;
 SET client_min_messages = warning;
 DROP OWNED BY regress_rls_owner, regress_rls_a, regress_rls_b, regress_rls_group, regress_rls_cols,
-              regress_rls_keyless CASCADE;
+              regress_rls_keyless, regress_rls_notenant CASCADE;
 DROP ROLE regress_rls_owner, regress_rls_a, regress_rls_b, regress_rls_group, regress_rls_cols,
-          regress_rls_keyless;
+          regress_rls_keyless, regress_rls_notenant;
 RESET client_min_messages;

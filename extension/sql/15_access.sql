@@ -133,12 +133,21 @@ BEGIN
                       DETAIL = format('%s may SELECT only some columns of the table; reading its feed needs SELECT '
                                       'on its key columns too, and it lacks it on %s.',
                                       changefeed.role_name(who), array_to_string(missing, ', ')),
-                      HINT = 'GRANT SELECT (' || array_to_string(missing, ', ') || ') on the table to the role.';
+                      HINT = format('GRANT SELECT (%s) ON %s TO %s.',
+                                    array_to_string(ARRAY(SELECT quote_ident(m) FROM unnest(missing) m), ', '),
+                                    tbl, changefeed.role_name(who));
         END IF;
     END IF;
     IF wanted IS NOT NULL AND tenant_column IS NULL THEN
         RAISE EXCEPTION 'table % has no tenant column', tbl
             USING ERRCODE = 'CF003', HINT = 'Enable it with tenant_column => ... to read by tenant.';
+    END IF;
+    -- Asking for a tenant filters on the tenant column: a column it must see.
+    IF wanted IS NOT NULL AND NOT has_column_privilege(who, tbl, tenant_column, 'SELECT') THEN
+        RAISE EXCEPTION 'permission denied for column % of %', quote_ident(tenant_column), tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('A read by tenant filters on the tenant column, which %s may not SELECT.',
+                                  changefeed.role_name(who));
     END IF;
     IF cardinality(bound) = 0 THEN
         RETURN CASE WHEN wanted IS NULL THEN NULL ELSE ARRAY[wanted] END;
