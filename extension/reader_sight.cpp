@@ -11,8 +11,7 @@
 // and the policies are evaluated on it in the scan: an expression prepared
 // once per read (ExecPrepareQual), or, for policies with sublinks (which
 // need the planner), a statement prepared as
-//   SELECT COALESCE(<policies, deparsed>, false)
-//     FROM jsonb_populate_record(NULL::<table>, $1) AS <table>
+//   SELECT COALESCE(<policies, deparsed>, false) FROM (SELECT ($1::<table>).*) AS <table>
 // and kept while the policies stay the same, run once per change.  Each
 // evaluation runs as the caller in a security-restricted operation, with the
 // search path the implementations pin (pg_catalog, pg_temp): policy
@@ -51,7 +50,7 @@ struct ReaderSight {
     ExprState *qual;
     TupleTableSlot *row;
     FmgrInfo populate;     // jsonb_populate_record(NULL::<table>, jsonb)
-    Datum null_row;
+    Oid rowtype;
     // Policies with sublinks: a statement over an image.
     SPIPlanPtr policies;
     ArrayType *hidden;     // text[] of the columns it may not SELECT; null: none
@@ -108,14 +107,14 @@ char *policies_statement(Relation rel, List *quals) {
     char *cond = deparse_expression(expr, deparse_context_for(alias, relid), true, false);
     StringInfoData sql;
     initStringInfo(&sql);
-    appendStringInfo(&sql, "SELECT COALESCE((%s), false) FROM pg_catalog.jsonb_populate_record(NULL::%s, $1) AS %s",
-                     cond, table_name(rel), quote_identifier(alias));
+    appendStringInfo(&sql, "SELECT COALESCE((%s), false) FROM (SELECT ($1::%s).*) AS %s", cond, table_name(rel),
+                     quote_identifier(alias));
     return sql.data;
 }
 
 // The prepared statement of `sql`, prepared as the reader (in the search
 // path the implementations pin, the one it was deparsed in).
-SPIPlanPtr prepare_policies(Oid reader, const char *sql) {
+SPIPlanPtr prepare_policies(Oid reader, const char *sql, Oid rowtype) {
     if (prepared.plan != NULL && prepared.reader == reader && strcmp(prepared.sql, sql) == 0) return prepared.plan;
     if (prepared.plan != NULL) {
         SPI_freeplan(prepared.plan);
@@ -127,7 +126,7 @@ SPIPlanPtr prepare_policies(Oid reader, const char *sql) {
     GetUserIdAndSecContext(&saved_user, &saved_context);
     SetUserIdAndSecContext(reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
-    Oid types[1] = {JSONBOID};
+    Oid types[1] = {rowtype};
     SPIPlanPtr plan = SPI_prepare(sql, 1, types);
     if (plan == NULL)
         elog(ERROR, "changefeed: cannot prepare the row-level security policies: %s", SPI_result_code_string(SPI_result));
@@ -142,10 +141,16 @@ SPIPlanPtr prepare_policies(Oid reader, const char *sql) {
 
 // The policies without sublinks, prepared on a row of the table.
 void prepare_quals(ReaderSight *s, Relation rel, List *quals) {
+    s->qual = ExecPrepareQual(quals, s->estate);
+    s->row = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(rel)), &TTSOpsHeapTuple);
+}
+
+// What turns an image back into a row of the table, and the memory of one
+// evaluation.
+void prepare_rows(ReaderSight *s, Relation rel) {
     TupleDesc desc = RelationGetDescr(rel);
     s->estate = CreateExecutorState();
-    s->qual = ExecPrepareQual(quals, s->estate);
-    s->row = MakeSingleTupleTableSlot(CreateTupleDescCopy(desc), &TTSOpsHeapTuple);
+    s->rowtype = desc->tdtypeid;
     // jsonb_populate_record() reads its row type from the call expression.
     fmgr_info(F_JSONB_POPULATE_RECORD, &s->populate);
     Node *expr = (Node *)makeFuncExpr(F_JSONB_POPULATE_RECORD, desc->tdtypeid,
@@ -155,17 +160,40 @@ void prepare_quals(ReaderSight *s, Relation rel, List *quals) {
     fmgr_info_set_expr(expr, &s->populate);
 }
 
+// The row of `image`, in the current memory context.  An image that no
+// longer converts (a column's type changed since it was logged) ends the
+// read, with a message that shows none of its values: the reader may not be
+// allowed to see them.
+Datum row_of(ReaderSight *s, Datum image) {
+    MemoryContext cxt = CurrentMemoryContext;
+    volatile Datum row = (Datum)0;
+    PG_TRY();
+    {
+        LOCAL_FCINFO(call, 2);
+        InitFunctionCallInfoData(*call, &s->populate, 2, InvalidOid, NULL, NULL);
+        call->args[0].value = (Datum)0, call->args[0].isnull = true;
+        call->args[1].value = image, call->args[1].isnull = false;
+        row = FunctionCallInvoke(call);
+        if (call->isnull) elog(ERROR, "changefeed: jsonb_populate_record returned null");
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(cxt);
+        FlushErrorState();
+        ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                        errmsg("cannot check a change against the row-level security policies of its table"),
+                        errdetail("A logged image of the row no longer converts to the table's row type: a column's "
+                                  "type changed after the change was logged."),
+                        errhint("Read past it as a role the policies do not apply to, or move the processor past it "
+                                "with changefeed.reset_checkpoint().")));
+    }
+    PG_END_TRY();
+    return row;
+}
+
 bool qual_passes(ReaderSight *s, Datum image) {
     ExprContext *econtext = GetPerTupleExprContext(s->estate);
-    ResetExprContext(econtext);
-    MemoryContext caller = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
-    LOCAL_FCINFO(call, 2);
-    InitFunctionCallInfoData(*call, &s->populate, 2, InvalidOid, NULL, NULL);
-    call->args[0].value = (Datum)0, call->args[0].isnull = true;
-    call->args[1].value = image, call->args[1].isnull = false;
-    Datum row = FunctionCallInvoke(call);
-    if (call->isnull) elog(ERROR, "changefeed: jsonb_populate_record returned null");
-    HeapTupleHeader header = DatumGetHeapTupleHeader(row);
+    HeapTupleHeader header = DatumGetHeapTupleHeader(row_of(s, image));
     HeapTupleData tuple;
     tuple.t_len = HeapTupleHeaderGetDatumLength(header);
     ItemPointerSetInvalid(&tuple.t_self);
@@ -175,13 +203,12 @@ bool qual_passes(ReaderSight *s, Datum image) {
     econtext->ecxt_scantuple = s->row;
     bool passes = ExecQual(s->qual, econtext);  // null is false
     ExecClearTuple(s->row);
-    MemoryContextSwitchTo(caller);
     return passes;
 }
 
 bool statement_passes(ReaderSight *s, Datum image) {
+    Datum args[1] = {row_of(s, image)};
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
-    Datum args[1] = {image};
     if (SPI_execute_plan(s->policies, args, NULL, true, 1) != SPI_OK_SELECT)
         elog(ERROR, "changefeed: row-level security policies failed");
     bool seen = false;
@@ -202,7 +229,11 @@ bool sees_row(ReaderSight *s, Datum image) {
     int saved_context;
     GetUserIdAndSecContext(&saved_user, &saved_context);
     SetUserIdAndSecContext(s->reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    ExprContext *econtext = GetPerTupleExprContext(s->estate);
+    ResetExprContext(econtext);
+    MemoryContext caller = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
     bool seen = s->qual != NULL ? qual_passes(s, image) : statement_passes(s, image);
+    MemoryContextSwitchTo(caller);
     SetUserIdAndSecContext(saved_user, saved_context);
     return seen;
 }
@@ -260,8 +291,9 @@ ReaderSight *reader_sight_for(int32 collection) {
     bool has_sublinks;
     List *quals = policy_quals(rel, reader, &has_sublinks);
     s->rls = quals != NIL;
+    if (s->rls) prepare_rows(s, rel);
     if (s->rls && has_sublinks)
-        s->policies = prepare_policies(reader, policies_statement(rel, quals));
+        s->policies = prepare_policies(reader, policies_statement(rel, quals), s->rowtype);
     else if (s->rls)
         prepare_quals(s, rel, quals);
     table_close(rel, NoLock);
@@ -312,7 +344,7 @@ void reader_sight_check_filter(const ReaderSight *s, Datum filter) {
 
 void reader_sight_close(ReaderSight *s) {
     if (s == NULL || s->estate == NULL) return;
-    ExecDropSingleTupleTableSlot(s->row);
+    if (s->row != NULL) ExecDropSingleTupleTableSlot(s->row);
     FreeExecutorState(s->estate);
     s->estate = NULL;
     s->qual = NULL;
