@@ -30,11 +30,15 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "lib/stringinfo.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
 #include "nodes/parsenodes.h"
+#include "rewrite/rewriteManip.h"
 #include "rewrite/rowsecurity.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/array.h"
+#include "utils/datum.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/rel.h"
@@ -97,6 +101,85 @@ List *policy_quals(Relation rel, Oid reader, bool *has_sublinks) {
     // No policy for the reader: the rewriter's default deny, a false qual.
     if (quals == NIL) quals = list_make1(makeBoolConst(false, false));
     return quals;
+}
+
+// Sublinks of the policies that do not refer to the row (a role-mapping
+// table: tenant IN (SELECT m.tenant FROM map m WHERE m.role = current_user))
+// give one value for the whole read, in its snapshot, as the planner would
+// compute them once for a SELECT (an init plan): each is run once, as the
+// reader, and replaced by its value, so the policies stay in the scan.
+// `x op ANY (SELECT ...)` becomes `x op ANY (<array>)` (the same result,
+// nulls included), EXISTS (...) a boolean; other sublinks stay.
+struct Flattening {
+    Relation rel;
+    Oid reader;
+};
+
+// The value of `sublink` (its deparsed SQL, run once as the reader).
+Datum sublink_value(Flattening *f, SubLink *sublink, Oid type, bool *isnull) {
+    const char *alias = RelationGetRelationName(f->rel);
+    char *expr = deparse_expression((Node *)sublink, deparse_context_for(alias, RelationGetRelid(f->rel)), true, false);
+    StringInfoData sql;
+    initStringInfo(&sql);
+    appendStringInfo(&sql, "SELECT %s", expr);
+    MemoryContext cxt = CurrentMemoryContext;
+    Oid saved_user;
+    int saved_context;
+    GetUserIdAndSecContext(&saved_user, &saved_context);
+    SetUserIdAndSecContext(f->reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (SPI_execute(sql.data, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+        elog(ERROR, "changefeed: a sublink of the row-level security policies failed");
+    if (SPI_gettypeid(SPI_tuptable->tupdesc, 1) != type) elog(ERROR, "changefeed: a policy sublink changed type");
+    Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
+    int16 len;
+    bool byval;
+    get_typlenbyval(type, &len, &byval);
+    MemoryContext spi = MemoryContextSwitchTo(cxt);
+    if (!*isnull) d = datumCopy(d, byval, len);
+    MemoryContextSwitchTo(spi);
+    SPI_finish();
+    SetUserIdAndSecContext(saved_user, saved_context);
+    return d;
+}
+
+Node *flatten_sublinks(Node *node, void *context) {
+    if (node == NULL) return NULL;
+    if (IsA(node, SubLink)) {
+        Flattening *f = (Flattening *)context;
+        SubLink *sublink = (SubLink *)node;
+        if (contain_vars_of_level(sublink->subselect, 1)) return (Node *)copyObjectImpl(node);  // refers to the row
+        if (sublink->subLinkType == EXISTS_SUBLINK) {
+            bool isnull;
+            Datum v = sublink_value(f, sublink, BOOLOID, &isnull);
+            return (Node *)makeBoolConst(!isnull && DatumGetBool(v), false);
+        }
+        OpExpr *test = sublink->subLinkType == ANY_SUBLINK && sublink->testexpr != NULL && IsA(sublink->testexpr, OpExpr)
+                           ? (OpExpr *)sublink->testexpr
+                           : NULL;
+        Node *right = test != NULL && list_length(test->args) == 2 ? (Node *)lsecond(test->args) : NULL;
+        Param *param = right != NULL && IsA(right, Param) ? (Param *)right : NULL;
+        Oid array_type = param != NULL && param->paramkind == PARAM_SUBLINK ? get_array_type(param->paramtype) : InvalidOid;
+        if (!OidIsValid(array_type))  // another form: stays a sublink
+            return expression_tree_mutator(node, (Node * (*)())(void (*)(void))flatten_sublinks, context);
+        SubLink *as_array = makeNode(SubLink);
+        as_array->subLinkType = ARRAY_SUBLINK;
+        as_array->subLinkId = 0;
+        as_array->subselect = sublink->subselect;
+        as_array->location = -1;
+        bool isnull;
+        Datum v = sublink_value(f, as_array, array_type, &isnull);
+        ScalarArrayOpExpr *any = makeNode(ScalarArrayOpExpr);
+        any->opno = test->opno;
+        any->opfuncid = test->opfuncid;
+        any->useOr = true;
+        any->inputcollid = test->inputcollid;
+        any->args = list_make2(copyObjectImpl(linitial(test->args)),
+                               makeConst(array_type, -1, InvalidOid, -1, v, isnull, false));
+        any->location = -1;
+        return (Node *)any;
+    }
+    return expression_tree_mutator(node, (Node * (*)())(void (*)(void))flatten_sublinks, context);
 }
 
 // The policies as one statement over an image (sublinks need the planner).
@@ -292,6 +375,12 @@ ReaderSight *reader_sight_for(int32 collection) {
     List *quals = policy_quals(rel, reader, &has_sublinks);
     s->rls = quals != NIL;
     if (s->rls) prepare_rows(s, rel);
+    if (s->rls && has_sublinks) {
+        Flattening f = {rel, reader};
+        List *flat = (List *)flatten_sublinks((Node *)quals, &f);
+        has_sublinks = checkExprHasSubLink((Node *)flat);
+        if (!has_sublinks) quals = flat;
+    }
     if (s->rls && has_sublinks)
         s->policies = prepare_policies(reader, policies_statement(rel, quals), s->rowtype);
     else if (s->rls)

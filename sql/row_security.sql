@@ -256,6 +256,15 @@ SELECT current_user, array_agg(operation || ':' || doc_id ORDER BY seq) AS reads
        array_agg(operation || ':' || doc_id ORDER BY seq) = rls_expected('rls_mapped', '{b}') AS as_truth
   FROM changefeed.read('rls_mapped', :'m0');
 RESET ROLE;
+-- The same policy as a sublink on the row (EXISTS ... m.tenant = rls_mapped.tenant) reads alike.
+SET ROLE regress_rls_owner;
+ALTER POLICY by_map ON rls_mapped
+    USING (EXISTS (SELECT 1 FROM rls_tenant_map m WHERE m.tenant = rls_mapped.tenant AND m.role_name = current_user));
+RESET ROLE;
+SET ROLE regress_rls_a;
+SELECT array_agg(operation || ':' || doc_id ORDER BY seq) = rls_expected('rls_mapped', '{a}') AS correlated_as_truth
+  FROM changefeed.read('rls_mapped', :'m0');
+RESET ROLE;
 -- The mapping changes between two reads: the second follows it.
 UPDATE rls_tenant_map SET tenant = 'g' WHERE role_name = 'regress_rls_b';
 SET ROLE regress_rls_b;
