@@ -115,8 +115,9 @@ struct Flattening {
     Oid reader;
 };
 
-// The value of `sublink` (its deparsed SQL, run once as the reader).
-Datum sublink_value(Flattening *f, SubLink *sublink, Oid type, bool *isnull) {
+// The value of `sublink` (its deparsed SQL, run once as the reader); false
+// when it is not of type `type` (then it stays a sublink).
+bool sublink_value(Flattening *f, SubLink *sublink, Oid type, Datum *value, bool *isnull) {
     const char *alias = RelationGetRelationName(f->rel);
     char *expr = deparse_expression((Node *)sublink, deparse_context_for(alias, RelationGetRelid(f->rel)), true, false);
     StringInfoData sql;
@@ -130,17 +131,18 @@ Datum sublink_value(Flattening *f, SubLink *sublink, Oid type, bool *isnull) {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
     if (SPI_execute(sql.data, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
         elog(ERROR, "changefeed: a sublink of the row-level security policies failed");
-    if (SPI_gettypeid(SPI_tuptable->tupdesc, 1) != type) elog(ERROR, "changefeed: a policy sublink changed type");
+    bool typed = SPI_gettypeid(SPI_tuptable->tupdesc, 1) == type;
     Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
     int16 len;
     bool byval;
     get_typlenbyval(type, &len, &byval);
     MemoryContext spi = MemoryContextSwitchTo(cxt);
-    if (!*isnull) d = datumCopy(d, byval, len);
+    if (typed && !*isnull) d = datumCopy(d, byval, len);
     MemoryContextSwitchTo(spi);
     SPI_finish();
     SetUserIdAndSecContext(saved_user, saved_context);
-    return d;
+    *value = d;
+    return typed;
 }
 
 Node *flatten_sublinks(Node *node, void *context) {
@@ -151,8 +153,10 @@ Node *flatten_sublinks(Node *node, void *context) {
         if (contain_vars_of_level(sublink->subselect, 1)) return (Node *)copyObjectImpl(node);  // refers to the row
         if (sublink->subLinkType == EXISTS_SUBLINK) {
             bool isnull;
-            Datum v = sublink_value(f, sublink, BOOLOID, &isnull);
-            return (Node *)makeBoolConst(!isnull && DatumGetBool(v), false);
+            Datum v;
+            if (sublink_value(f, sublink, BOOLOID, &v, &isnull))
+                return (Node *)makeBoolConst(!isnull && DatumGetBool(v), false);
+            return (Node *)copyObjectImpl(node);
         }
         OpExpr *test = sublink->subLinkType == ANY_SUBLINK && sublink->testexpr != NULL && IsA(sublink->testexpr, OpExpr)
                            ? (OpExpr *)sublink->testexpr
@@ -168,7 +172,8 @@ Node *flatten_sublinks(Node *node, void *context) {
         as_array->subselect = sublink->subselect;
         as_array->location = -1;
         bool isnull;
-        Datum v = sublink_value(f, as_array, array_type, &isnull);
+        Datum v;
+        if (!sublink_value(f, as_array, array_type, &v, &isnull)) return (Node *)copyObjectImpl(node);
         ScalarArrayOpExpr *any = makeNode(ScalarArrayOpExpr);
         any->opno = test->opno;
         any->opfuncid = test->opfuncid;
