@@ -9,8 +9,10 @@
 // policy applies from the next read on.  Each logged image (to_jsonb of the
 // row, capture.cpp) becomes a row of the table again (jsonb_populate_record)
 // and the policies are evaluated on it in the scan: an expression prepared
-// once per read (ExecPrepareQual), or, for policies with sublinks (which
-// need the planner), a statement prepared as
+// once per read (ExecPrepareQual).  Sublinks need the planner: those that do
+// not refer to the row (a role-mapping table) are run once per read and
+// replaced by their value (flatten_sublinks); policies with a sublink on the
+// row become a statement prepared as
 //   SELECT COALESCE(<policies, deparsed>, false) FROM (SELECT ($1::<table>).*) AS <table>
 // and kept while the policies stay the same, run once per change.  Each
 // evaluation runs as the caller in a security-restricted operation, with the
@@ -25,20 +27,20 @@
 
 extern "C" {
 #include "access/table.h"
+#include "catalog/pg_class.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
-#include "catalog/pg_class.h"
 #include "lib/stringinfo.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
-#include "optimizer/optimizer.h"
 #include "nodes/parsenodes.h"
+#include "optimizer/optimizer.h"
 #include "rewrite/rewriteManip.h"
 #include "rewrite/rowsecurity.h"
 #include "utils/acl.h"
-#include "utils/fmgroids.h"
 #include "utils/array.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/rel.h"
@@ -49,13 +51,13 @@ extern "C" {
 struct ReaderSight {
     Oid reader;
     bool rls;              // row-level security applies to the reader
-    // Policies without sublinks: evaluated on a row of the table.
-    EState *estate;
-    ExprState *qual;
-    TupleTableSlot *row;
+    EState *estate;        // the memory of one evaluation
     FmgrInfo populate;     // jsonb_populate_record(NULL::<table>, jsonb)
     Oid rowtype;
-    // Policies with sublinks: a statement over an image.
+    // Policies evaluated in the scan, on a row of the table.
+    ExprState *qual;
+    TupleTableSlot *row;
+    // Policies with a sublink on the row: a statement over a row.
     SPIPlanPtr policies;
     ArrayType *hidden;     // text[] of the columns it may not SELECT; null: none
     char **hidden_names;
