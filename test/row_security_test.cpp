@@ -3,7 +3,8 @@
 // policies let that role see (a policy on a role-mapping table, evaluated as
 // the processor's role), rows moving between tenants as a delete for the one
 // they left and a create for the one they joined, and a policy changed while
-// the processors run applies from their next read.
+// the processors run applies from their next read.  A subscription of a
+// tenant's role gets the same share.
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+using namespace std::chrono_literals;
 using cftest::cluster;
 
 CF_CLUSTER_ENVIRONMENT("rowsecurity", CF_TEST_PORT, true);
@@ -71,6 +73,10 @@ TEST(RowSecurity, EachTenantsProcessorGetsExactlyItsShare) {
     b.start();
     ASSERT_TRUE(cftest::wait_running(a, 1));
     ASSERT_TRUE(cftest::wait_running(b, 1));
+    cftest::ChangeSink a_sub;
+    changefeed::SubscriptionOptions so;
+    so.poll_interval = 200ms;
+    auto sub = changefeed::subscribe({cluster().conninfo_as("rs_a_svc"), "rs_docs"}, a_sub.callback(), so);
 
     // The writes, and what each tenant must receive of them, in order.
     std::vector<std::string> want_a, want_b;
@@ -93,6 +99,14 @@ TEST(RowSecurity, EachTenantsProcessorGetsExactlyItsShare) {
     EXPECT_EQ(received(b_rec), want_b);
     EXPECT_EQ(foreign_images(a_rec, "a"), 0);
     EXPECT_EQ(foreign_images(b_rec, "b"), 0);
+    ASSERT_TRUE(cftest::eventually([&] { return a_sub.all().size() >= want_a.size(); }));
+    std::vector<std::string> subscribed;
+    for (const auto& c : a_sub.all()) {
+        subscribed.push_back(op_name(c.operation) + ":" + c.doc_id);
+        for (const auto* image : {&c.current, &c.previous})
+            if (!image->is_null()) EXPECT_EQ(image->at("tenant").as_string(), "a") << c.doc_id;
+    }
+    EXPECT_EQ(subscribed, want_a);
     // A move's two sides are two events.
     for (const auto& h : b_rec.all())
         if (h.change.doc_id == "3" && h.change.operation == changefeed::Operation::create)
