@@ -89,6 +89,12 @@ ratio_rows() {
     echo "|---|---:|---:|"
     ratio_rows open_xact alone %.2f
     echo
+    echo "## Drain under row-level security (changes/s of a non-superuser processor, ratio to no policy)"
+    echo
+    echo "| policy (passing every row) | changes/s | ratio to no policy |"
+    echo "|---|---:|---:|"
+    ratio_rows rls_drain whole %.2f
+    echo
     echo "## Read cost and the log's size (changes/s of one drain, ratio to an empty log)"
     echo
     echo "| log holds besides the drained collection | changes/s | ratio to an empty log |"

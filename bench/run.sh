@@ -48,13 +48,14 @@ if [ "$mode" = --smoke ]; then
     bash bench/throughput.sh 5000 1 "$BENCH_OUT/bin"
     bash bench/throughput.sh 500 1 "$BENCH_OUT/bin" 1
     bash bench/open_xact.sh 2000 1 "$BENCH_OUT/bin"
+    bash bench/rls_drain.sh 2000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 2000
     bash bench/bridge_nats.sh 2000 1 "$BENCH_OUT/bin"
     bash bench/ranges.sh "$BENCH_OUT/bin" 1 200 2 "8 64"
     bash bench/read_scale_out.sh 5000 1 "$BENCH_OUT/bin"
     bash bench/report.sh "$BENCH_OUT/RESULTS.md" "$BENCH_OUT/results.png"
     # The smoke run checks that every part produced figures.
-    for part in write bulk latency throughput open_xact prune bridge ranges log_size scale readscale; do
+    for part in write bulk latency throughput open_xact rls_drain prune bridge ranges log_size scale readscale; do
         grep -q "^$part	" "$BENCH_OUT/raw.tsv" || { echo "bench smoke: no $part figures" >&2; exit 1; }
     done
     echo "bench smoke: every part produced figures"
@@ -68,6 +69,7 @@ else
     bash bench/throughput.sh 1000000 1 "$BENCH_OUT/bin"
     bash bench/throughput.sh 200000 1 "$BENCH_OUT/bin" 1
     bash bench/open_xact.sh 200000 3 "$BENCH_OUT/bin"
+    bash bench/rls_drain.sh 200000 3 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 10000 100000 1000000
     bash bench/bridge_nats.sh 100000 3 "$BENCH_OUT/bin"
     bash bench/ranges.sh "$BENCH_OUT/bin" 3 5000 10 "16 256 1024"

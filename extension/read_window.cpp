@@ -22,6 +22,7 @@
 #include "position_codec.hpp"
 #include "position_history.hpp"
 #include "position_key.hpp"
+#include "reader_sight.hpp"
 #include "settings.hpp"
 #include "sqlstates.hpp"
 #include "xact_tracking.hpp"
@@ -177,6 +178,7 @@ struct Row {
     HeapTuple tuple;
     int part;
     Datum current;  // jsonb: the document read from the table (current_rows.hpp); 0: the logged one
+    char seen;      // what the reader sees of it (reader_sight_op()); 0: what its tenants see (seen_op())
 };
 
 int by_seq(const void *a, const void *b) {
@@ -200,13 +202,13 @@ void page_prune(Kept *pg) {
     if (pg->n > pg->keep) pg->n = pg->keep;
 }
 
-void page_add(Kept *pg, int64 seq, HeapTuple tuple, int part) {
+void page_add(Kept *pg, int64 seq, HeapTuple tuple, int part, char seen) {
     if (pg->n == pg->cap && pg->keep < pg->n) page_prune(pg);
     if (pg->n == pg->cap) {  // keep >= cap: grow
         pg->cap *= 2;
         pg->rows = (Row *)repalloc_huge(pg->rows, sizeof(Row) * pg->cap);
     }
-    pg->rows[pg->n++] = Row{seq, tuple, part, (Datum)0};
+    pg->rows[pg->n++] = Row{seq, tuple, part, (Datum)0, seen};
 }
 
 // A set of texts (doc_ids, tenants): null when the read does not filter.
@@ -324,6 +326,8 @@ struct Window {
     // Mode 'latest': the collection's current rows, for the changes logged
     // without images (every change of a collection that logs keys alone).
     CurrentRows *current;
+    // What the reader may see of the table's rows (null: all of them).
+    ReaderSight *sight;
 };
 
 // A change logged without images (images => 'keys') cannot be one version of
@@ -354,13 +358,14 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
         if (isnull) continue;
         CHECK_FOR_INTERRUPTS();
         if (w->latest) {  // coalesced once the whole window is in (latest_versions)
-            page_add(pg, seq, ExecCopySlotHeapTuple(slot), part);
+            page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, 0);
             continue;
         }
         if (seq <= w->after) continue;
-        if (w->doc_ids.n >= 0 || w->tenants.n >= 0 || w->filter != NULL) {
+        char seen = 0;
+        if (w->doc_ids.n >= 0 || w->tenants.n >= 0 || w->filter != NULL || w->sight != NULL) {
             char op = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull));
-            char seen = op == 'm' ? 'r' : op;
+            seen = op == 'm' ? 'r' : op;
             bool nul;
             if (op != 't' && w->doc_ids.n >= 0) {
                 Datum d = slot_getattr(slot, p->att[kDocId], &nul);
@@ -375,16 +380,23 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
                 seen = seen_op(&w->tenants, op, d, nul, prev, prev_nul);
                 if (seen == 0) continue;
             }
-            if (w->filter != NULL && seen != 't') {
+            if ((w->filter != NULL || w->sight != NULL) && seen != 't') {
                 bool current_null, previous_null;
                 Datum current = slot_getattr(slot, p->att[kCurrent], &current_null);
                 Datum previous = slot_getattr(slot, p->att[kPrevious], &previous_null);
                 // Not filtered out for want of the image it lacks.
                 refuse_no_images(p, op, current_null, slot_getattr(slot, p->att[kDocId], &nul), seq);
-                if (!filter_passes(w->filter, seen, current, current_null, previous, previous_null)) continue;
+                seen = reader_sight_op(w->sight, seen, current, current_null, previous, previous_null);
+                if (seen == 0) continue;
+                if (w->filter != NULL) {
+                    // Tested on what the reader may see of the images.
+                    if (!current_null) current = reader_visible_image(w->sight, current);
+                    if (!previous_null) previous = reader_visible_image(w->sight, previous);
+                    if (!filter_passes(w->filter, seen, current, current_null, previous, previous_null)) continue;
+                }
             }
         }
-        page_add(pg, seq, ExecCopySlotHeapTuple(slot), part);
+        page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, w->sight != NULL ? seen : 0);
     }
     index_endscan(scan);
 }
@@ -522,6 +534,7 @@ struct Emitter {
     Datum *all;       // a deformed log row, sized for the widest partition
     bool *all_null;
     bool all_versions;  // mode 'all': a change needs its logged images
+    ReaderSight *sight;  // what the reader may see (null: everything)
 };
 
 void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, ReturnSetInfo *rsinfo,
@@ -535,9 +548,10 @@ void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, 
     out->all = (Datum *)palloc(sizeof(Datum) * natts);
     out->all_null = (bool *)palloc(sizeof(bool) * natts);
     out->all_versions = false;
+    out->sight = NULL;
 }
 
-void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Datum current) {
+void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Datum current, char row_seen) {
     TupleDesc desc = RelationGetDescr(p->heap);
     heap_deform_tuple(tuple, desc, out->all, out->all_null);  // once: heap_getattr per column walks the row again
     Datum v[kColumns];
@@ -571,9 +585,17 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
     // A move is what the read's tenants see of it: the tenant it went to
     // gets a create without the image from before, the one it left a delete
     // without the image after (the scans let nothing else through).
-    char seen = seen_op(out->tenants, DatumGetChar(v[kOp]), v[kTenant], isnull[kTenant], v[kPreviousTenant],
-                        isnull[kPreviousTenant]);
+    // Row-level security may turn a replace into either side too
+    // (reader_sight_op()).
+    char seen = row_seen != 0 ? row_seen
+                              : seen_op(out->tenants, DatumGetChar(v[kOp]), v[kTenant], isnull[kTenant],
+                                        v[kPreviousTenant], isnull[kPreviousTenant]);
     bool moved_out = seen == 'd' && DatumGetChar(v[kOp]) == 'm';
+    if (out->sight != NULL) {  // the columns the reader may see
+        if (!isnull[kCurrent]) v[kCurrent] = reader_visible_image(out->sight, v[kCurrent]);
+        if (!isnull[kPrevious]) v[kPrevious] = reader_visible_image(out->sight, v[kPrevious]);
+        if (!reader_sees_tenant(out->sight)) isnull[kTenant] = isnull[kPreviousTenant] = true;
+    }
     text *op = operation_name(seen);
     values[3] = PointerGetDatum(op);
     nulls[3] = op == NULL;
@@ -594,7 +616,8 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
     len += pg_ulltoa_n((uint64)seq, event_id + len);
     // The two sides of a move are two events (a tenant-scoped bridge of each
     // may publish to one stream, deduplicated by id): ".create" / ".delete".
-    if (DatumGetChar(v[kOp]) == 'm' && (seen == 'c' || seen == 'd')) {
+    char logged = DatumGetChar(v[kOp]);
+    if ((logged == 'm' || logged == 'r') && (seen == 'c' || seen == 'd')) {
         const char *side = seen == 'c' ? ".create" : ".delete";
         memcpy(event_id + len, side, 7);
         len += 7;
@@ -720,11 +743,20 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg, int keep) {
         }
         // The filter tests the latest version: a document whose latest
         // version fails it does not appear, whatever its earlier ones were.
-        if (w->filter != NULL) {
+        // So does the reader's sight: a latest version out of it ends the
+        // document as a delete does.
+        if (w->filter != NULL || w->sight != NULL) {
             bool current_null, previous_null;
             Datum current = heap_getattr(row->tuple, p->att[kCurrent], desc, &current_null);
             Datum previous = heap_getattr(row->tuple, p->att[kPrevious], desc, &previous_null);
-            if (!filter_passes(w->filter, seen, current, current_null, previous, previous_null)) continue;
+            if (w->sight != NULL) {
+                seen = reader_sight_op(w->sight, seen, current, current_null, previous, previous_null);
+                if (seen == 0 || seen == 'd') continue;
+                pg->rows[v[i].row].seen = seen;
+                if (!current_null) current = reader_visible_image(w->sight, current);
+            }
+            if (w->filter != NULL && !filter_passes(w->filter, seen, current, current_null, previous, previous_null))
+                continue;
         }
         chosen[v[i].row] = true;
     }
@@ -811,7 +843,7 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
         if (last)
             (void)set_config_option("changefeed.read_position", text_to_cstring(pos), PGC_USERSET, PGC_S_SESSION,
                                     GUC_ACTION_LOCAL, true, 0, false);
-        emit(out, &parts[row->part], row->tuple, row->seq, pos, row->current);
+        emit(out, &parts[row->part], row->tuple, row->seq, pos, row->current, row->seen);
     }
     for (int i = 0; i < pg.n; i++) heap_freetuple(pg.rows[i].tuple);
     pfree(pg.rows);
@@ -939,7 +971,8 @@ extern "C" {
 
 // read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
 //              after bigint, max_changes int, doc_ids text[], tenants text[],
-//              latest bool, filter jsonpath, filter_vars jsonb) -> read()'s rows
+//              latest bool, filter jsonpath, filter_vars jsonb,
+//              as_caller bool) -> read()'s rows
 // read() from the position (lo, hi, after) (hi null: between windows): at
 // most max_changes rows, window after window, in seq order; with doc_ids or
 // tenants (null: all), only changes of those documents or tenants, and
@@ -949,7 +982,9 @@ extern "C" {
 // carries the position after it: the last row of an exhausted window carries
 // its `hi` alone, others (lo, hi, seq), so a read resumes after what its
 // filters skipped.  The position after the last row goes to
-// changefeed.read_position (LOCAL), as read() has always done.
+// changefeed.read_position (LOCAL), as read() has always done.  Rows and
+// columns are those the caller may see (reader_sight.hpp), unless as_caller
+// is false: lag() of an admin, which counts every change.
 Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     for (int i = 0; i < 6; i++)
         if (i != 3 && PG_ARGISNULL(i))
@@ -969,6 +1004,10 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     w.filter = filter_of(fcinfo, 9, 10);
     refuse_own_changes();
     w.current = w.latest ? current_rows_for(w.collection) : NULL;
+    // Counted for an admin (lag()): every change, none of them returned.
+    const bool whole = PG_NARGS() > 11 && !PG_ARGISNULL(11) && !PG_GETARG_BOOL(11);
+    w.sight = whole ? NULL : reader_sight_for(w.collection);
+    if (w.filter != NULL) reader_sight_check_filter(w.sight, w.filter->path);
 
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
@@ -977,7 +1016,9 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     Emitter out;
     emitter_init(&out, w.collection, parts, nparts, rsinfo, &w.tenants);
     out.all_versions = !w.latest;
+    out.sight = w.sight;
     (void)read_windows_into(&w, remaining, parts, nparts, &out);
+    reader_sight_close(w.sight);
     current_rows_close(w.current);
     close_partitions(parts, nparts);
     return (Datum)0;
@@ -1011,6 +1052,8 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
     emitter_init(&out, plan.collection, parts, nparts, rsinfo, &tenants);
     out.all_versions = !latest;
     CurrentRows *current = latest ? current_rows_for(plan.collection) : NULL;
+    ReaderSight *sight = reader_sight_for(plan.collection);
+    out.sight = sight;
     int total_ranges = 0;
     for (int i = 0; i < plan.ngroups; i++) total_ranges += plan.groups[i].nranges;
     int32 *idle = (int32 *)palloc(sizeof(int32) * total_ranges);
@@ -1029,6 +1072,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         w.latest = latest;
         w.filter = NULL;
         w.current = current;
+        w.sight = sight;
         out.last_pos = NULL;
         int32 n = read_windows_into(&w, remaining, parts, nparts, &out);
         if (n < remaining && !FullTransactionIdPrecedes(now->xmax, g->upto)) {
@@ -1049,6 +1093,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         qsort(idle, nidle, sizeof(int32), by_int32);
         emit_marker(&out, now_pos, idle, nidle);
     }
+    reader_sight_close(sight);
     current_rows_close(current);
     close_partitions(parts, nparts);
     return (Datum)0;

@@ -104,35 +104,50 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- The tenants a read by `who` may return: null = all.  42501 when `who` may
--- not read `tbl`'s feed: it needs SELECT on the table; a table with row-level
--- security is refused unless `who` bypasses it (the feed cannot apply
--- policies); a role bound to tenants reads only those, and only collections
--- with a tenant column.
+-- not read `tbl`'s feed: it needs SELECT on the table, or on some of its
+-- columns, the key and partition key columns among them (the read then
+-- delivers only those columns, extension/reader_sight.cpp, and applies the
+-- table's row-level security as `who`); a role bound to tenants reads only
+-- those, and only collections with a tenant column.
 CREATE OR REPLACE FUNCTION changefeed.require_read(tbl regclass, who oid, tenant_column text, wanted text)
 RETURNS text[]
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     bound text[] := changefeed.tenants_of(who);
-    rls bool;
-    owner oid;
+    missing text[];
 BEGIN
     IF NOT has_table_privilege(who, tbl, 'SELECT') THEN
-        RAISE EXCEPTION 'permission denied to read the change feed of %', tbl
-            USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = format('Reading a feed needs SELECT on its table; %s does not have it.',
-                                  changefeed.role_name(who));
-    END IF;
-    SELECT relrowsecurity, relowner INTO rls, owner FROM pg_class WHERE oid = tbl;
-    IF rls AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE oid = who)
-       AND NOT pg_has_role(who, owner, 'USAGE') THEN
-        RAISE EXCEPTION 'permission denied to read the change feed of %', tbl
-            USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'The table has row-level security; its feed carries whole rows and cannot apply the policies.',
-                  HINT = 'Read it as the table owner or a role with BYPASSRLS.';
+        IF NOT has_any_column_privilege(who, tbl, 'SELECT') THEN
+            RAISE EXCEPTION 'permission denied to read the change feed of %', tbl
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = format('Reading a feed needs SELECT on its table; %s does not have it.',
+                                      changefeed.role_name(who));
+        END IF;
+        -- Every change carries its key (doc_id) and partition key.
+        SELECT array_agg(DISTINCT k ORDER BY k) INTO missing
+          FROM changefeed.collection c, unnest(c.key_columns || c.partition_key) k
+         WHERE c.relid = tbl AND NOT has_column_privilege(who, tbl, k, 'SELECT');
+        IF missing IS NOT NULL THEN
+            RAISE EXCEPTION 'permission denied to read the change feed of %', tbl
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = format('%s may SELECT only some columns of the table; reading its feed needs SELECT '
+                                      'on its key columns too, and it lacks it on %s.',
+                                      changefeed.role_name(who), array_to_string(missing, ', ')),
+                      HINT = format('GRANT SELECT (%s) ON %s TO %s.',
+                                    array_to_string(ARRAY(SELECT quote_ident(m) FROM unnest(missing) m), ', '),
+                                    tbl, changefeed.role_name(who));
+        END IF;
     END IF;
     IF wanted IS NOT NULL AND tenant_column IS NULL THEN
         RAISE EXCEPTION 'table % has no tenant column', tbl
             USING ERRCODE = 'CF003', HINT = 'Enable it with tenant_column => ... to read by tenant.';
+    END IF;
+    -- Asking for a tenant filters on the tenant column: a column it must see.
+    IF wanted IS NOT NULL AND NOT has_column_privilege(who, tbl, tenant_column, 'SELECT') THEN
+        RAISE EXCEPTION 'permission denied for column % of %', quote_ident(tenant_column), tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('A read by tenant filters on the tenant column, which %s may not SELECT.',
+                                  changefeed.role_name(who));
     END IF;
     IF cardinality(bound) = 0 THEN
         RETURN CASE WHEN wanted IS NULL THEN NULL ELSE ARRAY[wanted] END;

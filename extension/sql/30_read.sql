@@ -185,7 +185,8 @@ $$;
 -- mode 'all' or, with `latest`, mode 'latest', with read()'s filters.
 CREATE OR REPLACE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
                                         after bigint, max_changes int, doc_ids text[], tenants text[],
-                                        latest bool, filter jsonpath DEFAULT NULL, filter_vars jsonb DEFAULT NULL)
+                                        latest bool, filter jsonpath DEFAULT NULL, filter_vars jsonb DEFAULT NULL,
+                                        as_caller bool DEFAULT true)
 RETURNS TABLE (LIKE change)   -- a change row (surface.manifest)
 AS 'MODULE_PATHNAME', 'changefeed_read_windows' LANGUAGE C VOLATILE;
 

@@ -6,8 +6,8 @@
 -- the share of the collection's retention that the oldest pending change has
 -- used: at 1.0 retention starts dropping what the processor has not read.
 -- The changes are counted with the caller's rights, as read() would return
--- them: SELECT on the table, only the tenants it is bound to (42501 when it
--- may not read).  Admins, who see every processor, count every change, as
+-- them: SELECT on the table, only the tenants it is bound to, only the rows
+-- its row-level security policies let it see (42501 when it may not read).  Admins, who see every processor, count every change, as
 -- processor_status does (counts and times, never rows).  An implementation
 -- never calls an entry point such as read(): that would check the rights of
 -- the extension's owner instead.
@@ -31,6 +31,7 @@ DECLARE
     l changefeed.lease;
     p record;
     tenants text[];
+    whole bool := false;   -- an admin who may not read the feed counts every change
 BEGIN
     BEGIN
         tenants := changefeed.require_read(tbl, who, c.tenant_column, NULL);
@@ -39,6 +40,7 @@ BEGIN
             RAISE;
         END IF;
         tenants := nullif(changefeed.tenants_of(who), '{}');
+        whole := true;
     END;
     IF count_limit IS NULL OR count_limit < 1 OR count_limit > 100000 THEN
         RAISE EXCEPTION 'count_limit must be between 1 and 100000' USING ERRCODE = 'invalid_parameter_value';
@@ -60,7 +62,7 @@ BEGIN
             PERFORM changefeed.check_history(c, p.lo);
             SELECT count(*), min(r.written_at) INTO pending, oldest_pending
               FROM changefeed.read_windows(c.id, ARRAY[l.range_id], p.lo, p.hi, p.last_seq, count_limit,
-                                           NULL, tenants, false) r;
+                                           NULL, tenants, false, as_caller => NOT whole) r;
         EXCEPTION WHEN SQLSTATE 'CF006' OR SQLSTATE 'CF019' THEN
             history_lost := true;
             pending := NULL;

@@ -1,0 +1,453 @@
+// Reader sight (reader_sight.hpp): a feed shows a reader only what a SELECT
+// of theirs on the table would show, row by row and column by column.
+//
+// Reads run in SECURITY DEFINER implementations, so the rights are the
+// caller's (changefeed.caller()), checked here.  Rows: when the table's
+// row-level security applies to the caller (check_enable_rls as them), the
+// SELECT policies that apply to them are taken as the rewriter would add them
+// to their query (get_row_security_policies), once per read, so a changed
+// policy applies from the next read on.  Each logged image (to_jsonb of the
+// row, capture.cpp) becomes a row of the table again (jsonb_populate_record)
+// and the policies are evaluated on it in the scan: an expression prepared
+// once per read (ExecPrepareQual).  Sublinks need the planner: those that do
+// not refer to the row (a role-mapping table) are run once per read and
+// replaced by their value (flatten_sublinks); policies with a sublink on the
+// row become a statement prepared as
+//   SELECT COALESCE(<policies, deparsed>, false) FROM (SELECT ($1::<table>).*) AS <table>
+// and kept while the policies stay the same, run once per change.  Each
+// evaluation runs as the caller in a security-restricted operation, with the
+// search path the implementations pin (pg_catalog, pg_temp): policy
+// functions, sublinks on other tables and the column types' input functions
+// run with the caller's rights, never the extension owner's, and cannot
+// change role.  Columns: without SELECT on the table, the images lose the
+// columns the caller may not SELECT (pg_attribute_aclcheck as them).
+#include "pg.hpp"
+#include "caller.hpp"
+#include "reader_sight.hpp"
+
+extern "C" {
+#include "access/table.h"
+#include "catalog/pg_class.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "lib/stringinfo.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/parsenodes.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteManip.h"
+#include "rewrite/rowsecurity.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/ruleutils.h"
+}
+
+struct ReaderSight {
+    Oid reader;
+    bool rls;              // row-level security applies to the reader
+    EState *estate;        // the memory of one evaluation
+    FmgrInfo populate;     // jsonb_populate_record(NULL::<table>, jsonb)
+    Oid rowtype;
+    // Policies evaluated in the scan, on a row of the table.
+    ExprState *qual;
+    TupleTableSlot *row;
+    // Policies with a sublink on the row: a statement over a row.
+    SPIPlanPtr policies;
+    ArrayType *hidden;     // text[] of the columns it may not SELECT; null: none
+    char **hidden_names;
+    int nhidden;
+    bool tenant_hidden;
+};
+
+namespace {
+
+// The statement of the last policies prepared, kept across reads (one entry:
+// a backend reads one table as one role, mostly).
+struct PreparedPolicies {
+    Oid reader;
+    char *sql;  // in TopMemoryContext
+    SPIPlanPtr plan;
+};
+PreparedPolicies prepared = {InvalidOid, NULL, NULL};
+
+char *table_name(Relation rel) {
+    return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
+}
+
+// The SELECT policies of `rel` that apply to `reader`, as the rewriter adds
+// them to its query; NIL when row-level security does not apply to it.
+List *policy_quals(Relation rel, Oid reader, bool *has_sublinks) {
+    Oid relid = RelationGetRelid(rel);
+    *has_sublinks = false;
+    // Raises itself when row_security is off and policies would apply.
+    if (check_enable_rls(relid, reader, false) != RLS_ENABLED) return NIL;
+    Query *query = makeNode(Query);
+    query->commandType = CMD_SELECT;
+    RangeTblEntry *rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = relid;
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = AccessShareLock;
+    rte->requiredPerms = ACL_SELECT;
+    rte->checkAsUser = reader;
+    query->rtable = list_make1(rte);
+    List *quals = NIL, *checks = NIL;
+    bool has_rls = false;
+    get_row_security_policies(query, rte, 1, &quals, &checks, &has_rls, has_sublinks);
+    // No policy for the reader: the rewriter's default deny, a false qual.
+    if (quals == NIL) quals = list_make1(makeBoolConst(false, false));
+    return quals;
+}
+
+// Sublinks of the policies that do not refer to the row (a role-mapping
+// table: tenant IN (SELECT m.tenant FROM map m WHERE m.role = current_user))
+// give one value for the whole read, in its snapshot, as the planner would
+// compute them once for a SELECT (an init plan): each is run once, as the
+// reader, and replaced by its value, so the policies stay in the scan.
+// `x op ANY (SELECT ...)` becomes `x op ANY (<array>)` (the same result,
+// nulls included), EXISTS (...) a boolean; other sublinks stay.
+struct Flattening {
+    Relation rel;
+    Oid reader;
+};
+
+// The value of `sublink` (its deparsed SQL, run once as the reader); false
+// when it is not of type `type` (then it stays a sublink).
+bool sublink_value(Flattening *f, SubLink *sublink, Oid type, Datum *value, bool *isnull) {
+    const char *alias = RelationGetRelationName(f->rel);
+    char *expr = deparse_expression((Node *)sublink, deparse_context_for(alias, RelationGetRelid(f->rel)), true, false);
+    StringInfoData sql;
+    initStringInfo(&sql);
+    appendStringInfo(&sql, "SELECT %s", expr);
+    MemoryContext cxt = CurrentMemoryContext;
+    Oid saved_user;
+    int saved_context;
+    GetUserIdAndSecContext(&saved_user, &saved_context);
+    SetUserIdAndSecContext(f->reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (SPI_execute(sql.data, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+        elog(ERROR, "changefeed: a sublink of the row-level security policies failed");
+    bool typed = SPI_gettypeid(SPI_tuptable->tupdesc, 1) == type;
+    Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
+    int16 len;
+    bool byval;
+    get_typlenbyval(type, &len, &byval);
+    MemoryContext spi = MemoryContextSwitchTo(cxt);
+    if (typed && !*isnull) d = datumCopy(d, byval, len);
+    MemoryContextSwitchTo(spi);
+    SPI_finish();
+    SetUserIdAndSecContext(saved_user, saved_context);
+    *value = d;
+    return typed;
+}
+
+Node *flatten_sublinks(Node *node, void *context) {
+    if (node == NULL) return NULL;
+    if (IsA(node, SubLink)) {
+        Flattening *f = (Flattening *)context;
+        SubLink *sublink = (SubLink *)node;
+        if (contain_vars_of_level(sublink->subselect, 1)) return (Node *)copyObjectImpl(node);  // refers to the row
+        if (sublink->subLinkType == EXISTS_SUBLINK) {
+            bool isnull;
+            Datum v;
+            if (sublink_value(f, sublink, BOOLOID, &v, &isnull))
+                return (Node *)makeBoolConst(!isnull && DatumGetBool(v), false);
+            return (Node *)copyObjectImpl(node);
+        }
+        OpExpr *test = sublink->subLinkType == ANY_SUBLINK && sublink->testexpr != NULL && IsA(sublink->testexpr, OpExpr)
+                           ? (OpExpr *)sublink->testexpr
+                           : NULL;
+        Node *right = test != NULL && list_length(test->args) == 2 ? (Node *)lsecond(test->args) : NULL;
+        Param *param = right != NULL && IsA(right, Param) ? (Param *)right : NULL;
+        Oid array_type = param != NULL && param->paramkind == PARAM_SUBLINK ? get_array_type(param->paramtype) : InvalidOid;
+        if (!OidIsValid(array_type))  // another form: stays a sublink
+            return expression_tree_mutator(node, (Node * (*)())(void (*)(void))flatten_sublinks, context);
+        SubLink *as_array = makeNode(SubLink);
+        as_array->subLinkType = ARRAY_SUBLINK;
+        as_array->subLinkId = 0;
+        as_array->subselect = sublink->subselect;
+        as_array->location = -1;
+        bool isnull;
+        Datum v;
+        if (!sublink_value(f, as_array, array_type, &v, &isnull)) return (Node *)copyObjectImpl(node);
+        ScalarArrayOpExpr *any = makeNode(ScalarArrayOpExpr);
+        any->opno = test->opno;
+        any->opfuncid = test->opfuncid;
+        any->useOr = true;
+        any->inputcollid = test->inputcollid;
+        any->args = list_make2(copyObjectImpl(linitial(test->args)),
+                               makeConst(array_type, -1, InvalidOid, -1, v, isnull, false));
+        any->location = -1;
+        return (Node *)any;
+    }
+    return expression_tree_mutator(node, (Node * (*)())(void (*)(void))flatten_sublinks, context);
+}
+
+// The policies as one statement over an image (sublinks need the planner).
+char *policies_statement(Relation rel, List *quals) {
+    Oid relid = RelationGetRelid(rel);
+    Node *expr = (Node *)make_ands_explicit(quals);
+    const char *alias = RelationGetRelationName(rel);
+    char *cond = deparse_expression(expr, deparse_context_for(alias, relid), true, false);
+    StringInfoData sql;
+    initStringInfo(&sql);
+    appendStringInfo(&sql, "SELECT COALESCE((%s), false) FROM (SELECT ($1::%s).*) AS %s", cond, table_name(rel),
+                     quote_identifier(alias));
+    return sql.data;
+}
+
+// The prepared statement of `sql`, prepared as the reader (in the search
+// path the implementations pin, the one it was deparsed in).
+SPIPlanPtr prepare_policies(Oid reader, const char *sql, Oid rowtype) {
+    if (prepared.plan != NULL && prepared.reader == reader && strcmp(prepared.sql, sql) == 0) return prepared.plan;
+    if (prepared.plan != NULL) {
+        SPI_freeplan(prepared.plan);
+        pfree(prepared.sql);
+        prepared.plan = NULL;
+    }
+    Oid saved_user;
+    int saved_context;
+    GetUserIdAndSecContext(&saved_user, &saved_context);
+    SetUserIdAndSecContext(reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    Oid types[1] = {rowtype};
+    SPIPlanPtr plan = SPI_prepare(sql, 1, types);
+    if (plan == NULL)
+        elog(ERROR, "changefeed: cannot prepare the row-level security policies: %s", SPI_result_code_string(SPI_result));
+    if (SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot keep the row-level security policies");
+    SPI_finish();
+    SetUserIdAndSecContext(saved_user, saved_context);
+    prepared.reader = reader;
+    prepared.sql = MemoryContextStrdup(TopMemoryContext, sql);
+    prepared.plan = plan;
+    return plan;
+}
+
+// The policies without sublinks, prepared on a row of the table.
+void prepare_quals(ReaderSight *s, Relation rel, List *quals) {
+    s->qual = ExecPrepareQual(quals, s->estate);
+    s->row = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(rel)), &TTSOpsHeapTuple);
+}
+
+// What turns an image back into a row of the table, and the memory of one
+// evaluation.
+void prepare_rows(ReaderSight *s, Relation rel) {
+    TupleDesc desc = RelationGetDescr(rel);
+    s->estate = CreateExecutorState();
+    s->rowtype = desc->tdtypeid;
+    // jsonb_populate_record() reads its row type from the call expression.
+    fmgr_info(F_JSONB_POPULATE_RECORD, &s->populate);
+    Node *expr = (Node *)makeFuncExpr(F_JSONB_POPULATE_RECORD, desc->tdtypeid,
+                                      list_make2(makeNullConst(desc->tdtypeid, -1, InvalidOid),
+                                                 makeNullConst(JSONBOID, -1, InvalidOid)),
+                                      InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+    fmgr_info_set_expr(expr, &s->populate);
+}
+
+// The row of `image`, in the current memory context.  An image that no
+// longer converts (a column's type changed since it was logged) ends the
+// read, with a message that shows none of its values: the reader may not be
+// allowed to see them.
+Datum row_of(ReaderSight *s, Datum image) {
+    MemoryContext cxt = CurrentMemoryContext;
+    volatile Datum row = (Datum)0;
+    PG_TRY();
+    {
+        LOCAL_FCINFO(call, 2);
+        InitFunctionCallInfoData(*call, &s->populate, 2, InvalidOid, NULL, NULL);
+        call->args[0].value = (Datum)0, call->args[0].isnull = true;
+        call->args[1].value = image, call->args[1].isnull = false;
+        row = FunctionCallInvoke(call);
+        if (call->isnull) elog(ERROR, "changefeed: jsonb_populate_record returned null");
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(cxt);
+        FlushErrorState();
+        ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                        errmsg("cannot check a change against the row-level security policies of its table"),
+                        errdetail("A logged image of the row no longer converts to the table's row type: a column's "
+                                  "type changed after the change was logged."),
+                        errhint("Read past it as a role the policies do not apply to, or move the processor past it "
+                                "with changefeed.reset_checkpoint().")));
+    }
+    PG_END_TRY();
+    return row;
+}
+
+bool qual_passes(ReaderSight *s, Datum image) {
+    ExprContext *econtext = GetPerTupleExprContext(s->estate);
+    HeapTupleHeader header = DatumGetHeapTupleHeader(row_of(s, image));
+    HeapTupleData tuple;
+    tuple.t_len = HeapTupleHeaderGetDatumLength(header);
+    ItemPointerSetInvalid(&tuple.t_self);
+    tuple.t_tableOid = InvalidOid;
+    tuple.t_data = header;
+    ExecStoreHeapTuple(&tuple, s->row, false);
+    econtext->ecxt_scantuple = s->row;
+    bool passes = ExecQual(s->qual, econtext);  // null is false
+    ExecClearTuple(s->row);
+    return passes;
+}
+
+bool statement_passes(ReaderSight *s, Datum image) {
+    Datum args[1] = {row_of(s, image)};
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (SPI_execute_plan(s->policies, args, NULL, true, 1) != SPI_OK_SELECT)
+        elog(ERROR, "changefeed: row-level security policies failed");
+    bool seen = false;
+    if (SPI_processed == 1) {
+        bool isnull;
+        Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+        seen = !isnull && DatumGetBool(d);
+    }
+    SPI_finish();
+    return seen;
+}
+
+// Whether the reader may see the row of `image`, by the policies: as the
+// reader, security-restricted; an error restores the user with the
+// (sub)transaction's abort.
+bool sees_row(ReaderSight *s, Datum image) {
+    Oid saved_user;
+    int saved_context;
+    GetUserIdAndSecContext(&saved_user, &saved_context);
+    SetUserIdAndSecContext(s->reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    ExprContext *econtext = GetPerTupleExprContext(s->estate);
+    ResetExprContext(econtext);
+    MemoryContext caller = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+    bool seen = s->qual != NULL ? qual_passes(s, image) : statement_passes(s, image);
+    MemoryContextSwitchTo(caller);
+    SetUserIdAndSecContext(saved_user, saved_context);
+    return seen;
+}
+
+}  // namespace
+
+ReaderSight *reader_sight_for(int32 collection) {
+    static SPIPlanPtr plan = NULL;
+    MemoryContext cxt = CurrentMemoryContext;
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (plan == NULL) {
+        Oid types[1] = {INT4OID};
+        plan = SPI_prepare("SELECT c.relid::pg_catalog.oid, c.tenant_column FROM changefeed.collection c"
+                           " WHERE c.id OPERATOR(pg_catalog.=) $1",
+                           1, types);
+        if (plan == NULL || SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot prepare the collection lookup");
+    }
+    Datum args[1] = {Int32GetDatum(collection)};
+    if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT) elog(ERROR, "changefeed: collection lookup failed");
+    if (SPI_processed != 1) elog(ERROR, "changefeed: collection %d does not exist", collection);
+    bool isnull;
+    Oid relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    char *tenant_column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+    if (tenant_column != NULL) tenant_column = MemoryContextStrdup(cxt, tenant_column);
+    SPI_finish();
+
+    Oid reader = changefeed_current_caller();
+    // A reader that sees everything costs two catalog lookups, and no lock
+    // on the table.  (check_enable_rls raises itself when row_security is
+    // off and policies would apply.)
+    bool whole_table = pg_class_aclcheck(relid, reader, ACL_SELECT) == ACLCHECK_OK;
+    if (whole_table && check_enable_rls(relid, reader, false) != RLS_ENABLED) return NULL;
+    Relation rel = table_open(relid, AccessShareLock);  // as a SELECT locks it, until the transaction ends
+    ReaderSight *s = (ReaderSight *)palloc0(sizeof(ReaderSight));
+    s->reader = reader;
+    if (!whole_table) {
+        TupleDesc desc = RelationGetDescr(rel);
+        Datum *names = (Datum *)palloc(sizeof(Datum) * Max(desc->natts, 1));
+        s->hidden_names = (char **)palloc(sizeof(char *) * Max(desc->natts, 1));
+        int visible = 0;
+        for (int i = 0; i < desc->natts; i++) {
+            Form_pg_attribute att = TupleDescAttr(desc, i);
+            if (att->attisdropped) continue;
+            if (pg_attribute_aclcheck(relid, att->attnum, reader, ACL_SELECT) == ACLCHECK_OK) {
+                visible++;
+                continue;
+            }
+            s->hidden_names[s->nhidden] = pstrdup(NameStr(att->attname));
+            names[s->nhidden++] = CStringGetTextDatum(NameStr(att->attname));
+            if (tenant_column != NULL && strcmp(tenant_column, NameStr(att->attname)) == 0) s->tenant_hidden = true;
+        }
+        if (visible == 0)
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied to read the change feed of %s", table_name(rel)),
+                            errdetail("Reading a feed needs SELECT on its table; %s does not have it.",
+                                      GetUserNameFromId(reader, true))));
+        if (s->nhidden > 0)
+            s->hidden = construct_array(names, s->nhidden, TEXTOID, -1, false, TYPALIGN_INT);
+    }
+    bool has_sublinks;
+    List *quals = policy_quals(rel, reader, &has_sublinks);
+    s->rls = quals != NIL;
+    if (s->rls) prepare_rows(s, rel);
+    if (s->rls && has_sublinks) {
+        Flattening f = {rel, reader};
+        List *flat = (List *)flatten_sublinks((Node *)quals, &f);
+        has_sublinks = checkExprHasSubLink((Node *)flat);
+        if (!has_sublinks) quals = flat;
+    }
+    if (s->rls && has_sublinks)
+        s->policies = prepare_policies(reader, policies_statement(rel, quals), s->rowtype);
+    else if (s->rls)
+        prepare_quals(s, rel, quals);
+    table_close(rel, NoLock);
+    if (!s->rls && s->hidden == NULL) {
+        pfree(s);
+        return NULL;
+    }
+    return s;
+}
+
+char reader_sight_op(ReaderSight *s, char seen, Datum current, bool current_null, Datum previous,
+                     bool previous_null) {
+    if (s == NULL || !s->rls || seen == 't' || seen == 0) return seen;
+    switch (seen) {
+        case 'c': return !current_null && sees_row(s, current) ? 'c' : 0;
+        case 'd': return !previous_null && sees_row(s, previous) ? 'd' : 0;
+        default: break;
+    }
+    bool now = !current_null && sees_row(s, current);
+    if (previous_null) return now ? seen : 0;  // no image before: nothing tells a move in
+    bool was = sees_row(s, previous);
+    return now ? (was ? seen : 'c') : (was ? 'd' : 0);
+}
+
+Datum reader_visible_image(ReaderSight *s, Datum image) {
+    if (s == NULL || s->hidden == NULL) return image;
+    return DirectFunctionCall2(jsonb_delete_array, image, PointerGetDatum(s->hidden));
+}
+
+bool reader_sees_tenant(const ReaderSight *s) { return s == NULL || !s->tenant_hidden; }
+
+void reader_sight_check_filter(const ReaderSight *s, Datum filter) {
+    if (s == NULL || s->nhidden == 0) return;
+    char *path = DatumGetCString(DirectFunctionCall1(jsonpath_out, filter));  // keys come out as ."name"
+    for (int i = 0; i < s->nhidden; i++) {
+        StringInfoData key;
+        initStringInfo(&key);
+        appendStringInfoChar(&key, '.');
+        escape_json(&key, s->hidden_names[i]);
+        if (strstr(path, key.data) != NULL)
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied for column %s in the filter", quote_identifier(s->hidden_names[i])),
+                            errdetail("Role %s may not SELECT that column of the table; a filter may test only the "
+                                      "columns it may see.",
+                                      GetUserNameFromId(s->reader, true))));
+    }
+}
+
+void reader_sight_close(ReaderSight *s) {
+    if (s == NULL || s->estate == NULL) return;
+    if (s->row != NULL) ExecDropSingleTupleTableSlot(s->row);
+    FreeExecutorState(s->estate);
+    s->estate = NULL;
+    s->qual = NULL;
+    s->rls = false;
+}

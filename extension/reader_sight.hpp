@@ -1,0 +1,38 @@
+// What the reader of a feed may see of its table's rows (reader_sight.cpp):
+// the table's row-level security policies as they apply to the reader, and
+// the columns it may SELECT, applied to every logged image a read delivers.
+#pragma once
+#include "pg.hpp"
+
+struct ReaderSight;
+
+// The sight of the calling role (changefeed.caller()) on collection
+// `collection`'s table, as a SELECT of theirs would be checked now: NULL when
+// it sees every row and column.  Policies are read at each call, so a policy
+// changed between two reads applies to the second.  42501 when the reader
+// may SELECT none of the table's columns, or policies apply and
+// row_security is off.
+ReaderSight *reader_sight_for(int32 collection);
+
+// What the reader sees of a change read as `seen` (c, r, d or t) with these
+// images: `seen` itself, or a replace that moved the row out of its sight as
+// 'd' (its image before only), into its sight as 'c' (its image after only),
+// or 0 for a change it may not see.  A clear passes.  Without the image that
+// decides (a delete, or a replace out of sight, of a collection that keeps no
+// previous images) the change is not seen.
+char reader_sight_op(ReaderSight *sight, char seen, Datum current, bool current_null, Datum previous,
+                     bool previous_null);
+
+// The image without the columns the reader may not SELECT (the same datum
+// when it may SELECT them all).
+Datum reader_visible_image(ReaderSight *sight, Datum image);
+
+// Whether the reader may see the tenant column (NULL or no tenant column: yes).
+bool reader_sees_tenant(const ReaderSight *sight);
+
+// 42501 when jsonpath `filter` names a column the reader may not SELECT
+// (filters are evaluated on visible images anyway).
+void reader_sight_check_filter(const ReaderSight *sight, Datum filter);
+
+// Frees what the sight prepared (also freed with the read's memory).
+void reader_sight_close(ReaderSight *sight);
