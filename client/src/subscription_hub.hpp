@@ -1,6 +1,7 @@
 // Internal: what subscriptions of one connection string share -- one
 // connection LISTENing on the channels of their collections and one reading
-// the log for each of them in turn -- and the state of one subscription.
+// the log, once per filter and position for all subscriptions that share
+// them -- and the state of one subscription.
 #pragma once
 
 #include <changefeed/collection.hpp>
@@ -44,7 +45,7 @@ struct SubscriptionState {
     // The consumer's side.
     std::mutex mu;
     std::condition_variable_any cv;
-    std::deque<Change> queue;
+    std::deque<std::shared_ptr<const Change>> queue;  // shared by the subscriptions of one read
     bool cancelled = false;
     bool ended = false;
     std::error_code error;
@@ -60,7 +61,7 @@ struct SubscriptionState {
         return queue.size();
     }
     // Adds a read's changes at once, so a transaction's changes arrive together.
-    void push(std::vector<Change> changes);
+    void push(const std::vector<std::shared_ptr<const Change>>& changes);
     // Ends the subscription because of `e`: tells on_error, wakes the consumer.
     void end(const Error& e);
     void report(const Error& e, std::exception_ptr p);
