@@ -154,6 +154,11 @@ void Hub::wake_channel(const std::string& channel) {
     cv_.notify_all();
 }
 
+Hub::ReadCounts Hub::read_counts() {
+    std::lock_guard lock(mu_);
+    return counts_;
+}
+
 std::vector<std::shared_ptr<SubscriptionState>> Hub::snapshot() {
     std::lock_guard lock(mu_);
     return subs_;
@@ -269,8 +274,12 @@ void Hub::reader_loop() {
                 reads.push_back({&key.second, &g.members.front()->filter});
             }
             auto read = [&](const std::vector<FilteredRead>& rs) {
-                return with_connection(
+                auto out = with_connection(
                     [&](pqxx::connection& c) { return read_filtered_together(c, table, rs, page_size); });
+                std::lock_guard lock(mu_);
+                counts_.reads += rs.size();
+                ++counts_.rounds;
+                return out;
             };
             auto lost = [&](const Error& e) {
                 for (auto* g : served)

@@ -81,6 +81,13 @@ public:
     void remove(const SubscriptionState* s);
     // Wakes the reader (a consumer drained its buffer, a notification came).
     void kick();
+    // Reads of the log so far, and the rounds they came in (a round reads
+    // every group of a collection in one snapshot): what sharing saves shows here.
+    struct ReadCounts {
+        std::uint64_t reads = 0;
+        std::uint64_t rounds = 0;
+    };
+    ReadCounts read_counts();
 
 private:
     template <class F>
@@ -99,6 +106,7 @@ private:
     std::condition_variable cv_;
     std::vector<std::shared_ptr<SubscriptionState>> subs_;
     std::map<std::string, int> channels_;  // channel -> subscriptions on it
+    ReadCounts counts_;
     bool kicked_ = false;
     bool stopping_ = false;
 
