@@ -32,6 +32,24 @@ private:
     std::function<void(const std::string&)> wake_;
 };
 
+// What decides a read's rows besides the position: subscriptions of one table
+// with equal keys may share a read.  The tenant scope is the subscription's
+// own; the role reading is the hub connection's, the same for all.
+std::string filter_key(const ReadFilter& f) {
+    std::string k;
+    auto add = [&](const std::optional<std::string>& v) {
+        k += v ? std::to_string(v->size()) + ":" + *v : std::string("-");
+        k += ';';
+    };
+    add(f.jsonpath);
+    add(f.vars);
+    add(f.doc_id);
+    add(f.tenant.tenant);
+    add(f.tenant.tenant_column);
+    k += f.tenant.strip_partition_prefix ? '1' : '0';
+    return k;
+}
+
 std::mutex registry_mu;
 std::map<std::string, std::weak_ptr<Hub>> registry;
 
@@ -114,6 +132,7 @@ void Hub::add(const std::shared_ptr<SubscriptionState>& s, const Collection& col
         probe_read(c, collection.table(), s->filter.tenant.tenant, false);
         return 0;
     });
+    s->read_key = filter_key(s->filter);
     {
         std::lock_guard lock(mu_);
         subs_.push_back(s);
@@ -170,24 +189,6 @@ bool Hub::stopping_now() {
 }
 
 namespace {
-
-// What decides a read's rows besides the position: subscriptions of one table
-// with equal keys may share a read.  The tenant scope is the subscription's
-// own; the role reading is the hub connection's, the same for all.
-std::string filter_key(const ReadFilter& f) {
-    std::string k;
-    auto add = [&](const std::optional<std::string>& v) {
-        k += v ? std::to_string(v->size()) + ":" + *v : std::string("-");
-        k += ';';
-    };
-    add(f.jsonpath);
-    add(f.vars);
-    add(f.doc_id);
-    add(f.tenant.tenant);
-    add(f.tenant.tenant_column);
-    k += f.tenant.strip_partition_prefix ? '1' : '0';
-    return k;
-}
 
 // Subscriptions of one table at one position with one filter: one read
 // serves them all.
@@ -247,7 +248,7 @@ void Hub::reader_loop() {
         for (auto& s : snapshot()) {
             if (s->finished()) continue;
             if (s->buffered() >= s->options.max_buffered) continue;  // the consumer kicks when it drains
-            auto& g = tables[s->table][{filter_key(s->filter), s->position}];
+            auto& g = tables[s->table][{s->read_key, s->position}];
             g.members.push_back(s);
             if (s->wake.load() || now >= s->next_poll) g.due = true;
         }

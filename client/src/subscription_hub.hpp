@@ -30,6 +30,7 @@ struct SubscriptionState {
     std::string table;
     std::string channel;
     ReadFilter filter;
+    std::string read_key;  // the filter as text: equal keys may share a read
     SubscriptionOptions options;
     ChangeCallback callback;  // empty in pull mode
     // Kept alive by the subscription, released by cancel() in the caller's
