@@ -400,4 +400,33 @@ TEST(Subscription, ASharedReadDeliversEachChangeOnceToEachSubscription) {
     EXPECT_EQ(got, std::vector<std::string>(log_all.begin(), log_all.begin() + got.size()));
 }
 
+// A read that fails in a shared snapshot fails only the subscriptions it is
+// about: one left behind whose history retention dropped ends
+// (history_lost), the one read with it goes on.
+TEST(Subscription, ALostHistoryEndsOnlyTheSubscriptionBehind) {
+    cftest::create_table(cluster(), "sub_lost", 2);
+    cftest::ChangeSink sink;
+    auto hot = changefeed::subscribe(coll("sub_lost"), sink.callback(), fast());
+    auto small = fast();
+    small.max_buffered = 1;
+    auto stalled = changefeed::subscribe(coll("sub_lost"), small);  // full after one change
+    cluster().exec("INSERT INTO sub_lost (id) VALUES (1)");
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("1"); }));
+    cluster().exec("INSERT INTO sub_lost (id) VALUES (2)");
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("2"); }));
+    // Retention drops both changes: `stalled` still had to read the second.
+    cluster().exec("SELECT changefeed.alter('sub_lost', retention => '1 day')");
+    cluster().exec("SELECT changefeed.maintain(now() + interval '10 days')");
+    cluster().exec("DELETE FROM changefeed.log_default; SELECT changefeed.create_partitions()");
+    auto first = stalled.next();  // drains it: it reads on, with `hot`
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->doc_id, "1");
+    EXPECT_FALSE(stalled.next().has_value());  // returns once it ended
+    EXPECT_EQ(stalled.error(), changefeed::errc::history_lost);
+    cluster().exec("INSERT INTO sub_lost (id) VALUES (3)");
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("3"); }));
+    EXPECT_EQ(sink.ids(), (std::vector<std::string>{"1", "2", "3"}));
+    EXPECT_TRUE(hot.active());
+}
+
 }  // namespace
