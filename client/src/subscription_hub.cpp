@@ -240,7 +240,7 @@ void Hub::reader_loop() {
         bool connection_lost = false;
         const auto now = Clock::now();
         auto next_due = now + std::chrono::seconds(1);
-        // table -> (filter, position) -> its subscriptions.  A subscription
+        // collection (its channel) -> (filter, position) -> its subscriptions.  A subscription
         // whose buffer is full is left out and keeps its position: once its
         // consumer drained it, it reads alone from there until it caught up
         // in the same snapshot as the others, then shares their reads again.
@@ -248,12 +248,15 @@ void Hub::reader_loop() {
         for (auto& s : snapshot()) {
             if (s->finished()) continue;
             if (s->buffered() >= s->options.max_buffered) continue;  // the consumer kicks when it drains
-            auto& g = tables[s->table][{s->read_key, s->position}];
+            auto& g = tables[s->channel][{s->read_key, s->position}];
             g.members.push_back(s);
             if (s->wake.load() || now >= s->next_poll) g.due = true;
         }
-        for (auto& [table, groups] : tables) {
+        for (auto& [channel, groups] : tables) {
             if (stopping_now()) return;
+            // The table as one of them named it (the same relation for all:
+            // one connection resolves every name).
+            const std::string& table = groups.begin()->second.members.front()->table;
             // A table due for one group reads all of its groups in one
             // snapshot: those caught up come together at one position.
             bool due = false;
