@@ -131,17 +131,6 @@ pqxx::result exec_filtered(Tx& tx, const std::string& table, const std::string& 
 
 }  // namespace
 
-ReadResult read_filtered(pqxx::connection& c, const std::string& table, const std::string& since, int max,
-                         const ReadFilter& filter) {
-    return translated([&] {
-        ReadTx tx(c);
-        auto r = exec_filtered(tx, table, since, max, filter);
-        auto out = collect(tx, r, filter.tenant);
-        tx.commit();
-        return out;
-    });
-}
-
 std::vector<FilteredResult> read_filtered_together(pqxx::connection& c, const std::string& table,
                                                    const std::vector<FilteredRead>& reads, int max) {
     return translated([&] {
@@ -155,7 +144,8 @@ std::vector<FilteredResult> read_filtered_together(pqxx::connection& c, const st
             for (const auto& row : r) o.read.changes.push_back(change_of(row, reads[i].filter->tenant));
             // read() stops short of `max` only once it read a window up to
             // the statement's snapshot, the transaction's: the last row then
-            // carries that snapshot alone, which is current_position() here.
+            // carries that snapshot alone, which is current_position() here
+            // (where an empty read always resumed).
             o.caught_up = static_cast<int>(r.size()) < max;
             any_caught_up = any_caught_up || o.caught_up;
             if (!o.caught_up) o.read.position = r[r.size() - 1][10].as<std::string>();
