@@ -129,6 +129,16 @@ ratio_rows() {
             printf "| %s | %.0f | %.2f | %.2f | %s |\n", o[i], m[o[i] FS "drain"], c, m[o[i] FS "standby cpu"],
                 (b > 0 ? sprintf("%.2fx", c / b) : "-")}}' "$BENCH_OUT/medians.tsv"
     echo
+    echo "## Fan-out (ms until every hot subscription of a process saw one write, ratio to the fewest)"
+    echo
+    echo "One process holds both sets, half of each filtered (\`bench/fanout.sh\`); one write to each set in turn, 50 ms apart."
+    echo
+    echo "| subscriptions | ms | ratio |"
+    echo "|---:|---:|---:|"
+    awk -F'\t' '$1 == "fanout" {m[$2] = $4; o[++n] = $2}
+        END {b = m[o[1]]; for (i = 1; i <= n; i++) printf "| %s | %.1f | %.1fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
+        "$BENCH_OUT/medians.tsv"
+    echo
     bash "$(dirname "$0")/report_ranges.sh"
     bash "$(dirname "$0")/report_scale.sh"
 } >"$md"

@@ -1,7 +1,9 @@
 // Subscriptions: hot, filtered in the database, per document, whole
-// transactions after commit, other processes' writes, many at once.
+// transactions after commit, other processes' writes, many at once, sharing
+// one read per filter.
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
+#include "subscription_hub.hpp"
 
 #include <boost/json/serialize.hpp>
 
@@ -294,6 +296,137 @@ TEST(Subscription, AHundredSubscribersCancelIndependently) {
     }
     subs.clear();  // destroying the rest releases the shared connections
     EXPECT_TRUE(cftest::eventually([&] { return client_connections() <= before; }));
+}
+
+// The event ids of `changes`, in delivery order.
+std::vector<std::string> event_ids(const std::vector<Change>& changes) {
+    std::vector<std::string> out;
+    for (const auto& c : changes) out.push_back(c.event_id);
+    return out;
+}
+
+// Subscriptions of one filter at one position share a read: each change
+// reaches each matching subscription exactly once, in the log's order, also
+// one that fell behind (its buffer full) and caught up alone, and none after
+// a cancel amid the stream.  Once caught up, the one behind reads with the
+// others: a wake-up then reads once per filter.
+TEST(Subscription, ASharedReadDeliversEachChangeOnceToEachSubscription) {
+    cluster().exec("CREATE TABLE sub_fanout (id int PRIMARY KEY, kind text);"
+                   "SELECT changefeed.enable('sub_fanout', ranges => 4)");
+    auto o = fast();
+    o.poll_interval = std::chrono::hours(1);  // woken by notifications alone: rounds are wake-ups
+    auto even = o;
+    even.filter = field("kind") == "even";
+    constexpr int n = 8;
+    std::vector<std::unique_ptr<cftest::ChangeSink>> all_sinks, even_sinks;
+    std::vector<changefeed::Subscription> subs;
+    for (int i = 0; i < n; ++i) {
+        all_sinks.push_back(std::make_unique<cftest::ChangeSink>());
+        subs.push_back(changefeed::subscribe(coll("sub_fanout"), all_sinks.back()->callback(), o));
+        even_sinks.push_back(std::make_unique<cftest::ChangeSink>());
+        subs.push_back(changefeed::subscribe(coll("sub_fanout"), even_sinks.back()->callback(), even));
+    }
+    auto small = o;
+    small.max_buffered = 5;
+    auto behind = changefeed::subscribe(coll("sub_fanout"), small);  // pull, not drained for a while
+    cftest::ChangeSink cancelled_sink;
+    auto cancelled = changefeed::subscribe(coll("sub_fanout"), cancelled_sink.callback(), o);
+    const auto from = cluster().exec("SELECT changefeed.current_position()")[0][0].as<std::string>();
+
+    pqxx::connection writer_conn(cluster().conninfo());
+    auto write = [&](int first, int last) {
+        for (int id = first; id <= last; ++id) {  // one transaction each
+            pqxx::work tx(writer_conn);
+            tx.exec_params("INSERT INTO sub_fanout VALUES ($1, $2)", id, id % 2 ? "odd" : "even");
+            tx.commit();
+        }
+    };
+    auto all_have = [&](std::size_t count) {
+        for (int i = 0; i < n; ++i)
+            if (all_sinks[i]->all().size() < count || even_sinks[i]->all().size() < count / 2) return false;
+        return true;
+    };
+    // Phase 1: a stream, and a cancel amid it.
+    std::thread writer([&] { write(1, 60); });
+    ASSERT_TRUE(cftest::eventually([&] { return cancelled_sink.all().size() >= 10; }));
+    cancelled.cancel();
+    const auto at_cancel = cancelled_sink.all().size();
+    writer.join();
+    ASSERT_TRUE(cftest::eventually([&] { return all_have(60); }));
+    // Phase 2: `behind` holds at least its 5, so it is left out and falls behind.
+    write(61, 120);
+    ASSERT_TRUE(cftest::eventually([&] { return all_have(120); }));
+    std::vector<Change> behind_got;
+    while (behind_got.size() < 120) {
+        auto c = behind.next();
+        ASSERT_TRUE(c);
+        behind_got.push_back(*c);
+    }
+    // Phase 3: everyone caught up.  Each wake-up reads the table once per filter.
+    auto hub = changefeed::detail::Hub::of(cluster().conninfo());
+    const auto before = hub->read_counts();
+    for (int id = 121; id <= 130; ++id) {
+        write(id, id);
+        ASSERT_TRUE(cftest::eventually([&] { return all_have(id); }));
+        auto c = behind.next();
+        ASSERT_TRUE(c);
+        behind_got.push_back(*c);
+    }
+    const auto after = hub->read_counts();
+    EXPECT_GE(after.rounds - before.rounds, 1u);
+    EXPECT_EQ(after.reads - before.reads, 2 * (after.rounds - before.rounds));  // the one behind joined
+    EXPECT_FALSE(behind.try_next());
+
+    // What the log holds, as one read of it returns it.
+    auto r = cluster().exec("SELECT event_id, seq, doc_id FROM changefeed.read('sub_fanout', '" + from + "', 100000)");
+    ASSERT_EQ(r.size(), 130u);
+    std::vector<std::string> log_all, log_even;
+    std::vector<std::int64_t> seqs;
+    for (const auto& row : r) {
+        log_all.push_back(row[0].as<std::string>());
+        if (std::stoi(row[2].as<std::string>()) % 2 == 0) log_even.push_back(row[0].as<std::string>());
+        seqs.push_back(row[1].as<std::int64_t>());
+    }
+    for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(event_ids(all_sinks[i]->all()), log_all) << i;
+        EXPECT_EQ(event_ids(even_sinks[i]->all()), log_even) << i;
+    }
+    EXPECT_EQ(event_ids(behind_got), log_all);
+    for (std::size_t i = 0; i < behind_got.size(); ++i) EXPECT_EQ(behind_got[i].seq, seqs[i]) << i;
+    // The cancelled one: a prefix, and nothing after its cancel() returned.
+    auto got = event_ids(cancelled_sink.all());
+    EXPECT_EQ(got.size(), at_cancel);
+    ASSERT_LE(got.size(), log_all.size());
+    EXPECT_EQ(got, std::vector<std::string>(log_all.begin(), log_all.begin() + got.size()));
+}
+
+// A read that fails in a shared snapshot fails only the subscriptions it is
+// about: one left behind whose history retention dropped ends
+// (history_lost), the one read with it goes on.
+TEST(Subscription, ALostHistoryEndsOnlyTheSubscriptionBehind) {
+    cftest::create_table(cluster(), "sub_lost", 2);
+    cftest::ChangeSink sink;
+    auto hot = changefeed::subscribe(coll("sub_lost"), sink.callback(), fast());
+    auto small = fast();
+    small.max_buffered = 1;
+    auto stalled = changefeed::subscribe(coll("sub_lost"), small);  // full after one change
+    cluster().exec("INSERT INTO sub_lost (id) VALUES (1)");
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("1"); }));
+    cluster().exec("INSERT INTO sub_lost (id) VALUES (2)");
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("2"); }));
+    // Retention drops both changes: `stalled` still had to read the second.
+    cluster().exec("SELECT changefeed.alter('sub_lost', retention => '1 day')");
+    cluster().exec("SELECT changefeed.maintain(now() + interval '10 days')");
+    cluster().exec("DELETE FROM changefeed.log_default; SELECT changefeed.create_partitions()");
+    auto first = stalled.next();  // drains it: it reads on, with `hot`
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->doc_id, "1");
+    EXPECT_FALSE(stalled.next().has_value());  // returns once it ended
+    EXPECT_EQ(stalled.error(), changefeed::errc::history_lost);
+    cluster().exec("INSERT INTO sub_lost (id) VALUES (3)");
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("3"); }));
+    EXPECT_EQ(sink.ids(), (std::vector<std::string>{"1", "2", "3"}));
+    EXPECT_TRUE(hot.active());
 }
 
 }  // namespace

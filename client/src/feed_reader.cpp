@@ -114,19 +114,49 @@ ReadResult read_ranges(pqxx::connection& c, const std::string& table, const std:
     });
 }
 
-ReadResult read_filtered(pqxx::connection& c, const std::string& table, const std::string& since, int max,
-                         const ReadFilter& filter) {
+namespace {
+
+template <class Tx>
+pqxx::result exec_filtered(Tx& tx, const std::string& table, const std::string& since, int max,
+                           const ReadFilter& filter) {
+    return tx.exec_params(
+        std::string(read_columns) +
+            "  FROM changefeed.read($1::regclass, $2, $3, NULL, 'all', $4::jsonpath, $5::jsonb,"
+            "                       CASE WHEN $6::text IS NULL THEN NULL ELSE ARRAY[$6::text] END,"
+            "                       tenant => $7)",
+        table, since, max, filter.jsonpath ? filter.jsonpath->c_str() : nullptr,
+        filter.vars ? filter.vars->c_str() : nullptr, filter.doc_id ? filter.doc_id->c_str() : nullptr,
+        filter.tenant.scoped() ? filter.tenant.tenant.c_str() : nullptr);
+}
+
+}  // namespace
+
+std::vector<FilteredResult> read_filtered_together(pqxx::connection& c, const std::string& table,
+                                                   const std::vector<FilteredRead>& reads, int max) {
     return translated([&] {
         ReadTx tx(c);
-        auto r = tx.exec_params(
-            std::string(read_columns) +
-                "  FROM changefeed.read($1::regclass, $2, $3, NULL, 'all', $4::jsonpath, $5::jsonb,"
-                "                       CASE WHEN $6::text IS NULL THEN NULL ELSE ARRAY[$6::text] END,"
-                "                       tenant => $7)",
-            table, since, max, filter.jsonpath ? filter.jsonpath->c_str() : nullptr,
-            filter.vars ? filter.vars->c_str() : nullptr, filter.doc_id ? filter.doc_id->c_str() : nullptr,
-            filter.tenant.scoped() ? filter.tenant.tenant.c_str() : nullptr);
-        auto out = collect(tx, r, filter.tenant);
+        std::vector<FilteredResult> out(reads.size());
+        bool any_caught_up = false;
+        for (std::size_t i = 0; i < reads.size(); ++i) {
+            auto r = exec_filtered(tx, table, *reads[i].since, max, *reads[i].filter);
+            auto& o = out[i];
+            o.read.changes.reserve(r.size());
+            for (const auto& row : r) o.read.changes.push_back(change_of(row, reads[i].filter->tenant));
+            // read() stops short of `max` only once it read a window up to
+            // the statement's snapshot, the transaction's: the last row then
+            // carries that snapshot alone, which is current_position() here
+            // (where an empty read always resumed).
+            o.caught_up = static_cast<int>(r.size()) < max;
+            any_caught_up = any_caught_up || o.caught_up;
+            if (!o.caught_up) o.read.position = r[r.size() - 1][10].as<std::string>();
+        }
+        if (any_caught_up) {
+            // One encoding of the snapshot for all (a position also records
+            // the WAL point it was made at, so two encodings differ as text).
+            const auto now = tx.exec("SELECT changefeed.current_position()")[0][0].as<std::string>();
+            for (auto& o : out)
+                if (o.caught_up) o.read.position = now;
+        }
         tx.commit();
         return out;
     });

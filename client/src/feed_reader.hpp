@@ -72,8 +72,21 @@ struct ReadFilter {
     std::optional<std::string> doc_id;
     TenantScope tenant;
 };
-ReadResult read_filtered(pqxx::connection& c, const std::string& table, const std::string& since, int max,
-                         const ReadFilter& filter);
+// Filtered reads of one table in one REPEATABLE READ transaction, so in one
+// snapshot: a read that comes back short (fewer than `max` changes) has read
+// everything up to that snapshot and resumes at it, the same position for
+// every such read of the call, so subscriptions read together come together
+// at one position.  `caught_up` says which did.
+struct FilteredRead {
+    const std::string* since;
+    const ReadFilter* filter;
+};
+struct FilteredResult {
+    ReadResult read;
+    bool caught_up = false;
+};
+std::vector<FilteredResult> read_filtered_together(pqxx::connection& c, const std::string& table,
+                                                   const std::vector<FilteredRead>& reads, int max);
 
 struct BackfillPage {
     std::vector<Change> changes;

@@ -11,11 +11,11 @@ namespace changefeed {
 
 namespace detail {
 
-void SubscriptionState::push(std::vector<Change> changes) {
+void SubscriptionState::push(const std::vector<std::shared_ptr<const Change>>& changes) {
     {
         std::lock_guard lock(mu);
         if (cancelled) return;
-        for (auto& c : changes) queue.push_back(std::move(c));
+        queue.insert(queue.end(), changes.begin(), changes.end());
     }
     cv.notify_all();
 }
@@ -38,7 +38,7 @@ void SubscriptionState::end(const Error& e) {
 void SubscriptionState::dispatch_loop() {
     auto token = stop.get_token();
     for (;;) {
-        Change c;
+        std::shared_ptr<const Change> c;
         {
             std::unique_lock lock(mu);
             cv.wait(lock, token, [&] { return !queue.empty() || ended; });
@@ -50,10 +50,10 @@ void SubscriptionState::dispatch_loop() {
         }
         try {
             Context ctx;
-            ctx.range_id = c.range_id;
-            ctx.range = std::to_string(c.range_id);
+            ctx.range_id = c->range_id;
+            ctx.range = std::to_string(c->range_id);
             ctx.stop = token;
-            callback(c, ctx);
+            callback(*c, ctx);
         } catch (...) {
             report(handler_failure(std::current_exception(), "subscription callback failed"),
                    std::current_exception());
@@ -162,7 +162,7 @@ std::optional<Change> Subscription::next(std::stop_token stop) {
     s.cv.wait(lock, stop, [&] { return !s.queue.empty() || s.ended || s.cancelled; });
     if (s.queue.empty() || stop.stop_requested()) return std::nullopt;
     const bool was_full = s.queue.size() >= s.options.max_buffered;
-    Change c = std::move(s.queue.front());
+    Change c = *s.queue.front();
     s.queue.pop_front();
     if (was_full && s.hub) s.hub->kick();
     return c;
@@ -175,7 +175,7 @@ std::optional<Change> Subscription::try_next() {
     std::lock_guard lock(s.mu);
     if (s.queue.empty()) return std::nullopt;
     const bool was_full = s.queue.size() >= s.options.max_buffered;
-    Change c = std::move(s.queue.front());
+    Change c = *s.queue.front();
     s.queue.pop_front();
     if (was_full && s.hub) s.hub->kick();
     return c;

@@ -1,8 +1,11 @@
 // The shared reader and listener of subscriptions.  One reader serves every
-// subscription of a connection string in turn (each read filtered in the
-// database by that subscription's filter), so a hundred subscriptions cost two
-// connections, not two hundred.  A notification is only a hint: each
-// subscription also polls, so a lost one only delays.
+// subscription of a connection string, so a hundred subscriptions cost two
+// connections, not two hundred.  Subscriptions of one collection with the
+// same filter at the same position (all hot ones, once caught up) share one
+// read, filtered in the database: a wake-up reads once per collection and
+// distinct filter, not once per subscription, and builds each change once.
+// A notification is only a hint: each subscription also polls, so a lost one
+// only delays.
 #include "subscription_hub.hpp"
 
 #include "consumer_policy.hpp"
@@ -28,6 +31,24 @@ public:
 private:
     std::function<void(const std::string&)> wake_;
 };
+
+// What decides a read's rows besides the position: subscriptions of one table
+// with equal keys may share a read.  The tenant scope is the subscription's
+// own; the role reading is the hub connection's, the same for all.
+std::string filter_key(const ReadFilter& f) {
+    std::string k;
+    auto add = [&](const std::optional<std::string>& v) {
+        k += v ? std::to_string(v->size()) + ":" + *v : std::string("-");
+        k += ';';
+    };
+    add(f.jsonpath);
+    add(f.vars);
+    add(f.doc_id);
+    add(f.tenant.tenant);
+    add(f.tenant.tenant_column);
+    k += f.tenant.strip_partition_prefix ? '1' : '0';
+    return k;
+}
 
 std::mutex registry_mu;
 std::map<std::string, std::weak_ptr<Hub>> registry;
@@ -111,6 +132,7 @@ void Hub::add(const std::shared_ptr<SubscriptionState>& s, const Collection& col
         probe_read(c, collection.table(), s->filter.tenant.tenant, false);
         return 0;
     });
+    s->read_key = filter_key(s->filter);
     {
         std::lock_guard lock(mu_);
         subs_.push_back(s);
@@ -151,6 +173,11 @@ void Hub::wake_channel(const std::string& channel) {
     cv_.notify_all();
 }
 
+Hub::ReadCounts Hub::read_counts() {
+    std::lock_guard lock(mu_);
+    return counts_;
+}
+
 std::vector<std::shared_ptr<SubscriptionState>> Hub::snapshot() {
     std::lock_guard lock(mu_);
     return subs_;
@@ -161,54 +188,144 @@ bool Hub::stopping_now() {
     return stopping_;
 }
 
+namespace {
+
+// Subscriptions of one table at one position with one filter: one read
+// serves them all.
+struct SharedRead {
+    std::vector<std::shared_ptr<SubscriptionState>> members;
+    bool due = false;
+};
+
+// Hands one read's changes to every member, each change built once and
+// shared; only clears are told apart per member (a TRUNCATE logs one clear
+// per range: each subscription gets one).
+void deliver(SharedRead& g, ReadResult& rr) {
+    std::vector<std::shared_ptr<const Change>> out;
+    out.reserve(rr.changes.size());
+    bool clears = false;
+    for (auto& c : rr.changes) {
+        if (c.operation == Operation::clear) {
+            c.doc_id.clear();  // a clear is of no one document
+            clears = true;
+        }
+        out.push_back(std::make_shared<const Change>(std::move(c)));
+    }
+    for (auto& s : g.members) {
+        s->position = rr.position;
+        if (out.empty()) continue;
+        if (!clears) {
+            s->push(out);
+            continue;
+        }
+        std::vector<std::shared_ptr<const Change>> mine;
+        mine.reserve(out.size());
+        for (const auto& c : out) {
+            if (c->operation == Operation::clear) {
+                if (c->txid == s->last_clear_txid) continue;
+                s->last_clear_txid = c->txid;
+            }
+            mine.push_back(c);
+        }
+        s->push(mine);
+    }
+}
+
+}  // namespace
+
 void Hub::reader_loop() {
     Backoff backoff(backoff_min, backoff_max);
     while (!stopping_now()) {
         bool more = false;
-        auto next_due = Clock::now() + std::chrono::seconds(1);
         bool connection_lost = false;
+        const auto now = Clock::now();
+        auto next_due = now + std::chrono::seconds(1);
+        // collection (its channel) -> (filter, position) -> its subscriptions.  A subscription
+        // whose buffer is full is left out and keeps its position: once its
+        // consumer drained it, it reads alone from there until it caught up
+        // in the same snapshot as the others, then shares their reads again.
+        std::map<std::string, std::map<std::pair<std::string, std::string>, SharedRead>> tables;
         for (auto& s : snapshot()) {
-            if (stopping_now()) return;
             if (s->finished()) continue;
-            auto now = Clock::now();
             if (s->buffered() >= s->options.max_buffered) continue;  // the consumer kicks when it drains
-            if (!s->wake.exchange(false) && now < s->next_poll) {
-                next_due = std::min(next_due, s->next_poll);
+            auto& g = tables[s->channel][{s->read_key, s->position}];
+            g.members.push_back(s);
+            if (s->wake.load() || now >= s->next_poll) g.due = true;
+        }
+        for (auto& [channel, groups] : tables) {
+            if (stopping_now()) return;
+            // The table as one of them named it (the same relation for all:
+            // one connection resolves every name).
+            const std::string& table = groups.begin()->second.members.front()->table;
+            // A table due for one group reads all of its groups in one
+            // snapshot: those caught up come together at one position.
+            bool due = false;
+            for (auto& [key, g] : groups) due = due || g.due;
+            if (!due) {
+                for (auto& [key, g] : groups)
+                    for (auto& s : g.members) next_due = std::min(next_due, s->next_poll);
                 continue;
             }
-            s->next_poll = now + s->options.poll_interval;
-            next_due = std::min(next_due, s->next_poll);
-            ReadResult rr;
+            std::vector<SharedRead*> served;
+            std::vector<FilteredRead> reads;
+            for (auto& [key, g] : groups) {
+                for (auto& s : g.members) {
+                    s->wake = false;  // before the read: a notification from now on reads again
+                    s->next_poll = now + s->options.poll_interval;
+                    next_due = std::min(next_due, s->next_poll);
+                }
+                served.push_back(&g);
+                reads.push_back({&key.second, &g.members.front()->filter});
+            }
+            auto read = [&](const std::vector<FilteredRead>& rs) {
+                auto out = with_connection(
+                    [&](pqxx::connection& c) { return read_filtered_together(c, table, rs, page_size); });
+                std::lock_guard lock(mu_);
+                counts_.reads += rs.size();
+                ++counts_.rounds;
+                return out;
+            };
+            auto lost = [&](const Error& e) {
+                for (auto* g : served)
+                    for (auto& s : g->members) {
+                        s->wake = true;  // read again once reconnected
+                        s->report(e, std::make_exception_ptr(e));
+                    }
+                connection_lost = true;
+            };
+            std::vector<std::optional<FilteredResult>> results(served.size());
             try {
-                rr = with_connection(
-                    [&](pqxx::connection& c) { return read_filtered(c, s->table, s->position, page_size, s->filter); });
+                auto rs = read(reads);
+                for (std::size_t i = 0; i < rs.size(); ++i) results[i] = std::move(rs[i]);
             } catch (const Error& e) {
                 if (is_connection_error(e)) {
-                    s->wake = true;  // read again once reconnected
-                    s->report(e, std::make_exception_ptr(e));
-                    connection_lost = true;
+                    lost(e);
                     break;
                 }
-                s->end(e);
-                continue;
+                // One read failed the snapshot's transaction: each alone
+                // again, so that the error ends only the subscriptions it is
+                // about (a position that lost its history, ...).
+                for (std::size_t i = 0; i < served.size() && !connection_lost; ++i) {
+                    try {
+                        results[i] = std::move(read({reads[i]}).front());
+                    } catch (const Error& e2) {
+                        if (is_connection_error(e2)) {
+                            lost(e2);
+                            break;
+                        }
+                        for (auto& s : served[i]->members) s->end(e2);
+                    }
+                }
+                if (connection_lost) break;
             }
             backoff.reset();
-            const bool full = static_cast<int>(rr.changes.size()) == page_size;
-            std::vector<Change> out;
-            out.reserve(rr.changes.size());
-            for (auto& c : rr.changes) {
-                if (c.operation == Operation::clear) {
-                    if (c.txid == s->last_clear_txid) continue;
-                    s->last_clear_txid = c.txid;
-                    c.doc_id.clear();  // a clear is of no one document
+            for (std::size_t i = 0; i < served.size(); ++i) {
+                if (!results[i]) continue;
+                deliver(*served[i], results[i]->read);
+                if (!results[i]->caught_up) {  // a full page: read on at once
+                    for (auto& s : served[i]->members) s->wake = true;
+                    more = true;
                 }
-                out.push_back(std::move(c));
-            }
-            s->position = std::move(rr.position);
-            if (!out.empty()) s->push(std::move(out));
-            if (full) {
-                s->wake = true;
-                more = true;
             }
         }
         std::unique_lock lock(mu_);

@@ -1,6 +1,7 @@
 // Internal: what subscriptions of one connection string share -- one
 // connection LISTENing on the channels of their collections and one reading
-// the log for each of them in turn -- and the state of one subscription.
+// the log, once per filter and position for all subscriptions that share
+// them -- and the state of one subscription.
 #pragma once
 
 #include <changefeed/collection.hpp>
@@ -29,6 +30,7 @@ struct SubscriptionState {
     std::string table;
     std::string channel;
     ReadFilter filter;
+    std::string read_key;  // the filter as text: equal keys may share a read
     SubscriptionOptions options;
     ChangeCallback callback;  // empty in pull mode
     // Kept alive by the subscription, released by cancel() in the caller's
@@ -44,7 +46,7 @@ struct SubscriptionState {
     // The consumer's side.
     std::mutex mu;
     std::condition_variable_any cv;
-    std::deque<Change> queue;
+    std::deque<std::shared_ptr<const Change>> queue;  // shared by the subscriptions of one read
     bool cancelled = false;
     bool ended = false;
     std::error_code error;
@@ -60,7 +62,7 @@ struct SubscriptionState {
         return queue.size();
     }
     // Adds a read's changes at once, so a transaction's changes arrive together.
-    void push(std::vector<Change> changes);
+    void push(const std::vector<std::shared_ptr<const Change>>& changes);
     // Ends the subscription because of `e`: tells on_error, wakes the consumer.
     void end(const Error& e);
     void report(const Error& e, std::exception_ptr p);
@@ -80,6 +82,13 @@ public:
     void remove(const SubscriptionState* s);
     // Wakes the reader (a consumer drained its buffer, a notification came).
     void kick();
+    // Reads of the log so far, and the rounds they came in (a round reads
+    // every group of a collection in one snapshot): what sharing saves shows here.
+    struct ReadCounts {
+        std::uint64_t reads = 0;
+        std::uint64_t rounds = 0;
+    };
+    ReadCounts read_counts();
 
 private:
     template <class F>
@@ -98,6 +107,7 @@ private:
     std::condition_variable cv_;
     std::vector<std::shared_ptr<SubscriptionState>> subs_;
     std::map<std::string, int> channels_;  // channel -> subscriptions on it
+    ReadCounts counts_;
     bool kicked_ = false;
     bool stopping_ = false;
 

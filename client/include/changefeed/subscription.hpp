@@ -24,7 +24,9 @@
 // - subscribe() checks that the role may read the feed (SELECT on the table,
 //   its tenant binding): Error(permission_denied) otherwise.
 // - Subscriptions of one connection string share two connections (one
-//   LISTENing, one reading), however many there are.
+//   LISTENing, one reading), however many there are, and those of one
+//   collection with the same filter share each read: a wake-up reads once
+//   per distinct filter, whatever the number of subscriptions.
 #pragma once
 
 #include <changefeed/change.hpp>
