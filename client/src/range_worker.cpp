@@ -5,6 +5,7 @@
 #include "runbook.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace changefeed::detail {
 namespace {
@@ -49,9 +50,81 @@ RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper&
 
 void RangeWorker::wake() { raise_flag(mu_, cv_, wake_); }
 
+void RangeWorker::leases_changed() {
+    wake();
+    interrupt_long_poll();
+}
+
 void RangeWorker::request_stop() {
     raise_flag(mu_, cv_, stopping_);
     stop_source_.request_stop();  // a handler watching its Context::stop returns early
+    interrupt_long_poll();
+}
+
+// Cancels the long poll waiting now, if any (on poller_ alone: a cancel that
+// arrives late ends at most the next long poll, which is read again).
+void RangeWorker::interrupt_long_poll() {
+    std::lock_guard lock(mu_);
+    if (polling_ == nullptr) return;
+    try {
+        polling_->cancel_query();
+    } catch (...) {
+    }
+}
+
+// How long the next read of a caught-up worker may wait in the server: up to
+// the poll interval, well within the leases' validity; zero for no long poll
+// (reading a standby, a server without it, leases about to lapse).
+std::chrono::milliseconds RangeWorker::long_poll_wait() const {
+    using std::chrono::milliseconds;
+    if (!opt_.long_poll || reads_standby() || long_poll_ == 0) return milliseconds(0);
+    const auto valid = std::chrono::duration_cast<milliseconds>(view_.valid_until - Clock::now()) / 2;
+    const milliseconds wait = std::min({opt_.poll_interval, valid, milliseconds(30000)});
+    return wait >= milliseconds(100) ? wait : milliseconds(0);
+}
+
+// Whether the worker is caught up on ranges it reads from the log, none of
+// them waiting for a retry: what a long poll is for.
+bool RangeWorker::long_poll_worth() const {
+    const ReadPlan p = plan();
+    return !p.log.empty() && p.backfilling.empty() && p.next_retry == Clock::time_point::max();
+}
+
+// The long poll: the rows of a read that waited up to `wait` for a commit,
+// or nothing when it could not (then read as usual) or was interrupted
+// (stop, a change of leases: then an empty result, nothing read).
+std::optional<pqxx::result> RangeWorker::long_poll(const std::map<int, std::string>& since, int budget,
+                                                   std::chrono::milliseconds wait) {
+    try {
+        if (!poller_) poller_ = connect(s_.collection.conninfo());
+        if (long_poll_ < 0) long_poll_ = long_poll_available(*poller_) ? 1 : 0;
+        if (long_poll_ == 0) return std::nullopt;
+        {
+            std::lock_guard lock(mu_);
+            if (stopping_ || wake_) return pqxx::result();  // read at once instead
+            polling_ = poller_.get();
+        }
+        auto clear = [this] {
+            std::lock_guard lock(mu_);
+            polling_ = nullptr;
+        };
+        try {
+            pqxx::result r = fetch_positions(*poller_, s_.collection.table(), since, budget, s_.feed->mode, s_.scope, wait);
+            clear();
+            return r;
+        } catch (...) {
+            clear();
+            throw;
+        }
+    } catch (const Error& e) {
+        if (e.sqlstate() == "57014") return pqxx::result();  // cancelled: interrupted
+        if (e.sqlstate() == "CF022" || e.sqlstate() == "25000" || e.sqlstate() == "42883") {
+            long_poll_ = 0;  // not here: LISTEN/NOTIFY and polling
+            return std::nullopt;
+        }
+        poller_.reset();
+        throw;
+    }
 }
 
 // Sleeps up to `d`, returning early when stopping.
@@ -101,6 +174,13 @@ void RangeWorker::run() {
                 // Woken by the primary, found nothing on the standby: it may
                 // not have replayed the commit yet.  Look again shortly.
                 pause(std::chrono::milliseconds(2 << (replay_checks_after_wake - replay_checks--)));
+            } else if (const auto wait = long_poll_wait(); wait.count() > 0 && long_poll_worth()) {
+                // Caught up: the next read waits in the server for a commit
+                // and returns it in the same round trip; a notification that
+                // came meanwhile makes it read at once.
+                std::lock_guard lock(mu_);
+                if (!wake_) wait_next_ = wait;
+                wake_ = false;
             } else {
                 std::unique_lock lock(mu_);
                 cv_.wait_until(lock, std::min(Clock::now() + opt_.poll_interval, plan().next_retry),
@@ -138,6 +218,8 @@ void RangeWorker::run() {
             }
             conn.reset();
             reader.reset();
+            poller_.reset();
+            wait_next_ = std::chrono::milliseconds(0);
             read_ahead_.drop();
             pause(backoff.next());
         }
@@ -430,10 +512,17 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
     const long per_ranges = static_cast<long>(opt_.max_batch_size) * std::min<long>(16, static_cast<long>(group.size()));
     const int budget = static_cast<int>(std::min<long>(100000, std::max<long>(per_ranges, opt_.max_read_size)));
     pqxx::result rows;
+    const auto wait = std::exchange(wait_next_, std::chrono::milliseconds(0));
     try {
         auto ahead = read_ahead_.take(since, budget);
-        rows = ahead ? std::move(*ahead)
-                     : fetch_positions(reader, s_.collection.table(), since, budget, s_.feed->mode, s_.scope);
+        std::optional<pqxx::result> polled;
+        if (!ahead && wait.count() > 0) {
+            polled = long_poll(since, budget, wait);
+            if (polled && polled->empty()) return false;  // interrupted: nothing read
+        }
+        rows = ahead    ? std::move(*ahead)
+               : polled ? std::move(*polled)
+                        : fetch_positions(reader, s_.collection.table(), since, budget, s_.feed->mode, s_.scope);
     } catch (const Error& e) {
         if (reads_standby() && standby_behind(e)) {
             // The standby has not replayed these positions yet, or a replay
