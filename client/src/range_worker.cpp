@@ -161,6 +161,7 @@ void RangeWorker::run() {
                 // instance had read (or read ahead) on the old one.
                 ranges_.clear();
                 read_ahead_.drop();
+                long_poll_ = -1;  // asked again: the server may be another one now
                 // What a projector applied before the connection broke is
                 // recorded before anything is read again, so the re-read skips it.
                 delivery_.flush_unrecorded(*conn);
@@ -182,6 +183,7 @@ void RangeWorker::run() {
                 if (!wake_) wait_next_ = wait;
                 wake_ = false;
             } else {
+                wait_next_ = std::chrono::milliseconds(0);
                 std::unique_lock lock(mu_);
                 cv_.wait_until(lock, std::min(Clock::now() + opt_.poll_interval, plan().next_retry),
                                [&] { return wake_ || stopping_; });
