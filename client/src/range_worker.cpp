@@ -51,6 +51,10 @@ RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper&
 void RangeWorker::wake() { raise_flag(mu_, cv_, wake_); }
 
 void RangeWorker::leases_changed() {
+    {
+        std::lock_guard lock(mu_);
+        leases_moved_ = true;  // a long poll about to start reads at once instead
+    }
     wake();
     interrupt_long_poll();
 }
@@ -101,7 +105,7 @@ std::optional<pqxx::result> RangeWorker::long_poll(const std::map<int, std::stri
         if (long_poll_ == 0) return std::nullopt;
         {
             std::lock_guard lock(mu_);
-            if (stopping_ || wake_) return pqxx::result();  // read at once instead
+            if (stopping_ || std::exchange(leases_moved_, false)) return pqxx::result();  // read at once instead
             polling_ = poller_.get();
         }
         auto clear = [this] {
@@ -169,19 +173,19 @@ void RangeWorker::run() {
             if (reads_standby() && !reader) reader = connect(opt_.read_connection);
             const bool busy = pass(*conn, reader ? *reader : *conn);
             backoff.reset();
-            if (busy) {
+            if (const auto wait = long_poll_wait(); wait.count() > 0 && long_poll_worth()) {
+                // Every read of the log may wait in the server for a commit
+                // and return it in the same round trip (one that finds
+                // changes returns at once): notifications are not needed.
+                std::lock_guard lock(mu_);
+                wait_next_ = wait;
+                wake_ = false;
+            } else if (busy) {
                 replay_checks = 0;
             } else if (replay_checks > 0) {
                 // Woken by the primary, found nothing on the standby: it may
                 // not have replayed the commit yet.  Look again shortly.
                 pause(std::chrono::milliseconds(2 << (replay_checks_after_wake - replay_checks--)));
-            } else if (const auto wait = long_poll_wait(); wait.count() > 0 && long_poll_worth()) {
-                // Caught up: the next read waits in the server for a commit
-                // and returns it in the same round trip; a notification that
-                // came meanwhile makes it read at once.
-                std::lock_guard lock(mu_);
-                if (!wake_) wait_next_ = wait;
-                wake_ = false;
             } else {
                 wait_next_ = std::chrono::milliseconds(0);
                 std::unique_lock lock(mu_);

@@ -119,11 +119,12 @@ private:
     Delivery delivery_;
     ReadAhead read_ahead_;  // the next read, while the handler runs
 
-    std::mutex mu_;  // guards wake_, stopping_ and polling_
+    std::mutex mu_;  // guards wake_, stopping_, polling_ and leases_moved_
     std::condition_variable cv_;
     bool wake_ = true;
     bool stopping_ = false;
     pqxx::connection* polling_ = nullptr;  // poller_ while a long poll waits on it
+    bool leases_moved_ = false;            // since the last long poll began
     std::stop_source stop_source_;  // the handler's stop token
 
     // The worker thread's own.
