@@ -57,10 +57,10 @@ REGRESS_COMMON += bulk_order
 REGRESS_COMMON += images_keys
 # Row images built straight from the tuple agree with to_jsonb() (row_image.cpp).
 REGRESS_COMMON += row_images
-REGRESS_PRELOADED = notifier ticks workers
+REGRESS_PRELOADED = notifier ticks workers long_poll
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed
-ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence lease_expiry_race instance_names start_at read_ranges_late_commit open_xact_late_commit range_change_race disable_keep_race own_position partition_expire_race row_security_race
+ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence lease_expiry_race instance_names start_at read_ranges_late_commit open_xact_late_commit range_change_race disable_keep_race own_position partition_expire_race row_security_race long_poll_wakeup
 ISOLATION_OPTS = --inputdir=. --load-extension=changefeed
 
 PG_CXXFLAGS = -std=c++17 -Wno-register -MMD -MP

@@ -34,9 +34,13 @@ struct Seen {
     }
 };
 
-void run_changefeed(const std::string& conninfo, const std::string& table, double seconds, Seen& seen) {
+// `long_poll`: reads wait in the server for the next commit (the default);
+// false: the worker waits for the notifier's NOTIFY between reads.
+void run_changefeed(const std::string& conninfo, const std::string& table, double seconds, Seen& seen,
+                    bool long_poll = true) {
     changefeed::ProcessorOptions opt;
     opt.poll_interval = std::chrono::seconds(5);
+    opt.long_poll = long_poll;
     opt.max_batch_size = 1000;
     auto p = changefeed::make_processor(
         changefeed::Collection(conninfo, table), "latency",
@@ -105,16 +109,16 @@ void run_notify(const std::string& conninfo, const std::string& channel, double 
 
 int main(int argc, char** argv) {
     if (argc < 5) {
-        std::cerr << "usage: feed_latency changefeed|pgq|wal2json|notify CONNINFO ...\n";
+        std::cerr << "usage: feed_latency changefeed|changefeed-listen|pgq|wal2json|notify CONNINFO ...\n";
         return 2;
     }
     std::string mode = argv[1], conninfo = argv[2];
     Seen seen;
     std::string table;
     try {
-        if (mode == "changefeed") {
+        if (mode == "changefeed" || mode == "changefeed-listen") {
             table = argv[3];
-            run_changefeed(conninfo, table, std::stod(argv[4]), seen);
+            run_changefeed(conninfo, table, std::stod(argv[4]), seen, mode == "changefeed");
         } else if (mode == "pgq" && argc >= 6) {
             table = argv[4];
             run_pgq(conninfo, argv[3], std::stod(argv[5]), seen);

@@ -8,11 +8,14 @@
 # commit's WAL flush, so every figure includes that flush.  Figures are
 # recorded per rate ("200/s p50"), with the rate pgbench achieved.
 #   bash bench/latency.sh RATE SECONDS ROUNDS BIN_DIR [VARIANTS]
-# VARIANTS: any of "floor changefeed pgq wal2json" (default all), measured in that order each round.
+# VARIANTS: any of "floor changefeed changefeed-listen pgq wal2json" (default all), measured in
+# that order each round.  changefeed: the processor's reads wait in the server for the next commit
+# (long poll, the default); changefeed-listen: the same processor woken by the notifier's NOTIFY
+# (long_poll = false), on a table of its own.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rate=${1:-1000} secs=${2:-20} rounds=${3:-3} bin=${4:?bench binaries}
-variants=${5:-floor changefeed pgq wal2json}
+variants=${5:-floor changefeed changefeed-listen pgq wal2json}
 start_bench_cluster latency 2 yes
 conn_env latency
 echo "track_commit_timestamp = on" >>"$(bench_dir latency)/data/postgresql.conf"
@@ -26,18 +29,20 @@ CREATE EXTENSION pgq;
 SELECT pgq.create_queue('lat_q');
 SELECT pgq.register_consumer('lat_q', 'latency');
 CREATE TABLE lat_cf (id bigint PRIMARY KEY, doc jsonb);
+CREATE TABLE lat_cf_listen (id bigint PRIMARY KEY, doc jsonb);
 CREATE TABLE lat_pgq (id bigint PRIMARY KEY, doc jsonb);
 CREATE TABLE lat_w2j (id bigint PRIMARY KEY, doc jsonb);
 CREATE TABLE lat_floor (id bigint PRIMARY KEY, doc jsonb);
 CREATE SEQUENCE lat_ids;
 SELECT changefeed.enable('lat_cf');
+SELECT changefeed.enable('lat_cf_listen');
 CREATE TRIGGER capture AFTER INSERT ON lat_pgq FOR EACH ROW EXECUTE PROCEDURE pgq.jsontriga('lat_q');
 SELECT pg_create_logical_replication_slot('bench_lat', 'wal2json');
 SQL
 
 work=$BENCH_OUT/latency
 mkdir -p "$work"
-for t in lat_cf lat_pgq lat_w2j; do
+for t in lat_cf lat_cf_listen lat_pgq lat_w2j; do
     echo "INSERT INTO $t VALUES (nextval('lat_ids'), jsonb_build_object('name', 'x', 'n', 1));" >"$work/$t.sql"
 done
 # The floor: one statement, one transaction, the NOTIFY committed with the row.
@@ -87,6 +92,11 @@ for round in $(seq 1 "$rounds"); do
     if wanted changefeed; then
         table=lat_cf
         measure changefeed "$bin/feed_latency" changefeed "$conninfo" lat_cf "$((secs + 3))"
+    fi
+
+    if wanted changefeed-listen; then
+        table=lat_cf_listen
+        measure changefeed-listen "$bin/feed_latency" changefeed-listen "$conninfo" lat_cf_listen "$((secs + 3))"
     fi
 
     if wanted pgq; then

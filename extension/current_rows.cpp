@@ -228,11 +228,11 @@ bool current_row(CurrentRows *r, text *doc_id, Datum *document, Datum *tenant) {
     return found;
 }
 
-void current_rows_close(CurrentRows *r) {
+void current_rows_close(CurrentRows *r, bool unlock) {
     if (r == NULL || !r->open) return;
     r->open = false;
     index_endscan(r->scan);
     ExecDropSingleTupleTableSlot(r->slot);
     index_close(r->index, AccessShareLock);
-    table_close(r->heap, NoLock);
+    table_close(r->heap, unlock ? AccessShareLock : NoLock);
 }

@@ -18,4 +18,6 @@ bool current_rows_keys_only(const CurrentRows *rows);
 // false when no such row is visible.  The first call opens the table and its
 // index and checks the reader's rights.
 bool current_row(CurrentRows *rows, text *doc_id, Datum *document, Datum *tenant);
-void current_rows_close(CurrentRows *rows);
+// `unlock`: gives back the table's lock too (a long-poll read about to wait
+// holds no lock a DDL of the table would queue behind).
+void current_rows_close(CurrentRows *rows, bool unlock = false);

@@ -22,10 +22,13 @@
 
 extern "C" {
 #include "catalog/namespace.h"
+#include "common/hashfn.h"
 #include "commands/dbcommands.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -47,6 +50,7 @@ PG_FUNCTION_INFO_V1(changefeed_ensure_notifier);
 namespace {
 
 constexpr int kSlots = 64;            // databases with a notifier
+constexpr int kCommitSlots = 128;     // commit wake-ups of long-poll reads, hashed by collection
 constexpr int kPending = 64;          // collections queued per database before "all"
 constexpr long kIdleWaitMs = 60000;   // the worker sleeps on its latch; this is a safety net
 constexpr long kStartTimeoutMs = 10000;
@@ -75,9 +79,19 @@ struct Slot {
     int64 rows_since_tick;  // captured rows committed since the last tick
 };
 
+// Long-poll reads (read_ranges(..., wait)) sleep on the condition variable of
+// their collection's commit slot; every commit that captured rows of a
+// collection hashed there counts `commits` up and broadcasts, with no lock of
+// ours.  Collisions only wake a reader that finds nothing and sleeps again.
+struct CommitSlot {
+    pg_atomic_uint64 commits;
+    ConditionVariable cv;
+};
+
 struct Shared {
     slock_t mutex;
     Slot slots[kSlots];
+    CommitSlot commit_slots[kCommitSlots];
 };
 
 Shared *shared = NULL;
@@ -113,6 +127,11 @@ void notify_collection(int32 collection_id) {
     Async_Notify(channel, NULL);
 }
 
+CommitSlot *commit_slot(Oid database, int32 collection_id) {
+    uint32 h = hash_combine(murmurhash32((uint32)database), murmurhash32((uint32)collection_id));
+    return &shared->commit_slots[h % kCommitSlots];
+}
+
 // ---- shared memory -------------------------------------------------------
 
 void request_shmem(void) {
@@ -128,6 +147,10 @@ void startup_shmem(void) {
     if (!found) {
         memset(shared, 0, sizeof(Shared));
         SpinLockInit(&shared->mutex);
+        for (int i = 0; i < kCommitSlots; i++) {
+            pg_atomic_init_u64(&shared->commit_slots[i].commits, 0);
+            ConditionVariableInit(&shared->commit_slots[i].cv);
+        }
     }
     LWLockRelease(AddinShmemInitLock);
 }
@@ -268,6 +291,19 @@ void process_utility(PlannedStmt *pstmt, const char *query, bool read_only_tree,
 
 void changefeed_notifier_publish(const int32 *collection_ids, int n, bool overflow, int64 rows) {
     if (shared == NULL || (n == 0 && !overflow)) return;
+    // Long-poll readers first: they read themselves, the notifier's hop is for LISTEN.
+    if (overflow) {
+        for (int i = 0; i < kCommitSlots; i++) {
+            pg_atomic_fetch_add_u64(&shared->commit_slots[i].commits, 1);
+            ConditionVariableBroadcast(&shared->commit_slots[i].cv);
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            CommitSlot *c = commit_slot(MyDatabaseId, collection_ids[i]);
+            pg_atomic_fetch_add_u64(&c->commits, 1);  // a full barrier: the commit is visible before
+            ConditionVariableBroadcast(&c->cv);
+        }
+    }
     Latch *latch = NULL;
     SpinLockAcquire(&shared->mutex);
     Slot *slot = find_slot(MyDatabaseId);
@@ -288,6 +324,30 @@ void changefeed_notifier_publish(const int32 *collection_ids, int n, bool overfl
     }
     SpinLockRelease(&shared->mutex);
     if (latch) SetLatch(latch);
+}
+
+bool changefeed_commit_wait_available(void) {
+    return shared != NULL;
+}
+
+uint64 changefeed_commits_seen(int32 collection_id) {
+    uint64 n = pg_atomic_read_u64(&commit_slot(MyDatabaseId, collection_id)->commits);
+    pg_memory_barrier();  // read before the snapshot the caller takes next
+    return n;
+}
+
+bool changefeed_commit_wait(int32 collection_id, uint64 seen, long timeout_ms) {
+    CommitSlot *c = commit_slot(MyDatabaseId, collection_id);
+    bool committed = false;
+    ConditionVariablePrepareToSleep(&c->cv);
+    while (!(committed = pg_atomic_read_u64(&c->commits) != seen) && timeout_ms > 0) {
+        TimestampTz start = GetCurrentTimestamp();
+        // Sleeps on our latch; checks for interrupts on every wake-up.
+        if (ConditionVariableTimedSleep(&c->cv, timeout_ms, PG_WAIT_EXTENSION)) break;
+        timeout_ms -= TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
+    }
+    ConditionVariableCancelSleep();
+    return committed || pg_atomic_read_u64(&c->commits) != seen;
 }
 
 bool changefeed_notifier_ensure(void) {

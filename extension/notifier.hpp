@@ -7,6 +7,15 @@ void changefeed_notifier_init(void);
 // `overflow`) for this database's notifier and counts `rows` towards its next
 // tick.  Never raises an error.
 void changefeed_notifier_publish(const int32 *collection_ids, int n, bool overflow, int64 rows);
+// Commit wake-ups of long-poll reads (read_ranges(..., wait)); only when the
+// library is preloaded (the shared memory is there).
+bool changefeed_commit_wait_available(void);
+// How many commits of collections sharing `collection_id`'s slot were
+// published so far; read it before the snapshot of a read, then wait with it.
+uint64 changefeed_commits_seen(int32 collection_id);
+// Sleeps until a commit after `seen` or `timeout_ms`; whether one came.
+// Checks for interrupts (a cancel raises an error).
+bool changefeed_commit_wait(int32 collection_id, uint64 seen, long timeout_ms);
 // Starts this database's workers unless they run; whether the notifier runs.
 bool changefeed_notifier_ensure(void);
 // In-transaction NOTIFY changefeed_<collection_id> (without preloading).

@@ -16,12 +16,15 @@
 // "Not visible in lo" is "txid >= xmax(lo) or txid in xip(lo)": a range scan
 // from xmax(lo) and one lookup per xid of xip(lo), so an old open
 // transaction costs a lookup, not a rescan of everything since it began.
+#include <cmath>
+
 #include "pg.hpp"
 #include "current_rows.hpp"
 #include "pg_snapshot.hpp"
 #include "position_codec.hpp"
 #include "position_history.hpp"
 #include "position_key.hpp"
+#include "notifier.hpp"
 #include "reader_sight.hpp"
 #include "settings.hpp"
 #include "sqlstates.hpp"
@@ -39,7 +42,13 @@ extern "C" {
 #include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
 #include "executor/tuptable.h"
+#include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+#include "utils/portal.h"
+#include "utils/timestamp.h"
 #include "utils/array.h"
 #include "utils/fmgroids.h"
 #include "utils/snapmgr.h"
@@ -72,11 +81,13 @@ struct Partition {
 };
 
 // The partitions of changefeed.log with their read index, locked like a query would.
-Partition *open_partitions(int *count) {
+// `locked` (if given): the relations locked here, for unlock_partitions().
+Partition *open_partitions(int *count, List **locked = NULL) {
     Oid ns = get_namespace_oid("changefeed", false);
     Oid log = get_relname_relid("log", ns);
     if (!OidIsValid(log)) ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("changefeed.log is missing")));
     List *all = find_all_inheritors(log, AccessShareLock, NULL);
+    if (locked != NULL) *locked = list_delete_first(list_copy(all));  // the log itself is not locked here
     Partition *parts = (Partition *)palloc0(sizeof(Partition) * list_length(all));
     int n = 0;
     ListCell *lc;
@@ -131,6 +142,13 @@ void close_partitions(Partition *parts, int n) {
         index_close(parts[i].index, AccessShareLock);
         table_close(parts[i].heap, NoLock);
     }
+}
+
+// Gives back the locks open_partitions() took (what this transaction held
+// before stays held: a lock is counted per acquisition).
+void unlock_partitions(List *locked) {
+    ListCell *lc;
+    foreach (lc, locked) UnlockRelationOid(lfirst_oid(lc), AccessShareLock);
 }
 
 int by_int32(const void *a, const void *b) {
@@ -1018,36 +1036,45 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     out.all_versions = !w.latest;
     out.sight = w.sight;
     (void)read_windows_into(&w, remaining, parts, nparts, &out);
-    reader_sight_close(w.sight);
+    reader_sight_close(w.sight, false);
     current_rows_close(w.current);
     close_partitions(parts, nparts);
     return (Datum)0;
 }
 
-// read_ranges(tbl, ranges, positions, max_changes, mode, only_tenant): the
-// implementation of changefeed.read_ranges() (30_read.sql says what it
-// returns).  read_ranges_plan() checks the call and groups the ranges by
-// position, oldest first; each group is read as read() would, with what is
-// left of max_changes, its rows straight into the result, then its marker.
-// Every read and "now", where idle ranges resume, use one snapshot, the
-// statement's (GetActiveSnapshot()), so the call needs no REPEATABLE READ
-// transaction: a reader's wake-up is one statement, one round trip.
-Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+}  // extern "C"
+
+namespace {
+
+// One read of read_ranges() into the result: the plan (checks included),
+// each group with what is left of max_changes, the markers.  Returns the
+// number of change rows; *collection is the collection read (0 when no
+// range was asked for).  Without `seen`, in the statement's snapshot.  With
+// `seen` (a read that waits when it finds nothing): the collection's commit
+// count goes there, then the read takes a new snapshot, and the log's
+// partitions (and the table, in mode 'latest') are unlocked afterwards.
+int32 read_ranges_once(FunctionCallInfo fcinfo, ReturnSetInfo *rsinfo, uint64 *seen, int32 *collection) {
     RangesPlan plan = plan_ranges(fcinfo);  // checked: max_changes and mode are valid
-    if (plan.ngroups == 0) return (Datum)0;
+    *collection = plan.collection;
+    if (plan.ngroups == 0) return 0;
     refuse_own_changes();
-    // current_position() in this statement's snapshot, our own xid in progress.
+    const bool waits = seen != NULL;
+    if (waits) {
+        *seen = changefeed_commits_seen(plan.collection);
+        PushActiveSnapshot(GetTransactionSnapshot());
+    }
+    // current_position() in this read's snapshot, our own xid in progress.
     const PgSnapshot *now = (const PgSnapshot *)DatumGetPointer(DirectFunctionCall1(changefeed_snapshot_now, (Datum)0));
     char *now_text = snapshot_text(now);
     size_t now_len = 128 + 8 * strlen(now_text);
     text *now_pos = encode_position(now_text, NULL, 0, (char *)palloc(now_len), now_len);
-    int32 remaining = PG_GETARG_INT32(3);
+    const int32 budget = PG_GETARG_INT32(3);
+    int32 remaining = budget;
     const bool latest = strcmp(text_to_cstring(PG_GETARG_TEXT_PP(4)), "latest") == 0;
     TextSet tenants = text_set_of(plan.tenants);
     int nparts;
-    Partition *parts = open_partitions(&nparts);
+    List *locked = NIL;
+    Partition *parts = open_partitions(&nparts, &locked);
     Emitter out;
     emitter_init(&out, plan.collection, parts, nparts, rsinfo, &tenants);
     out.all_versions = !latest;
@@ -1093,9 +1120,118 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         qsort(idle, nidle, sizeof(int32), by_int32);
         emit_marker(&out, now_pos, idle, nidle);
     }
-    reader_sight_close(sight);
-    current_rows_close(current);
+    reader_sight_close(sight, waits);
+    current_rows_close(current, waits);
     close_partitions(parts, nparts);
+    if (waits) {
+        unlock_partitions(locked);
+        PopActiveSnapshot();
+    }
+    return budget - remaining;
+}
+
+constexpr double kMaxWaitSeconds = 60;
+
+// read_ranges()'s `wait` in milliseconds; 0 for none (null or zero).
+long wait_ms_of(FunctionCallInfo fcinfo, int n) {
+    if (PG_NARGS() <= n || PG_ARGISNULL(n)) return 0;
+    const Interval *wait = PG_GETARG_INTERVAL_P(n);
+    double seconds = wait->time / 1e6 + wait->day * (double)SECS_PER_DAY +
+                     wait->month * (double)DAYS_PER_MONTH * SECS_PER_DAY;
+    if (seconds < 0 || seconds > kMaxWaitSeconds)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("wait must be between 0 and %g seconds", kMaxWaitSeconds),
+                        errhint("Call read_ranges() again to wait longer.")));
+    return (long)ceil(seconds * 1000);
+}
+
+// Where a read cannot wait: no commit would wake it, or it would hold back
+// vacuum while it waits.
+void check_can_wait(void) {
+    if (!changefeed_commit_wait_available())
+        ereport(ERROR, (errcode(changefeed::kNoCommitWakeups),
+                        errmsg("read_ranges() cannot wait: changefeed is not in shared_preload_libraries"),
+                        errdetail("Commits wake waiting reads through shared memory, which needs the library preloaded."),
+                        errhint("Preload the library, or read without wait and LISTEN "
+                                "(see docs/runbooks/long-poll-unavailable.md).")));
+    if (RecoveryInProgress())
+        ereport(ERROR, (errcode(changefeed::kNoCommitWakeups),
+                        errmsg("read_ranges() cannot wait on a standby"),
+                        errdetail("Commits replayed from the primary wake no waiting read."),
+                        errhint("Read without wait and poll (see docs/runbooks/long-poll-unavailable.md).")));
+    if (IsolationUsesXactSnapshot())
+        ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                        errmsg("read_ranges() cannot wait in a %s transaction",
+                               IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+                        errdetail("Its snapshot would hold back vacuum while it waits, and never see a new commit."),
+                        errhint("Wait in a READ COMMITTED transaction, or read without wait.")));
+    refuse_own_changes();  // the more telling reason first
+    if (FullTransactionIdIsValid(GetTopFullTransactionIdIfAny()))
+        ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                        errmsg("read_ranges() cannot wait in a transaction that has written"),
+                        errdetail("Its transaction id would hold back vacuum while it waits."),
+                        errhint("Wait in a transaction of its own, or read without wait.")));
+    if (!ThereAreNoReadyPortals())
+        ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                        errmsg("read_ranges() cannot wait while a cursor is open"),
+                        errdetail("The cursor's snapshot would be left to vacuum while the read waits."),
+                        errhint("Close the cursor first, or read without wait.")));
+}
+
+// Lets go of this backend's xmin while it waits, as SnapshotResetXmin()
+// does once no snapshot is left: the statement's snapshot is not used again
+// (each read after the wait pushes a new one, and GetSnapshotData() sets the
+// xmin again).  The catalog snapshot goes first, or it would be reused.
+void release_xmin(void) {
+    InvalidateCatalogSnapshot();
+    MyProc->xmin = InvalidTransactionId;
+}
+
+}  // namespace
+
+extern "C" {
+
+// read_ranges(tbl, ranges, positions, max_changes, mode, only_tenant, wait):
+// the implementation of changefeed.read_ranges() (30_read.sql says what it
+// returns).  read_ranges_plan() checks the call and groups the ranges by
+// position, oldest first; each group is read as read() would, with what is
+// left of max_changes, its rows straight into the result, then its marker.
+// Every read and "now", where idle ranges resume, use one snapshot, the
+// statement's (GetActiveSnapshot()), so the call needs no REPEATABLE READ
+// transaction: a reader's wake-up is one statement, one round trip.
+// With `wait`, each read takes a snapshot of its own; one that finds no
+// change sleeps until a commit of the collection wakes it (notifier.cpp),
+// holding no xmin and no lock on the log, then reads again by the same
+// rules, until it finds changes or `wait` passes; the result is its last
+// read's.  The commit count is taken before each read's snapshot: a commit
+// that snapshot misses counts up after it, so its wake-up is never lost.
+Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    long wait_ms = wait_ms_of(fcinfo, 6);
+    int32 collection = 0;
+    if (wait_ms == 0) {
+        (void)read_ranges_once(fcinfo, rsinfo, NULL, &collection);
+        return (Datum)0;
+    }
+    check_can_wait();
+    const TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+    // A read that found nothing leaves nothing behind: a reader woken often
+    // (commits in ranges it did not ask for) stays small.
+    MemoryContext per_read = AllocSetContextCreate(CurrentMemoryContext, "changefeed long-poll read",
+                                                   ALLOCSET_DEFAULT_SIZES);
+    MemoryContext caller = MemoryContextSwitchTo(per_read);
+    for (;;) {
+        tuplestore_clear(rsinfo->setResult);  // the markers of the read before
+        uint64 seen;
+        int32 n = read_ranges_once(fcinfo, rsinfo, &seen, &collection);
+        long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+        if (n > 0 || collection == 0 || left <= 0) break;
+        release_xmin();
+        MemoryContextReset(per_read);
+        if (!changefeed_commit_wait(collection, seen, left)) break;  // the markers of the last read stand
+    }
+    MemoryContextSwitchTo(caller);
     return (Datum)0;
 }
 

@@ -37,6 +37,7 @@ extern "C" {
 #include "optimizer/optimizer.h"
 #include "rewrite/rewriteManip.h"
 #include "rewrite/rowsecurity.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/datum.h"
@@ -50,6 +51,7 @@ extern "C" {
 
 struct ReaderSight {
     Oid reader;
+    Oid relid;             // the table, locked while the sight is open
     bool rls;              // row-level security applies to the reader
     EState *estate;        // the memory of one evaluation
     FmgrInfo populate;     // jsonb_populate_record(NULL::<table>, jsonb)
@@ -359,6 +361,7 @@ ReaderSight *reader_sight_for(int32 collection) {
     Relation rel = table_open(relid, AccessShareLock);  // as a SELECT locks it, until the transaction ends
     ReaderSight *s = (ReaderSight *)palloc0(sizeof(ReaderSight));
     s->reader = reader;
+    s->relid = relid;
     if (!whole_table) {
         TupleDesc desc = RelationGetDescr(rel);
         Datum *names = (Datum *)palloc(sizeof(Datum) * Max(desc->natts, 1));
@@ -397,11 +400,12 @@ ReaderSight *reader_sight_for(int32 collection) {
         s->policies = prepare_policies(reader, policies_statement(rel, quals), s->rowtype);
     else if (s->rls)
         prepare_quals(s, rel, quals);
-    table_close(rel, NoLock);
-    if (!s->rls && s->hidden == NULL) {
+    if (!s->rls && s->hidden == NULL) {  // it sees everything after all: read as without a sight
+        table_close(rel, AccessShareLock);
         pfree(s);
         return NULL;
     }
+    table_close(rel, NoLock);
     return s;
 }
 
@@ -443,8 +447,10 @@ void reader_sight_check_filter(const ReaderSight *s, Datum filter) {
     }
 }
 
-void reader_sight_close(ReaderSight *s) {
-    if (s == NULL || s->estate == NULL) return;
+void reader_sight_close(ReaderSight *s, bool unlock) {
+    if (s == NULL) return;
+    if (unlock) UnlockRelationOid(s->relid, AccessShareLock);
+    if (s->estate == NULL) return;
     if (s->row != NULL) ExecDropSingleTupleTableSlot(s->row);
     FreeExecutorState(s->estate);
     s->estate = NULL;

@@ -34,5 +34,6 @@ bool reader_sees_tenant(const ReaderSight *sight);
 // (filters are evaluated on visible images anyway).
 void reader_sight_check_filter(const ReaderSight *sight, Datum filter);
 
-// Frees what the sight prepared (also freed with the read's memory).
-void reader_sight_close(ReaderSight *sight);
+// Frees what the sight prepared (also freed with the read's memory); with
+// `unlock`, gives back its lock on the table (a read that waits holds none).
+void reader_sight_close(ReaderSight *sight, bool unlock);

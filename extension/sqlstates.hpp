@@ -16,5 +16,6 @@ constexpr int kWriteRefused = MAKE_SQLSTATE('C', 'F', '0', '1', '4');
 constexpr int kNotReplayedYet = MAKE_SQLSTATE('C', 'F', '0', '1', '6');
 constexpr int kOtherHistory = MAKE_SQLSTATE('C', 'F', '0', '1', '7');
 constexpr int kNoImages = MAKE_SQLSTATE('C', 'F', '0', '2', '1');
+constexpr int kNoCommitWakeups = MAKE_SQLSTATE('C', 'F', '0', '2', '2');
 
 }  // namespace changefeed

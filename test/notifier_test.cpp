@@ -3,9 +3,11 @@
 // own transaction sends one per transaction.  Rolled-back writes send nothing.
 #include "support/cluster.hpp"
 #include "support/listening.hpp"
+#include "support/recorder.hpp"
 
 #include <pqxx/pqxx>
 
+#include <atomic>
 #include <memory>
 #include <thread>
 
@@ -129,6 +131,61 @@ void rollback_sends_nothing(cftest::Cluster& c, const std::string& suffix) {
     ASSERT_TRUE(l.wait([&](const auto&) { return l.count("n_kept_" + suffix) >= 1; }));
     l.drain(500ms);
     EXPECT_EQ(l.count("n_rolled_" + suffix), 0u);
+}
+
+// The backend of a processor's read waiting in the server for a commit
+// (read_ranges(..., wait)): its pid and whether it holds an xmin; 0 if none.
+std::pair<int, bool> long_poll_backend(cftest::Cluster& c) {
+    auto r = c.exec("SELECT pid, backend_xmin IS NOT NULL FROM pg_stat_activity"
+                    " WHERE state = 'active' AND wait_event_type = 'Extension'"
+                    "   AND query LIKE '%changefeed.read_ranges%wait =>%'");
+    if (r.empty()) return {0, false};
+    return {r[0][0].as<int>(), r[0][1].as<bool>()};
+}
+
+// Preloaded, a caught-up processor's next read waits in the server for a
+// commit and returns it in the same round trip; it holds no xmin meanwhile.
+TEST(Notifier, PreloadedACaughtUpProcessorWaitsInTheServerForACommit) {
+    make_table(*preloaded, "n_long_poll");
+    cftest::Recorder rec;
+    std::atomic<int> errors{0};
+    auto o = cftest::fast_options("one");
+    o.on_error = [&](const changefeed::ErrorInfo&) { ++errors; };
+    o.lease_duration = 20s;  // the wait stays within half the leases' validity
+    o.renew_interval = 2s;
+    o.poll_interval = 5s;
+    auto p = changefeed::make_processor({preloaded->conninfo(), "n_long_poll"}, "waits", rec.handler(),
+                                        changefeed::AllVersionsOptions(o));
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p));
+    std::pair<int, bool> waiting;
+    ASSERT_TRUE(cftest::eventually([&] { return (waiting = long_poll_backend(*preloaded)).first != 0; }));
+    EXPECT_FALSE(waiting.second) << "the waiting read holds an xmin";
+    preloaded->exec("INSERT INTO n_long_poll (id, v) VALUES (1, 'a')");
+    ASSERT_TRUE(cftest::eventually([&] { return rec.has("1"); }));
+    // And it waits again, on the same connection.
+    ASSERT_TRUE(cftest::eventually([&] { return long_poll_backend(*preloaded).first == waiting.first; }));
+    p.stop();  // cancels the waiting read
+    EXPECT_TRUE(cftest::eventually([&] { return long_poll_backend(*preloaded).first == 0; }));
+    EXPECT_EQ(errors.load(), 0);  // the cancel is no error
+}
+
+// Without preloading no read can wait: the processor reads on notifications
+// and delivers as before.
+TEST(Notifier, NotPreloadedAProcessorFallsBackToNotifications) {
+    make_table(*plain, "n_no_long_poll");
+    cftest::Recorder rec;
+    std::atomic<int> errors{0};
+    auto o = cftest::fast_options("one");
+    o.on_error = [&](const changefeed::ErrorInfo&) { ++errors; };
+    auto p = changefeed::make_processor({plain->conninfo(), "n_no_long_poll"}, "listens", rec.handler(),
+                                        changefeed::AllVersionsOptions(o));
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p));
+    plain->exec("INSERT INTO n_no_long_poll (id, v) VALUES (1, 'a')");
+    ASSERT_TRUE(cftest::eventually([&] { return rec.has("1"); }));
+    EXPECT_EQ(long_poll_backend(*plain).first, 0);
+    EXPECT_EQ(errors.load(), 0);
 }
 
 TEST(Notifier, PreloadedARolledBackTransactionSendsNothing) { rollback_sends_nothing(*preloaded, "pre"); }

@@ -247,7 +247,7 @@ static std::string json_positions(const std::map<int, std::string>& since) {
 }
 
 pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
-                             int max, FeedMode mode, const TenantScope& scope) {
+                             int max, FeedMode mode, const TenantScope& scope, std::chrono::milliseconds wait) {
     // A prepared statement: a wake-up's read is parsed and planned once per
     // connection, not every time (about a third of a small read's time).
     static const std::string sql = std::string(read_columns) +
@@ -256,16 +256,30 @@ pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, cons
                                    "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($3::jsonb)"
                                    "                  WITH ORDINALITY AS t(e, i) ORDER BY i),"
                                    "       $4, $5, tenant => $6)";
+    static const std::string sql_wait = sql.substr(0, sql.size() - 1) + ", wait => $7::interval)";
     return translated([&] {
-        prepare_once(c, "changefeed_read_positions", sql);  // pqxx_compat.hpp
+        const bool waits = wait.count() > 0;
+        const char* name = waits ? "changefeed_read_positions_wait" : "changefeed_read_positions";
+        prepare_once(c, name, waits ? sql_wait : sql);  // pqxx_compat.hpp
         // One statement, no transaction block: read_ranges() reads in the
         // statement's snapshot, where idle ranges resume too.
         pqxx::nontransaction tx(c);
-        auto r = tx.exec_prepared(
-            "changefeed_read_positions", table, int_array(since), json_positions(since), max,
-            mode == FeedMode::latest_version ? "latest" : "all", scope.scoped() ? scope.tenant.c_str() : nullptr);
+        const char* latest = mode == FeedMode::latest_version ? "latest" : "all";
+        const char* tenant = scope.scoped() ? scope.tenant.c_str() : nullptr;
+        auto r = waits ? tx.exec_prepared(name, table, int_array(since), json_positions(since), max, latest, tenant,
+                                          std::to_string(wait.count()) + " milliseconds")
+                       : tx.exec_prepared(name, table, int_array(since), json_positions(since), max, latest, tenant);
         tx.commit();
         return r;
+    });
+}
+
+bool long_poll_available(pqxx::connection& c) {
+    return translated([&] {
+        pqxx::nontransaction tx(c);
+        return tx.exec("SELECT pg_catalog.to_regprocedure('changefeed.read_ranges(regclass, int[], text[], int, text, "
+                       "text, interval)') IS NOT NULL AND changefeed.preloaded() AND NOT pg_catalog.pg_is_in_recovery()")
+            [0][0].as<bool>();
     });
 }
 

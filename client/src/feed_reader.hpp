@@ -5,6 +5,7 @@
 
 #include "feed_mode.hpp"
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <pqxx/pqxx>
@@ -59,8 +60,16 @@ MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
 // next read once it knows where the ranges resume, before it parses the
 // changes: the rows as they came; `resume` and `total` from them (cheap);
 // then the changes and their positions into `out`.
+// With `wait` (a long poll, read_ranges(..., wait)), a read that finds
+// nothing waits in the server up to that long for a commit and returns its
+// changes in the same call.
 pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
-                             int max, FeedMode mode, const TenantScope& scope = {});
+                             int max, FeedMode mode, const TenantScope& scope = {},
+                             std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+// Whether this server takes read_ranges(..., wait): the version has it, the
+// library is preloaded (commits wake waiting reads through its shared
+// memory) and the server is no standby.
+bool long_poll_available(pqxx::connection& c);
 MultiReadResult resume_of(const pqxx::result& rows);
 void parse_positions(const pqxx::result& rows, const TenantScope& scope, MultiReadResult& out);
 

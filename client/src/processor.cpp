@@ -141,7 +141,7 @@ public:
             worker_.reset();
             auto keeper = std::make_unique<LeaseKeeper>(
                 collection_.conninfo(), key_, token, opt, events_,
-                LeaseKeeper::Hooks{[this] { worker_->wake(); }, [this] { worker_->request_stop(); }});
+                LeaseKeeper::Hooks{[this] { worker_->leases_changed(); }, [this] { worker_->request_stop(); }});
             worker_ = std::make_unique<RangeWorker>(std::move(setup), events_, *keeper);
             leases_ = std::move(keeper);
             listener_ = std::make_unique<Listener>(

@@ -5,6 +5,7 @@
 #include "runbook.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace changefeed::detail {
 namespace {
@@ -49,9 +50,85 @@ RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper&
 
 void RangeWorker::wake() { raise_flag(mu_, cv_, wake_); }
 
+void RangeWorker::leases_changed() {
+    {
+        std::lock_guard lock(mu_);
+        leases_moved_ = true;  // a long poll about to start reads at once instead
+    }
+    wake();
+    interrupt_long_poll();
+}
+
 void RangeWorker::request_stop() {
     raise_flag(mu_, cv_, stopping_);
     stop_source_.request_stop();  // a handler watching its Context::stop returns early
+    interrupt_long_poll();
+}
+
+// Cancels the long poll waiting now, if any (on poller_ alone: a cancel that
+// arrives late ends at most the next long poll, which is read again).
+void RangeWorker::interrupt_long_poll() {
+    std::lock_guard lock(mu_);
+    if (polling_ == nullptr) return;
+    try {
+        polling_->cancel_query();
+    } catch (...) {
+    }
+}
+
+// How long the next read of a caught-up worker may wait in the server: up to
+// the poll interval, well within the leases' validity; zero for no long poll
+// (reading a standby, a server without it, leases about to lapse).
+std::chrono::milliseconds RangeWorker::long_poll_wait() const {
+    using std::chrono::milliseconds;
+    if (!opt_.long_poll || reads_standby() || long_poll_ == 0) return milliseconds(0);
+    const auto valid = std::chrono::duration_cast<milliseconds>(view_.valid_until - Clock::now()) / 2;
+    const milliseconds wait = std::min({opt_.poll_interval, valid, milliseconds(30000)});
+    return wait >= milliseconds(100) ? wait : milliseconds(0);
+}
+
+// Whether the worker is caught up on ranges it reads from the log, none of
+// them waiting for a retry: what a long poll is for.
+bool RangeWorker::long_poll_worth() const {
+    const ReadPlan p = plan();
+    return !p.log.empty() && p.backfilling.empty() && p.next_retry == Clock::time_point::max();
+}
+
+// The long poll: the rows of a read that waited up to `wait` for a commit,
+// or nothing when it could not (then read as usual) or was interrupted
+// (stop, a change of leases: then an empty result, nothing read).
+std::optional<pqxx::result> RangeWorker::long_poll(const std::map<int, std::string>& since, int budget,
+                                                   std::chrono::milliseconds wait) {
+    try {
+        if (!poller_) poller_ = connect(s_.collection.conninfo());
+        if (long_poll_ < 0) long_poll_ = long_poll_available(*poller_) ? 1 : 0;
+        if (long_poll_ == 0) return std::nullopt;
+        {
+            std::lock_guard lock(mu_);
+            if (stopping_ || std::exchange(leases_moved_, false)) return pqxx::result();  // read at once instead
+            polling_ = poller_.get();
+        }
+        auto clear = [this] {
+            std::lock_guard lock(mu_);
+            polling_ = nullptr;
+        };
+        try {
+            pqxx::result r = fetch_positions(*poller_, s_.collection.table(), since, budget, s_.feed->mode, s_.scope, wait);
+            clear();
+            return r;
+        } catch (...) {
+            clear();
+            throw;
+        }
+    } catch (const Error& e) {
+        if (e.sqlstate() == "57014") return pqxx::result();  // cancelled: interrupted
+        if (e.sqlstate() == "CF022" || e.sqlstate() == "25000" || e.sqlstate() == "42883") {
+            long_poll_ = 0;  // not here: LISTEN/NOTIFY and polling
+            return std::nullopt;
+        }
+        poller_.reset();
+        throw;
+    }
 }
 
 // Sleeps up to `d`, returning early when stopping.
@@ -88,6 +165,7 @@ void RangeWorker::run() {
                 // instance had read (or read ahead) on the old one.
                 ranges_.clear();
                 read_ahead_.drop();
+                long_poll_ = -1;  // asked again: the server may be another one now
                 // What a projector applied before the connection broke is
                 // recorded before anything is read again, so the re-read skips it.
                 delivery_.flush_unrecorded(*conn);
@@ -95,13 +173,21 @@ void RangeWorker::run() {
             if (reads_standby() && !reader) reader = connect(opt_.read_connection);
             const bool busy = pass(*conn, reader ? *reader : *conn);
             backoff.reset();
-            if (busy) {
+            if (const auto wait = long_poll_wait(); wait.count() > 0 && long_poll_worth()) {
+                // Every read of the log may wait in the server for a commit
+                // and return it in the same round trip (one that finds
+                // changes returns at once): notifications are not needed.
+                std::lock_guard lock(mu_);
+                wait_next_ = wait;
+                wake_ = false;
+            } else if (busy) {
                 replay_checks = 0;
             } else if (replay_checks > 0) {
                 // Woken by the primary, found nothing on the standby: it may
                 // not have replayed the commit yet.  Look again shortly.
                 pause(std::chrono::milliseconds(2 << (replay_checks_after_wake - replay_checks--)));
             } else {
+                wait_next_ = std::chrono::milliseconds(0);
                 std::unique_lock lock(mu_);
                 cv_.wait_until(lock, std::min(Clock::now() + opt_.poll_interval, plan().next_retry),
                                [&] { return wake_ || stopping_; });
@@ -138,6 +224,8 @@ void RangeWorker::run() {
             }
             conn.reset();
             reader.reset();
+            poller_.reset();
+            wait_next_ = std::chrono::milliseconds(0);
             read_ahead_.drop();
             pause(backoff.next());
         }
@@ -430,10 +518,17 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
     const long per_ranges = static_cast<long>(opt_.max_batch_size) * std::min<long>(16, static_cast<long>(group.size()));
     const int budget = static_cast<int>(std::min<long>(100000, std::max<long>(per_ranges, opt_.max_read_size)));
     pqxx::result rows;
+    const auto wait = std::exchange(wait_next_, std::chrono::milliseconds(0));
     try {
         auto ahead = read_ahead_.take(since, budget);
-        rows = ahead ? std::move(*ahead)
-                     : fetch_positions(reader, s_.collection.table(), since, budget, s_.feed->mode, s_.scope);
+        std::optional<pqxx::result> polled;
+        if (!ahead && wait.count() > 0) {
+            polled = long_poll(since, budget, wait);
+            if (polled && polled->empty()) return false;  // interrupted: nothing read
+        }
+        rows = ahead    ? std::move(*ahead)
+               : polled ? std::move(*polled)
+                        : fetch_positions(reader, s_.collection.table(), since, budget, s_.feed->mode, s_.scope);
     } catch (const Error& e) {
         if (reads_standby() && standby_behind(e)) {
             // The standby has not replayed these positions yet, or a replay

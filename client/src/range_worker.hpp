@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <pqxx/pqxx>
 #include <set>
 #include <stop_token>
@@ -52,8 +53,10 @@ public:
 
     // Reads until request_stop(); stores where idle ranges got to on the way out.
     void run();
-    // Read now (a notification, a change of leases).
+    // Read now (a notification).
     void wake();
+    // Read now, the leases changed: a long poll waiting for a commit ends too.
+    void leases_changed();
     // Signals the handler's stop token and ends run() after the running step.
     void request_stop();
 
@@ -91,6 +94,11 @@ private:
     bool step(pqxx::connection& conn, int range, RangeState& st);
     bool log_round(pqxx::connection& conn, pqxx::connection& reader, const std::vector<int>& group);
     bool reads_standby() const { return !opt_.read_connection.empty(); }
+    std::chrono::milliseconds long_poll_wait() const;
+    bool long_poll_worth() const;
+    std::optional<pqxx::result> long_poll(const std::map<int, std::string>& since, int budget,
+                                          std::chrono::milliseconds wait);
+    void interrupt_long_poll();
     bool deliver_in_batches(pqxx::connection& conn, int range, RangeState& st, std::vector<Change>& changes,
                             const std::vector<std::string>& positions, const std::string& resume_at,
                             std::vector<PendingCheckpoint>& pending);
@@ -111,10 +119,12 @@ private:
     Delivery delivery_;
     ReadAhead read_ahead_;  // the next read, while the handler runs
 
-    std::mutex mu_;  // guards wake_ and stopping_
+    std::mutex mu_;  // guards wake_, stopping_, polling_ and leases_moved_
     std::condition_variable cv_;
     bool wake_ = true;
     bool stopping_ = false;
+    pqxx::connection* polling_ = nullptr;  // poller_ while a long poll waits on it
+    bool leases_moved_ = false;            // since the last long poll began
     std::stop_source stop_source_;  // the handler's stop token
 
     // The worker thread's own.
@@ -125,6 +135,12 @@ private:
     std::map<int, int> failures_;  // the handler's failures in a row, per range
     Clock::time_point next_maintain_{};
     bool maintain_denied_told_ = false;
+    // A caught-up worker's next read waits in the server for a commit
+    // (read_ranges(..., wait)), on a connection of its own, so that a cancel
+    // (stop, a change of leases) never meets another statement.
+    std::unique_ptr<pqxx::connection> poller_;
+    int long_poll_ = -1;  // whether the server takes it: -1 not asked yet
+    std::chrono::milliseconds wait_next_{0};
 };
 
 }  // namespace changefeed::detail

@@ -27,6 +27,8 @@
 --   CF019  history lost: capture was off (disable, then enable) after the position or the start time, so writes of that time were never logged
 --   CF020  a range id the collection does not have: its number of ranges changed (changefeed.alter ranges) since the caller learnt it, or a wrong id
 --   CF021  no images to read: the all-versions feed (mode `all`) of a collection enabled with `images => 'keys'`, or a change logged while it was (read in mode `latest`, or resume past it)
+--   CF022  a long-poll read (`read_ranges(..., wait)`) where no commit can wake it: the library is not in `shared_preload_libraries`, or the server is a standby
 --   42501  not allowed: no `SELECT` on the table, a processor of another role or reserved for one, not the table's owner, a TTL column set without `DELETE` on the table, another tenant
 --   42809  not a table (a view, a sequence…)
---   22023  a bad read argument (mode, max_changes, a range id twice, arrays of different lengths)
+--   22023  a bad read argument (mode, max_changes, a range id twice, arrays of different lengths, a `wait` outside 0..60 s)
+--   25000  a long-poll read (`read_ranges(..., wait)`) in a transaction that would hold back vacuum while it waits: REPEATABLE READ or SERIALIZABLE, one that has written, or one with a cursor open

@@ -255,6 +255,17 @@ $$;
 -- Every read of the call and that snapshot are one, the statement's (in
 -- REPEATABLE READ, the transaction's), so any isolation level will do and a
 -- wake-up is one statement.
+--   wait               a long poll (up to 60 s; 22023 otherwise): when the read
+--                      finds no change, it sleeps until a commit of the
+--                      collection wakes it, then reads again in a new snapshot,
+--                      by the same rules, and returns what it found; after
+--                      `wait` without a change, the markers of its last read.
+--                      It holds no snapshot, xmin or lock on the log while it
+--                      sleeps; a cancel stops it at once.  Needs the library
+--                      preloaded, not a standby (CF022), and a READ COMMITTED
+--                      transaction that has not written and has no cursor
+--                      open (25000).  With `wait`, every read of the call
+--                      takes its own snapshot, not the statement's.
 -- The rows come from extension/read_window.cpp (changefeed_read_ranges):
 -- read_ranges_plan() checks the call and plans the groups, C reads them
 -- straight into the result.
@@ -264,7 +275,8 @@ CREATE OR REPLACE FUNCTION changefeed.read_ranges(
     positions text[],
     max_changes int DEFAULT 1000,
     mode text DEFAULT 'all',
-    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (surface.manifest)
+    only_tenant text DEFAULT NULL,   -- `tenant` in the entry point (surface.manifest)
+    wait interval DEFAULT NULL)
 RETURNS TABLE (
     LIKE change,           -- a change row (surface.manifest)
     resume_ranges int[])   -- marker rows only

@@ -54,6 +54,12 @@ struct ProcessorOptions {
     std::chrono::milliseconds acquire_interval{std::chrono::seconds(5)};
     // Fallback read interval when no notification arrives.
     std::chrono::milliseconds poll_interval{std::chrono::seconds(5)};
+    // A caught-up processor's next read waits in the server for a commit and
+    // returns it in the same round trip (read_ranges(..., wait), up to
+    // poll_interval), where the server has it: preloaded, not a standby.
+    // Notifications (LISTEN) stay as the fallback.  False: wait for a
+    // notification or the poll interval between reads.
+    bool long_poll = true;
     // Delay before a batch whose handler threw is read again.
     std::chrono::milliseconds retry_delay{std::chrono::seconds(1)};
     // Reconnect backoff: doubles from min up to max.

@@ -110,3 +110,9 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- ---- read_ranges(): a long poll ----
+-- read_ranges() takes `wait` (extension/read_window.cpp): its entry point and
+-- implementation of 0.2 go.
+DROP FUNCTION changefeed.read_ranges(regclass, int[], text[], int, text, text);
+DROP FUNCTION changefeed._read_ranges(regclass, int[], text[], int, text, text);

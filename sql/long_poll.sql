@@ -1,0 +1,53 @@
+-- read_ranges(..., wait): a long poll woken by commits (preloaded only).
+\set SHOW_CONTEXT never
+CREATE TABLE polled (id int PRIMARY KEY, v text);
+SELECT changefeed.enable('polled', ranges => 4) IS NOT NULL;
+SELECT changefeed.current_position() AS p \gset
+
+-- Bad waits: negative, beyond 60 s (a day counts as one).
+SELECT try(format($$SELECT * FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[%L], wait => '-1 ms')$$, :'p'));
+SELECT try(format($$SELECT * FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[%L], wait => '61s')$$, :'p'));
+SELECT try(format($$SELECT * FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[%L], wait => '1 day -86300 s')$$, :'p'));
+SELECT try(format($$SELECT * FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[%L], wait => '1 mon')$$, :'p'));
+
+-- Where a wait would hold back vacuum: refused before anything is read.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT try(format($$SELECT * FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[%L], wait => '1s')$$, :'p'));
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT try(format($$SELECT * FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[%L], wait => '1s')$$, :'p'));
+ROLLBACK;
+BEGIN;
+CREATE TEMP TABLE scratch (x int);
+SELECT try(format($$SELECT * FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[%L], wait => '1s')$$, :'p'));
+ROLLBACK;
+BEGIN;
+DECLARE open_cursor CURSOR FOR SELECT 1;
+SELECT try(format($$SELECT * FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[%L], wait => '1s')$$, :'p'));
+ROLLBACK;
+-- A transaction that captured changes: CF009 (its own changes), as without wait.
+BEGIN;
+INSERT INTO polled VALUES (0, 'own');
+SELECT try(format($$SELECT * FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[%L], wait => '1s')$$, :'p'));
+ROLLBACK;
+-- The other checks of read_ranges() come first, wait or not.
+SELECT try(format($$SELECT * FROM changefeed.read_ranges('polled', '{0,9}', ARRAY[%L], wait => '1s')$$, :'p'));
+
+-- Nothing commits: after the wait, one marker, every range resuming at the
+-- read's own snapshot (a position that reads nothing yet).
+SELECT seq, resume_ranges, "position" IS NOT NULL AS has_position
+  FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[:'p'], wait => '200ms');
+SELECT seq, resume_ranges FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[:'p'], wait => '0');
+SELECT seq, resume_ranges FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[:'p'], wait => NULL);
+
+-- Rows there already: returned at once, as without wait.
+INSERT INTO polled VALUES (1, 'a'), (2, 'b');
+SELECT operation, doc_id, resume_ranges FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[:'p'], wait => '30s')
+ ORDER BY seq NULLS LAST;
+-- The same in an explicit READ COMMITTED transaction block.
+BEGIN;
+SELECT count(*) FILTER (WHERE seq IS NOT NULL) AS changes
+  FROM changefeed.read_ranges('polled', '{0,1,2,3}', ARRAY[:'p'], wait => '30s');
+COMMIT;
+
+DROP TABLE polled;
