@@ -72,6 +72,10 @@ SELECT concat_ws(' ',
     + (SELECT count(*) FROM torture.projection p
         WHERE NOT EXISTS (SELECT 1 FROM torture.truth t
                            WHERE t.tbl = p.tbl AND t.vid = p.vid AND t.id = p.id AND t.kver = p.kver AND t.op <> 'd'))),
+  -- The consumer bound by row-level security: every change of an even key
+  -- and every clear delivered, nothing of an odd key (an image its policy hides).
+  'rls_lost=' || (SELECT count(*) FROM torture.rls_missing),
+  'rls_leaked=' || (SELECT count(*) FROM torture.rls_deliveries WHERE op <> 't' AND (id IS NULL OR id % 2 <> 0)),
   -- The exactly-once consumer: every change applied once (the all-versions
   -- feed delivers each committed change: versions, deletes, one clear per range),
   -- none twice, and its projection equal to the tables.

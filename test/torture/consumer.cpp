@@ -13,6 +13,9 @@
 //                                      projector call is one torture.project_calls row (event id,
 //                                      process id, time), committed before the projector returns,
 //                                      on a connection of its own (application_name torture_projection)
+//   torture_consumer rls INSTANCE      all-versions processors "torture-rls" connected as role
+//                                      torture_rls, which row-level security lets see the even keys:
+//                                      every delivery goes into torture.rls_deliveries
 //   torture_consumer broken SLOT       a deliberately wrong consumer that reads changefeed.log by
 //                                      "seq > last seen" instead of changefeed.read(); handles the
 //                                      ranges with range_id % 3 = SLOT (shows the checker catches it)
@@ -206,12 +209,16 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
                 },
                 o));
         } else {
+            // kind all, or rls: the same processor as a role bound by policies.
+            const bool rls = kind == "rls";
+            const std::string into = rls ? "torture.rls_deliveries" : "torture.deliveries";
             procs.push_back(changefeed::make_processor(
-                coll, "torture-all",
-                [sink, t, run_id](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
+                rls ? changefeed::Collection(std::string(kConninfo) + " user=torture_rls", kTables[t]) : coll,
+                rls ? "torture-rls" : "torture-all",
+                [sink, t, run_id, into](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                     sink->run([&](pqxx::work& tx) {
                         std::string sql =
-                            "INSERT INTO torture.deliveries (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch)"
+                            "INSERT INTO " + into + " (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch)"
                             " VALUES ";
                         for (std::size_t i = 0; i < batch.size(); ++i) {
                             if (i) sql += ",";
@@ -327,7 +334,7 @@ int main(int argc, char** argv) {
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     try {
-        if (mode == "all" || mode == "latest" || mode == "exact" || mode == "project")
+        if (mode == "all" || mode == "rls" || mode == "latest" || mode == "exact" || mode == "project")
             return run_processors(mode, argv[2], set, max_seconds, batch);
         if (mode == "broken") return run_broken(std::atoi(argv[2]), set, max_seconds);
     } catch (const std::exception& e) {

@@ -4,7 +4,9 @@
 # mode), then a checker that counts lost, phantom, misordered and duplicated
 # deliveries and compares the latest-version projection with the table, and
 # checks the exactly-once consumer (a transactional handler): every change
-# applied exactly once, its projection equal to the tables.
+# applied exactly once, its projection equal to the tables; and a consumer of
+# a role that row-level security lets see the even keys: all of theirs, none
+# of the others.
 #
 #   bash test/torture/run.sh [--short | --long] [options]
 #
@@ -88,9 +90,10 @@ for i in $(seq 1 "$instances"); do
 done
 supervise latest latest 2>/dev/null & sup_pids+=($!); slots+=(latest)
 supervise exact exact 2>/dev/null & sup_pids+=($!); slots+=(exact)
+supervise rls rls 2>/dev/null & sup_pids+=($!); slots+=(rls)
 # A processor starts from the position of its first start: the writers wait
 # until both processors' leases exist (the broken consumer reads from seq 0).
-[ "$broken" = 1 ] || wait_for_leases 6 torture-all torture-latest torture-exact
+[ "$broken" = 1 ] || wait_for_leases 8 torture-all torture-latest torture-exact torture-rls
 
 echo "== writers: up to $changes changes or $seconds s, at most $rate changes/s; $kills kills, crash=$crash"
 start_ts=$(date +%s)
@@ -159,7 +162,7 @@ ws=$(cat "$work/writer.stats")
 get() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
 status=PASS
 for k in lost phantom misordered stream_gaps wrong_range projection_mismatch \
-         exact_applied_twice exact_unapplied exact_projection_mismatch; do
+         exact_applied_twice exact_unapplied exact_projection_mismatch rls_lost rls_leaked; do
     v=$(sed -n "s/.*\(^\| \)$k=\([0-9-]*\).*/\2/p" <<<"$result")
     [ -n "$v" ] && [ "$v" = 0 ] || status=FAIL
 done

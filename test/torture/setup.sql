@@ -48,3 +48,26 @@ CREATE TABLE torture.exact_projection (tbl smallint, id bigint, vid bigint NOT N
                                        PRIMARY KEY (tbl, id));
 CREATE TABLE torture.exact_applied (event_id text PRIMARY KEY, tbl smallint NOT NULL, seq bigint NOT NULL,
                                     n int NOT NULL DEFAULT 1);
+-- A consumer bound by row-level security (torture_consumer rls): its role may
+-- see the even keys of both tables, as their policies say, and its processor
+-- must deliver exactly those keys' changes (and every clear), nothing of an odd key.
+CREATE ROLE torture_rls LOGIN IN ROLE changefeed_processor;
+GRANT SELECT ON public.docs, public.docs2 TO torture_rls;
+ALTER TABLE public.docs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE public.docs2 ENABLE ROW LEVEL SECURITY;
+CREATE POLICY even_keys ON public.docs FOR SELECT TO torture_rls USING (id % 2 = 0);
+CREATE POLICY even_keys ON public.docs2 FOR SELECT TO torture_rls USING (id % 2 = 0);
+CREATE TABLE torture.rls_deliveries (LIKE torture.deliveries INCLUDING DEFAULTS);
+-- What the consumer bound by row-level security owes and has not delivered:
+-- every change of an even key, every clear.
+CREATE VIEW torture.rls_missing AS
+SELECT t.tbl, t.id, t.vid, t.op, NULL::bigint AS seq FROM torture.truth t
+ WHERE t.id % 2 = 0 AND t.op <> 'd'
+   AND NOT EXISTS (SELECT 1 FROM torture.rls_deliveries d WHERE d.tbl = t.tbl AND d.vid = t.vid)
+UNION ALL
+SELECT t.tbl, t.id, t.vid, t.op, NULL FROM torture.truth t
+ WHERE t.id % 2 = 0 AND t.op = 'd'
+   AND NOT EXISTS (SELECT 1 FROM torture.rls_deliveries d WHERE d.tbl = t.tbl AND d.op = 'd' AND d.prev_vid = t.prev_vid)
+UNION ALL
+SELECT c.tbl, NULL, NULL, 't', c.seq FROM torture.truth_clear c
+ WHERE NOT EXISTS (SELECT 1 FROM torture.rls_deliveries d WHERE d.tbl = c.tbl AND d.op = 't' AND d.seq = c.seq);
