@@ -60,3 +60,23 @@ static inline bool changefeed_sets_expression(AlterTableType subtype) {
     return false;
 #endif
 }
+
+// 16 moved a relation's required permissions and checkAsUser from its range
+// table entry into the query's RTEPermissionInfo list (which row-level
+// security reads the user from): reader_sight.cpp's SELECT as `reader`.
+#if PG_VERSION_NUM >= 160000
+extern "C" {
+#include "parser/parse_relation.h"
+}
+#endif
+static inline void changefeed_select_as(Query *query, RangeTblEntry *rte, Oid reader) {
+#if PG_VERSION_NUM >= 160000
+    RTEPermissionInfo *perminfo = addRTEPermissionInfo(&query->rteperminfos, rte);
+    perminfo->requiredPerms = ACL_SELECT;
+    perminfo->checkAsUser = reader;
+#else
+    (void)query;
+    rte->requiredPerms = ACL_SELECT;
+    rte->checkAsUser = reader;
+#endif
+}

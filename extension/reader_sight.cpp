@@ -96,9 +96,8 @@ List *policy_quals(Relation rel, Oid reader, bool *has_sublinks) {
     rte->relid = relid;
     rte->relkind = rel->rd_rel->relkind;
     rte->rellockmode = AccessShareLock;
-    rte->requiredPerms = ACL_SELECT;
-    rte->checkAsUser = reader;
     query->rtable = list_make1(rte);
+    changefeed_select_as(query, rte, reader);
     List *quals = NIL, *checks = NIL;
     bool has_rls = false;
     get_row_security_policies(query, rte, 1, &quals, &checks, &has_rls, has_sublinks);
