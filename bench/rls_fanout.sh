@@ -37,12 +37,12 @@ SQL
 # feed holds only the second, bench_all's both.
 pos=$(psql -AtX -c "SELECT changefeed.current_position()")
 psql -qX -v ON_ERROR_STOP=1 -c "INSERT INTO rf_tenant VALUES (-1, 'cold', 'b'), (-2, 'cold', 'a')"
-for who in "bench_tenant -2" "bench_all -1,-2"; do
-    set -- $who
-    got=$(PGUSER=$1 PGOPTIONS='-c app.tenant=a' psql -AtX -v ON_ERROR_STOP=1 \
+while read -r role want; do
+    got=$(PGUSER=$role PGOPTIONS='-c app.tenant=a' psql -AtX -v ON_ERROR_STOP=1 \
         -c "SELECT string_agg(doc_id::text, ',' ORDER BY seq) FROM changefeed.read('rf_tenant', '$pos')")
-    [ "$got" = "$2" ] || { echo "rls_fanout: $1 reads rows $got of rf_tenant, not $2" >&2; exit 1; }
-done
+    [ "$got" = "$want" ] || { echo "rls_fanout: $role reads rows $got of rf_tenant, not $want" >&2; exit 1; }
+done <<<"bench_tenant -2
+bench_all -1,-2"
 declare -A ms
 round=0
 while read -r set t; do
