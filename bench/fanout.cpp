@@ -1,7 +1,7 @@
 // Fan-out: the time until every hot subscription of a process saw one write,
 // for a few subscriptions and for many, side by side in one process.
 //
-//   fanout CONNINFO SMALL_TABLE SMALL LARGE_TABLE LARGE ROUNDS
+//   fanout CONNINFO SMALL_TABLE SMALL LARGE_TABLE LARGE ROUNDS [SMALL_READER LARGE_READER]
 //
 // Two sets of subscriptions with the default options, SMALL on SMALL_TABLE
 // and LARGE on LARGE_TABLE (tables of (id int PRIMARY KEY, kind text)), half
@@ -10,6 +10,10 @@
 // from just before the INSERT until the last subscription of that set saw
 // it, 50 ms apart.  Two warm-up rounds first.  Prints one line per timed round:
 // "small MS" and "large MS".
+//
+// SMALL_READER and LARGE_READER, when given, are the connection strings the
+// two sets subscribe with (e.g. two roles under row-level security, one
+// restricted by a policy, one not); the writer always uses CONNINFO.
 #include <changefeed/changefeed.hpp>
 #include <pqxx/pqxx>
 
@@ -87,8 +91,8 @@ double round_ms(pqxx::connection& writer, Set& set, int id) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 7) {
-        std::cerr << "usage: fanout CONNINFO SMALL_TABLE SMALL LARGE_TABLE LARGE ROUNDS\n";
+    if (argc != 7 && argc != 9) {
+        std::cerr << "usage: fanout CONNINFO SMALL_TABLE SMALL LARGE_TABLE LARGE ROUNDS [SMALL_READER LARGE_READER]\n";
         return 2;
     }
     const std::string conninfo = argv[1];
@@ -98,8 +102,8 @@ int main(int argc, char** argv) {
     large.table = argv[4];
     large.size = std::stoi(argv[5]);
     const int rounds = std::stoi(argv[6]);
-    subscribe_all(conninfo, small);
-    subscribe_all(conninfo, large);
+    subscribe_all(argc == 9 ? argv[7] : conninfo, small);
+    subscribe_all(argc == 9 ? argv[8] : conninfo, large);
     pqxx::connection writer(conninfo);
     for (int r = 0; r < rounds + 2; ++r) {
         const double s = round_ms(writer, small, r + 1);

@@ -139,6 +139,17 @@ ratio_rows() {
         END {b = m[o[1]]; for (i = 1; i <= n; i++) printf "| %s | %.1f | %.1fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
         "$BENCH_OUT/medians.tsv"
     echo
+    echo "## Fan-out under row-level security (ms until every subscription saw one write)"
+    echo
+    echo "One process holds both sets, each of non-superuser readers on a table of its own with the same policies, half of"
+    echo "each set filtered (\`bench/rls_fanout.sh\`); one write of a row both may see to each set in turn, 50 ms apart."
+    echo
+    echo "| subscriptions | ms | ratio to unrestricted |"
+    echo "|---|---:|---:|"
+    awk -F'\t' '$1 == "rls_fanout" {m[$2] = $4; o[++n] = $2; if ($2 ~ /unrestricted/) b = $4}
+        END {for (i = 1; i <= n; i++) printf "| %s | %.1f | %.2fx |\n", o[i], m[o[i]], (b > 0 ? m[o[i]] / b : 0)}' \
+        "$BENCH_OUT/medians.tsv"
+    echo
     bash "$(dirname "$0")/report_ranges.sh"
     bash "$(dirname "$0")/report_scale.sh"
 } >"$md"

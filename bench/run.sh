@@ -2,7 +2,7 @@
 # All benchmarks in one run: write overhead, bulk statements, commit-to-handler latency and its
 # floor, consumer throughput, read cost against the log's size, retention, the
 # bridge into NATS JetStream, scale under a write rate, many ranges, reading
-# from a standby, fan-out to many subscriptions.
+# from a standby, fan-out to many subscriptions, with and without row-level security.
 # Writes bench/RESULTS.md and bench/results.png.
 #   bash bench/run.sh            full sizes (about 45 minutes on 2 cores)
 #   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
@@ -54,9 +54,10 @@ if [ "$mode" = --smoke ]; then
     bash bench/ranges.sh "$BENCH_OUT/bin" 1 200 2 "8 64"
     bash bench/read_scale_out.sh 5000 1 "$BENCH_OUT/bin"
     bash bench/fanout.sh "$BENCH_OUT/bin" 2 4 40
+    bash bench/rls_fanout.sh "$BENCH_OUT/bin" 2 4
     bash bench/report.sh "$BENCH_OUT/RESULTS.md" "$BENCH_OUT/results.png"
     # The smoke run checks that every part produced figures.
-    for part in write bulk latency throughput open_xact rls_drain prune bridge ranges log_size scale readscale fanout; do
+    for part in write bulk latency throughput open_xact rls_drain prune bridge ranges log_size scale readscale fanout rls_fanout; do
         grep -q "^$part	" "$BENCH_OUT/raw.tsv" || { echo "bench smoke: no $part figures" >&2; exit 1; }
     done
     echo "bench smoke: every part produced figures"
@@ -76,5 +77,6 @@ else
     bash bench/ranges.sh "$BENCH_OUT/bin" 3 5000 10 "16 256 1024"
     bash bench/read_scale_out.sh 500000 3 "$BENCH_OUT/bin"
     bash bench/fanout.sh "$BENCH_OUT/bin" 20 10 500
+    bash bench/rls_fanout.sh "$BENCH_OUT/bin" 20 100
     bash bench/report.sh bench/RESULTS.md bench/results.png
 fi
