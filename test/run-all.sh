@@ -106,7 +106,7 @@ bash test/cluster.sh stop "$scratch/preload"
 
 echo "== SQL tests, library not preloaded (NOTIFY fallback)"
 bash test/cluster.sh start "$scratch/plain" --port 55491 --fsync-off --no-preload
-stage "SQL tests, library not preloaded" run_sql_tests "$scratch/plain" REGRESS_PRELOADED=
+stage "SQL tests, library not preloaded" run_sql_tests "$scratch/plain" REGRESS_PRELOADED= ISOLATION_PRELOADED=
 bash test/cluster.sh stop "$scratch/plain"
 
 echo "== PostgreSQL 17 and 18: the SQL tests in Debian trixie and forky roots"
