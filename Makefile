@@ -26,6 +26,7 @@ OBJS = \
 	extension/partition_drops.o \
 	extension/current_rows.o \
 	extension/reader_sight.o \
+	extension/read_memory.o \
 	extension/read_window.o
 
 EXTENSION = extension/changefeed
@@ -57,6 +58,8 @@ REGRESS_COMMON += bulk_order
 REGRESS_COMMON += images_keys
 # Row images built straight from the tuple agree with to_jsonb() (row_image.cpp).
 REGRESS_COMMON += row_images
+# Reads keep their memory between calls (read_memory.cpp).
+REGRESS_COMMON += read_memory
 REGRESS_PRELOADED = notifier ticks workers long_poll
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed

@@ -3,6 +3,7 @@
 #include "pg.hpp"
 #include "module.hpp"
 #include "notifier.hpp"
+#include "read_memory.hpp"
 #include "settings.hpp"
 #include "xact_tracking.hpp"
 
@@ -23,6 +24,7 @@ void _PG_init(void) {
     changefeed_define_settings();
     changefeed_xact_tracking_init();
     changefeed_notifier_init();
+    changefeed_read_memory_init();
 }
 
 Datum changefeed_preloaded(PG_FUNCTION_ARGS) {

@@ -156,6 +156,17 @@ public:
     std::array<uint8_t, 32> tag(std::string_view message) const {
         Sha256 inner = inner_;
         inner.update(message);
+        return tag_of_inner(inner);
+    }
+    // The inner hash having taken `prefix`: messages that begin with it
+    // (the positions of one page) hash it once.
+    Sha256 inner_after(std::string_view prefix) const {
+        Sha256 inner = inner_;
+        inner.update(prefix);
+        return inner;
+    }
+    // The tag of the message the inner hash `inner` has taken.
+    std::array<uint8_t, 32> tag_of_inner(Sha256 &inner) const {
         auto inner_hash = inner.finish();
         Sha256 outer = outer_;
         outer.update(as_view(inner_hash));
@@ -168,10 +179,14 @@ private:
 };
 static_assert(kKeySize <= 64, "an HMAC-SHA256 key of up to one block is used as is");
 
-std::string tag_of(std::string_view body, const uint8_t *key) {
+const KeyedMac &mac_for(const uint8_t *key) {
     static std::optional<KeyedMac> mac;  // a backend is single-threaded
     if (!mac || !mac->has_key(key)) mac.emplace(key);
-    auto t = mac->tag(body);
+    return *mac;
+}
+
+std::string tag_of(std::string_view body, const uint8_t *key) {
+    auto t = mac_for(key).tag(body);
     return std::string(reinterpret_cast<const char *>(t.data()), kTagSize);
 }
 
@@ -187,21 +202,26 @@ bool same_tag(std::string_view a, std::string_view b) {
 
 size_t base64url_length(size_t bytes) { return bytes / 3 * 4 + (bytes % 3 ? bytes % 3 + 1 : 0); }
 
-std::string base64url(const std::string &in) {
-    std::string out;
-    out.reserve(base64url_length(in.size()));
+// The base64url text of `n` bytes at `in`, base64url_length(n) characters
+// into `out`.
+void base64url_into(const uint8_t *in, size_t n, char *out) {
     size_t i = 0;
-    for (; i + 3 <= in.size(); i += 3) {
-        uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-        for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(v >> s) & 63];
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t(in[i]) << 16) | (uint32_t(in[i + 1]) << 8) | in[i + 2];
+        for (int s = 18; s >= 0; s -= 6) *out++ = kAlphabet[(v >> s) & 63];
     }
-    if (size_t rest = in.size() - i; rest > 0) {
-        uint32_t v = uint8_t(in[i]) << 16;
-        if (rest == 2) v |= uint8_t(in[i + 1]) << 8;
-        out += kAlphabet[(v >> 18) & 63];
-        out += kAlphabet[(v >> 12) & 63];
-        if (rest == 2) out += kAlphabet[(v >> 6) & 63];
+    if (size_t rest = n - i; rest > 0) {
+        uint32_t v = uint32_t(in[i]) << 16;
+        if (rest == 2) v |= uint32_t(in[i + 1]) << 8;
+        *out++ = kAlphabet[(v >> 18) & 63];
+        *out++ = kAlphabet[(v >> 12) & 63];
+        if (rest == 2) *out++ = kAlphabet[(v >> 6) & 63];
     }
+}
+
+std::string base64url(const std::string &in) {
+    std::string out(base64url_length(in.size()), '\0');
+    base64url_into(reinterpret_cast<const uint8_t *>(in.data()), in.size(), out.data());
     return out;
 }
 
@@ -414,15 +434,57 @@ std::string finish(std::string body, int64_t last_seq, const uint8_t *key) {
     return std::string(kPrefix) + base64url(body);
 }
 
+// The positions of one page: one head, a seq and a tag each.  The head goes
+// through the MAC's inner hash once, and into base64 once up to its last
+// whole group of three bytes, so a row costs its tail alone: the head's last
+// bytes, its seq and its tag (a read tags every row it returns).  The text
+// is finish()'s, byte for byte.
+class PageEncoder {
+  public:
+    PageEncoder(const std::string &head, const uint8_t *key) : mac_(mac_for(key)), inner_(mac_.inner_after(head)) {
+        const size_t whole = head.size() - head.size() % 3;
+        text_ = std::string(kPrefix) + base64url(head.substr(0, whole));
+        rest_ = head.size() - whole;
+        std::memcpy(tail_, head.data() + whole, rest_);
+        length_ = text_.size() + base64url_length(rest_ + 8 + kTagSize);
+    }
+    // Every text of the page has this length.
+    size_t length() const { return length_; }
+    // The text for `seq`, NUL-terminated, into out (length() + 1 bytes).
+    void encode(int64_t seq, char *out) {
+        uint8_t *tail = tail_ + rest_;
+        for (int i = 0; i < 8; i++) tail[i] = uint8_t((uint64_t(seq) >> (8 * i)) & 0xff);
+        Sha256 inner = inner_;
+        inner.update(std::string_view(reinterpret_cast<const char *>(tail), 8));
+        const auto tag = mac_.tag_of_inner(inner);
+        std::memcpy(tail + 8, tag.data(), kTagSize);
+        std::memcpy(out, text_.data(), text_.size());
+        base64url_into(tail_, rest_ + 8 + kTagSize, out + text_.size());
+        out[length_] = '\0';
+    }
+
+  private:
+    const KeyedMac &mac_;
+    Sha256 inner_;      // after the inner pad and the head
+    std::string text_;  // prefix and the base64 of the head's whole groups
+    uint8_t tail_[2 + 8 + kTagSize];
+    size_t rest_;       // head bytes after its whole groups (0 to 2)
+    size_t length_;
+};
+
 }  // namespace
 
 std::string encode(const Position &p, const uint8_t *key) { return finish(head_of(p), p.last_seq, key); }
 
 std::vector<std::string> encode_page(const Position &p, const std::vector<int64_t> &seqs, const uint8_t *key) {
-    const std::string head = head_of(p);
+    PageEncoder page(head_of(p), key);
     std::vector<std::string> out;
     out.reserve(seqs.size());
-    for (int64_t seq : seqs) out.push_back(finish(head, seq, key));
+    std::string text(page.length() + 1, '\0');
+    for (int64_t seq : seqs) {
+        page.encode(seq, text.data());
+        out.emplace_back(text.data(), page.length());
+    }
     return out;
 }
 
@@ -548,15 +610,16 @@ extern "C" ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const c
 extern "C" ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, const char *hi, const int64_t *seqs,
                                                               size_t n, uint64_t system_id, uint32_t database,
                                                               ChangefeedWalPoint at, const uint8_t *key, char *out,
-                                                              size_t stride, char *err, size_t errlen) {
+                                                              size_t stride, size_t *length, char *err,
+                                                              size_t errlen) {
     return encoding(
         [&] {
             Position p = position_at(system_id, database, at, lo);
             p.hi = parse_snapshot(hi);
-            const std::vector<std::string> texts = encode_page(p, std::vector<int64_t>(seqs, seqs + n), key);
-            for (size_t i = 0; i < n; i++)
-                if (!copy_out(texts[i], out + i * stride, stride))
-                    throw std::length_error("position buffer too small");
+            PageEncoder page(head_of(p), key);
+            if (page.length() + 1 > stride) throw std::length_error("position buffer too small");
+            for (size_t i = 0; i < n; i++) page.encode(seqs[i], out + i * stride);
+            if (length != nullptr) *length = page.length();
         },
         err, errlen);
 }

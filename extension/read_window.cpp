@@ -16,6 +16,7 @@
 // "Not visible in lo" is "txid >= xmax(lo) or txid in xip(lo)": a range scan
 // from xmax(lo) and one lookup per xid of xip(lo), so an old open
 // transaction costs a lookup, not a rescan of everything since it began.
+#include <algorithm>
 #include <cmath>
 
 #include "pg.hpp"
@@ -25,6 +26,7 @@
 #include "position_history.hpp"
 #include "position_key.hpp"
 #include "notifier.hpp"
+#include "read_memory.hpp"
 #include "reader_sight.hpp"
 #include "settings.hpp"
 #include "sqlstates.hpp"
@@ -199,9 +201,8 @@ struct Row {
     char seen;      // what the reader sees of it (reader_sight_op()); 0: what its tenants see (seen_op())
 };
 
-int by_seq(const void *a, const void *b) {
-    int64 x = ((const Row *)a)->seq, y = ((const Row *)b)->seq;
-    return x < y ? -1 : x > y ? 1 : 0;
+bool seq_before(const Row &a, const Row &b) {
+    return a.seq < b.seq;
 }
 
 // The rows a page keeps: the `keep` smallest seqs seen so far.  Pruned when
@@ -214,17 +215,26 @@ struct Kept {  // a page in the making
     int keep;
 };
 
+// Keeps the `keep` smallest seqs (in no order).  std::nth_element and
+// std::sort below, inlined on plain structs, are a fraction of qsort()'s
+// calls through a comparator.
 void page_prune(Kept *pg) {
-    qsort(pg->rows, pg->n, sizeof(Row), by_seq);
+    if (pg->n <= pg->keep) return;
+    std::nth_element(pg->rows, pg->rows + pg->keep, pg->rows + pg->n, seq_before);
     for (int i = pg->keep; i < pg->n; i++) heap_freetuple(pg->rows[i].tuple);
-    if (pg->n > pg->keep) pg->n = pg->keep;
+    pg->n = pg->keep;
+}
+
+// The page's rows in seq order.
+void page_sort(Kept *pg) {
+    std::sort(pg->rows, pg->rows + pg->n, seq_before);
 }
 
 void page_add(Kept *pg, int64 seq, HeapTuple tuple, int part, char seen) {
     if (pg->n == pg->cap && pg->keep < pg->n) page_prune(pg);
     if (pg->n == pg->cap) {  // keep >= cap: grow
         pg->cap *= 2;
-        pg->rows = (Row *)repalloc_huge(pg->rows, sizeof(Row) * pg->cap);
+        pg->rows = (Row *)changefeed_read_buffer_grow(kPageRowsBuffer, pg->rows, sizeof(Row) * pg->cap);
     }
     pg->rows[pg->n++] = Row{seq, tuple, part, (Datum)0, seen};
 }
@@ -827,13 +837,14 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
     pg.keep = w->latest ? INT_MAX : limit + 1;
     pg.cap = w->latest ? 1024 : Max(2 * pg.keep, 1024);
     pg.n = 0;
-    pg.rows = (Row *)palloc_extended(sizeof(Row) * pg.cap, MCXT_ALLOC_HUGE);
+    pg.rows = (Row *)changefeed_read_buffer_take(kPageRowsBuffer, sizeof(Row) * pg.cap);
     scan_window(w, parts, nparts, &pg);
     if (w->latest) {
         latest_versions(w, parts, &pg, limit + 1);
         pg.keep = limit + 1;
     }
     page_prune(&pg);
+    page_sort(&pg);
 
     bool exhausted = pg.n <= limit;
     int n = exhausted ? pg.n : limit;
@@ -843,20 +854,21 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
     // exhausted window carries hi alone.
     size_t stride = 128 + 8 * (strlen(lo_text) + strlen(hi_text));
     int paged = exhausted ? Max(n - 1, 0) : n;
-    char *positions = (char *)palloc_extended(stride * Max(paged, 1), MCXT_ALLOC_HUGE);
-    int64 *seqs = (int64 *)palloc(sizeof(int64) * Max(paged, 1));
+    char *positions = (char *)changefeed_read_buffer_take(kPositionsBuffer, stride * Max(paged, 1));
+    int64 *seqs = (int64 *)changefeed_read_buffer_take(kSeqsBuffer, sizeof(int64) * Max(paged, 1));
     for (int i = 0; i < paged; i++) seqs[i] = pg.rows[i].seq;
     char err[256];
+    size_t length = 0;
     ChangefeedCodecStatus rc = changefeed_codec_encode_page(lo_text, hi_text, seqs, paged, GetSystemIdentifier(),
                                                             MyDatabaseId, changefeed_wal_point(),
-                                                            changefeed_position_key(), positions, stride, err,
-                                                            sizeof err);
+                                                            changefeed_position_key(), positions, stride, &length,
+                                                            err, sizeof err);
     if (rc != CHANGEFEED_CODEC_OK)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot encode position: %s", err)));
     for (int i = 0; i < n; i++) {
         Row *row = &pg.rows[i];
         bool last = i == n - 1;
-        text *pos = i < paged ? cstring_to_text(positions + i * stride)
+        text *pos = i < paged ? cstring_to_text_with_len(positions + i * stride, (int)length)
                               : encode_position(hi_text, NULL, 0, positions, stride);
         if (last)
             (void)set_config_option("changefeed.read_position", text_to_cstring(pos), PGC_USERSET, PGC_S_SESSION,
@@ -864,9 +876,9 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
         emit(out, &parts[row->part], row->tuple, row->seq, pos, row->current, row->seen);
     }
     for (int i = 0; i < pg.n; i++) heap_freetuple(pg.rows[i].tuple);
-    pfree(pg.rows);
-    pfree(positions);
-    pfree(seqs);
+    changefeed_read_buffer_give_back(kPageRowsBuffer, pg.rows);
+    changefeed_read_buffer_give_back(kPositionsBuffer, positions);
+    changefeed_read_buffer_give_back(kSeqsBuffer, seqs);
     return n;
 }
 
@@ -1007,6 +1019,9 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     for (int i = 0; i < 6; i++)
         if (i != 3 && PG_ARGISNULL(i))
             ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("argument %d is null", i + 1)));
+    // The result set first, in its own memory; the rest in the read's work memory.
+    changefeed_read_materialize(fcinfo);
+    MemoryContext caller = changefeed_read_work_begin();
     Window w;
     w.collection = PG_GETARG_INT32(0);
     w.ranges = range_ids(PG_GETARG_ARRAYTYPE_P(1), &w.nranges);
@@ -1027,7 +1042,6 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     w.sight = whole ? NULL : reader_sight_for(w.collection);
     if (w.filter != NULL) reader_sight_check_filter(w.sight, w.filter->path);
 
-    InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     int nparts;
     Partition *parts = open_partitions(&nparts);
@@ -1039,6 +1053,7 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     reader_sight_close(w.sight, false);
     current_rows_close(w.current);
     close_partitions(parts, nparts);
+    changefeed_read_work_end(caller);
     return (Datum)0;
 }
 
@@ -1206,12 +1221,14 @@ extern "C" {
 // read's.  The commit count is taken before each read's snapshot: a commit
 // that snapshot misses counts up after it, so its wake-up is never lost.
 Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
-    InitMaterializedSRF(fcinfo, 0);
+    changefeed_read_materialize(fcinfo);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     long wait_ms = wait_ms_of(fcinfo, 6);
     int32 collection = 0;
+    MemoryContext work_caller = changefeed_read_work_begin();
     if (wait_ms == 0) {
         (void)read_ranges_once(fcinfo, rsinfo, NULL, &collection);
+        changefeed_read_work_end(work_caller);
         return (Datum)0;
     }
     check_can_wait();
@@ -1232,6 +1249,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         if (!changefeed_commit_wait(collection, seen, left)) break;  // the markers of the last read stand
     }
     MemoryContextSwitchTo(caller);
+    changefeed_read_work_end(work_caller);
     return (Datum)0;
 }
 

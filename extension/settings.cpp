@@ -13,6 +13,7 @@ int changefeed_max_retention = 365 * 24 * 3600;
 // expiry.  The TTL sweeper (ttl.cpp) marks its deletes without it.
 char *changefeed_delete_reason = NULL;
 char *changefeed_read_position = NULL;
+int changefeed_read_memory_kept = 16 * 1024;
 
 void changefeed_define_settings(void) {
     DefineCustomStringVariable("changefeed.delete_reason",
@@ -62,6 +63,13 @@ void changefeed_define_settings(void) {
                                NULL, &changefeed_read_position, "", PGC_USERSET,
                                GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_NO_RESET_ALL | GUC_DISALLOW_IN_FILE,
                                NULL, NULL, NULL);
+    // Set by the server's administrator: memory every reading backend may hold
+    // on to (read_memory.cpp).
+    DefineCustomIntVariable("changefeed.read_memory_kept",
+                            "Memory a backend that reads the change feed keeps between reads for the next "
+                            "(0: none).",
+                            NULL, &changefeed_read_memory_kept, 16 * 1024, 0, 256 * 1024, PGC_SUSET, GUC_UNIT_KB,
+                            NULL, NULL, NULL);
     // Last: reserving the prefix drops every changefeed.* placeholder not yet
     // defined, which would discard the values postgresql.conf gave them.
     MarkGUCPrefixReserved("changefeed");

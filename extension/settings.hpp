@@ -32,3 +32,6 @@ extern char *changefeed_delete_reason;
 // last change it returned.
 extern char *changefeed_read_position;
 
+// changefeed.read_memory_kept: memory a reading backend keeps between reads
+// (kB, 0: none; read_memory.cpp).
+extern int changefeed_read_memory_kept;
