@@ -197,8 +197,10 @@ struct Row {
     int64 seq;
     HeapTuple tuple;
     int part;
+    int32 range;
     Datum current;  // jsonb: the document read from the table (current_rows.hpp); 0: the logged one
     char seen;      // what the reader sees of it (reader_sight_op()); 0: what its tenants see (seen_op())
+    bool carries;   // it carries its position (read_page())
 };
 
 bool seq_before(const Row &a, const Row &b) {
@@ -230,13 +232,13 @@ void page_sort(Kept *pg) {
     std::sort(pg->rows, pg->rows + pg->n, seq_before);
 }
 
-void page_add(Kept *pg, int64 seq, HeapTuple tuple, int part, char seen) {
+void page_add(Kept *pg, int64 seq, HeapTuple tuple, int part, int32 range, char seen) {
     if (pg->n == pg->cap && pg->keep < pg->n) page_prune(pg);
     if (pg->n == pg->cap) {  // keep >= cap: grow
         pg->cap *= 2;
         pg->rows = (Row *)changefeed_read_buffer_grow(kPageRowsBuffer, pg->rows, sizeof(Row) * pg->cap);
     }
-    pg->rows[pg->n++] = Row{seq, tuple, part, (Datum)0, seen};
+    pg->rows[pg->n++] = Row{seq, tuple, part, range, (Datum)0, seen, false};
 }
 
 // A set of texts (doc_ids, tenants): null when the read does not filter.
@@ -374,8 +376,8 @@ void refuse_no_images(Partition *p, char op, bool current_null, Datum doc_id, in
                             "changefeed.alter(tbl, images => 'full').")));
 }
 
-void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nkeys, TupleTableSlot *slot,
-              Kept *pg) {
+void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData *keys, int nkeys,
+              TupleTableSlot *slot, Kept *pg) {
     IndexScanDesc scan = index_beginscan(p->heap, p->index, GetActiveSnapshot(), nkeys, 0);
     index_rescan(scan, keys, nkeys, NULL, 0);
     while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
@@ -386,7 +388,7 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
         if (isnull) continue;
         CHECK_FOR_INTERRUPTS();
         if (w->latest) {  // coalesced once the whole window is in (latest_versions)
-            page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, 0);
+            page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, range, 0);
             continue;
         }
         if (seq <= w->after) continue;
@@ -424,7 +426,7 @@ void scan_one(const Window *w, Partition *p, int part, ScanKeyData *keys, int nk
                 }
             }
         }
-        page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, w->sight != NULL ? seen : 0);
+        page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, range, w->sight != NULL ? seen : 0);
     }
     index_endscan(scan);
 }
@@ -437,12 +439,12 @@ void scan_window(const Window *w, Partition *parts, int nparts, Kept *pg) {
         Partition *p = &parts[i];
         TupleTableSlot *slot = table_slot_create(p->heap, NULL);
         for (int r = 0; r < w->nranges; r++) {
+            const int32 range = w->ranges[r];
             if (FullTransactionIdPrecedes(lo_xmax, hi_xmax))
-                scan_one(w, p, i, keys, scan_keys(keys, w->collection, w->ranges[r], lo_xmax, hi_xmax), slot, pg);
+                scan_one(w, p, i, range, keys, scan_keys(keys, w->collection, range, lo_xmax, hi_xmax), slot, pg);
             for (uint32 x = 0; x < w->lo->nxip; x++)
-                scan_one(w, p, i, keys,
-                         scan_keys(keys, w->collection, w->ranges[r], w->lo->xip[x], InvalidFullTransactionId),
-                         slot, pg);
+                scan_one(w, p, i, range, keys,
+                         scan_keys(keys, w->collection, range, w->lo->xip[x], InvalidFullTransactionId), slot, pg);
         }
         ExecDropSingleTupleTableSlot(slot);
     }
@@ -563,6 +565,10 @@ struct Emitter {
     bool *all_null;
     bool all_versions;  // mode 'all': a change needs its logged images
     ReaderSight *sight;  // what the reader may see (null: everything)
+    // Rows carry their positions every this many changes of their range
+    // (read_ranges(positions_every)), counted in per_range by range id.
+    int32 every;
+    int32 *per_range;
 };
 
 void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, ReturnSetInfo *rsinfo,
@@ -577,6 +583,8 @@ void emitter_init(Emitter *out, int32 collection, Partition *parts, int nparts, 
     out->all_null = (bool *)palloc(sizeof(bool) * natts);
     out->all_versions = false;
     out->sight = NULL;
+    out->every = 1;
+    out->per_range = NULL;
 }
 
 void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Datum current, char row_seen) {
@@ -636,6 +644,7 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
     values[10] = moved_out ? v[kPreviousTenant] : v[kTenant];
     nulls[10] = moved_out ? isnull[kPreviousTenant] : isnull[kTenant];
     values[11] = PointerGetDatum(pos);
+    nulls[11] = pos == NULL;
     char event_id[96];  // "<collection id>.<txid>.<seq>"
     int len = out->prefix_len;
     memcpy(event_id, out->prefix, len);
@@ -653,7 +662,6 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
     values[12] = PointerGetDatum(cstring_to_text_with_len(event_id, len));
     values[13] = (Datum)0;
     tuplestore_putvalues(out->rsinfo->setResult, out->rsinfo->setDesc, values, nulls);
-    out->last_pos = pos;
 }
 
 // A marker row of read_ranges(): `ranges` resume at `pos`.
@@ -850,30 +858,44 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
     int n = exhausted ? pg.n : limit;
     char *lo_text = snapshot_text(w->lo);
     char *hi_text = snapshot_text(w->hi);
-    // Every row's position, (lo, hi, seq), in one call; the last row of an
-    // exhausted window carries hi alone.
+    // The rows that carry their position: all of them, or every out->every-th
+    // change of each range; and the last row, whose position goes to the
+    // caller (and a marker) whether it carries it or not.  Their positions,
+    // (lo, hi, seq), in one call; the last row of an exhausted window
+    // carries hi alone.
     size_t stride = 128 + 8 * (strlen(lo_text) + strlen(hi_text));
     int paged = exhausted ? Max(n - 1, 0) : n;
-    char *positions = (char *)changefeed_read_buffer_take(kPositionsBuffer, stride * Max(paged, 1));
     int64 *seqs = (int64 *)changefeed_read_buffer_take(kSeqsBuffer, sizeof(int64) * Max(paged, 1));
-    for (int i = 0; i < paged; i++) seqs[i] = pg.rows[i].seq;
+    int npos = 0;
+    for (int i = 0; i < n; i++) {
+        Row *row = &pg.rows[i];
+        row->carries = out->every <= 1 || ++out->per_range[row->range] % out->every == 0;
+        if (i < paged && (row->carries || i == n - 1)) seqs[npos++] = row->seq;
+    }
+    char *positions = (char *)changefeed_read_buffer_take(kPositionsBuffer, stride * Max(npos, 1));
     char err[256];
     size_t length = 0;
-    ChangefeedCodecStatus rc = changefeed_codec_encode_page(lo_text, hi_text, seqs, paged, GetSystemIdentifier(),
+    ChangefeedCodecStatus rc = changefeed_codec_encode_page(lo_text, hi_text, seqs, npos, GetSystemIdentifier(),
                                                             MyDatabaseId, changefeed_wal_point(),
                                                             changefeed_position_key(), positions, stride, &length,
                                                             err, sizeof err);
     if (rc != CHANGEFEED_CODEC_OK)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot encode position: %s", err)));
+    int next = 0;  // the next of the positions
     for (int i = 0; i < n; i++) {
         Row *row = &pg.rows[i];
         bool last = i == n - 1;
-        text *pos = i < paged ? cstring_to_text_with_len(positions + i * stride, (int)length)
-                              : encode_position(hi_text, NULL, 0, positions, stride);
-        if (last)
+        text *pos = NULL;
+        if (i >= paged)
+            pos = encode_position(hi_text, NULL, 0, positions, stride);
+        else if (row->carries || last)
+            pos = cstring_to_text_with_len(positions + (next++) * stride, (int)length);
+        if (last) {
             (void)set_config_option("changefeed.read_position", text_to_cstring(pos), PGC_USERSET, PGC_S_SESSION,
                                     GUC_ACTION_LOCAL, true, 0, false);
-        emit(out, &parts[row->part], row->tuple, row->seq, pos, row->current, row->seen);
+            out->last_pos = pos;
+        }
+        emit(out, &parts[row->part], row->tuple, row->seq, row->carries ? pos : NULL, row->current, row->seen);
     }
     for (int i = 0; i < pg.n; i++) heap_freetuple(pg.rows[i].tuple);
     changefeed_read_buffer_give_back(kPageRowsBuffer, pg.rows);
@@ -1061,6 +1083,16 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
 
 namespace {
 
+// read_ranges()'s positions_every (1 when not given).
+int32 positions_every_of(FunctionCallInfo fcinfo, int n) {
+    if (PG_NARGS() <= n || PG_ARGISNULL(n)) return 1;
+    int32 every = PG_GETARG_INT32(n);
+    if (every < 1)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("positions_every must be at least 1"),
+                        errhint("1 gives every change row its position.")));
+    return every;
+}
+
 // One read of read_ranges() into the result: the plan (checks included),
 // each group with what is left of max_changes, the markers.  Returns the
 // number of change rows; *collection is the collection read (0 when no
@@ -1097,7 +1129,13 @@ int32 read_ranges_once(FunctionCallInfo fcinfo, ReturnSetInfo *rsinfo, uint64 *s
     ReaderSight *sight = reader_sight_for(plan.collection);
     out.sight = sight;
     int total_ranges = 0;
-    for (int i = 0; i < plan.ngroups; i++) total_ranges += plan.groups[i].nranges;
+    int32 top_range = 0;
+    for (int i = 0; i < plan.ngroups; i++) {
+        total_ranges += plan.groups[i].nranges;
+        for (int r = 0; r < plan.groups[i].nranges; r++) top_range = Max(top_range, plan.groups[i].ranges[r]);
+    }
+    out.every = positions_every_of(fcinfo, 7);
+    if (out.every > 1) out.per_range = (int32 *)palloc0(sizeof(int32) * (top_range + 1));
     int32 *idle = (int32 *)palloc(sizeof(int32) * total_ranges);
     int nidle = 0;
     for (int i = 0; i < plan.ngroups && remaining > 0; i++) {
@@ -1146,6 +1184,7 @@ int32 read_ranges_once(FunctionCallInfo fcinfo, ReturnSetInfo *rsinfo, uint64 *s
 }
 
 constexpr double kMaxWaitSeconds = 60;
+
 
 // read_ranges()'s `wait` in milliseconds; 0 for none (null or zero).
 long wait_ms_of(FunctionCallInfo fcinfo, int n) {
@@ -1224,6 +1263,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
     changefeed_read_materialize(fcinfo);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     long wait_ms = wait_ms_of(fcinfo, 6);
+    (void)positions_every_of(fcinfo, 7);  // checked before anything is read
     int32 collection = 0;
     MemoryContext work_caller = changefeed_read_work_begin();
     if (wait_ms == 0) {

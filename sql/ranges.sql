@@ -159,6 +159,30 @@ SELECT count(*) AS nothing FROM changefeed.read_ranges('rr', '{}', '{}');
 COMMIT;
 -- One position for all the ranges (an idle consumer's call): each resumes from it.
 SELECT seq IS NULL AS marker, resume_ranges FROM changefeed.read_ranges('rr', '{3,0,2}', ARRAY[changefeed.current_position()]);
+-- positions_every: a change row carries its position where a batch of that
+-- size ends (every third change of its range in the call), the others none;
+-- each carried position resumes its range right after its row, and the
+-- markers are those of a read without it.
+CREATE TABLE rr_start AS SELECT changefeed.current_position() AS pos;
+UPDATE rr SET v = 5;
+CREATE TABLE rr_every AS
+SELECT * FROM changefeed.read_ranges('rr', '{0,1,2,3}', ARRAY[(SELECT pos FROM rr_start)], 1000, positions_every => 3);
+SELECT count(*) FILTER (WHERE seq IS NOT NULL) AS changes,
+       count(*) FILTER (WHERE seq IS NOT NULL AND "position" IS NOT NULL) AS with_position,
+       (SELECT sum(c / 3) FROM (SELECT count(*) c FROM rr_every WHERE seq IS NOT NULL GROUP BY range_id) x) AS thirds,
+       count(*) FILTER (WHERE seq IS NULL AND "position" IS NOT NULL) AS markers
+  FROM rr_every;
+SELECT count(*) AS misplaced FROM (
+    SELECT "position" IS NOT NULL AS has, row_number() OVER (PARTITION BY range_id ORDER BY seq) % 3 = 0 AS should
+      FROM rr_every WHERE seq IS NOT NULL) x
+ WHERE has <> should;
+SELECT count(*) AS resumed_wrong FROM rr_every e
+ WHERE e.seq IS NOT NULL AND e."position" IS NOT NULL
+   AND (SELECT min(n.seq) FROM changefeed.read_ranges('rr', ARRAY[e.range_id], ARRAY[e."position"], 1000) n)
+       IS DISTINCT FROM (SELECT min(f.seq) FROM rr_every f WHERE f.range_id = e.range_id AND f.seq > e.seq);
+SELECT resume_ranges FROM rr_every WHERE seq IS NULL;
+SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0}', ARRAY[changefeed.current_position()], positions_every => 0)$$);
+DROP TABLE rr_start, rr_every;
 -- The entry point runs as its caller; the implementation is the extension's.
 SELECT p.proname, p.prosecdef, has_function_privilege('changefeed_reader', p.oid, 'EXECUTE') AS reader
   FROM pg_proc p WHERE p.pronamespace = 'changefeed'::regnamespace

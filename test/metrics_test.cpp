@@ -284,6 +284,15 @@ TEST(Metrics, ReconnectsOfEachConnectionAreCountedAndLogged) {
     auto p = changefeed::make_processor({cluster().conninfo_as("mt_reconnect_svc"), table}, "reconnecting", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
+    // Once the caught-up worker long-polls on a connection of its own, a
+    // session opened after the others: killed before it opened, the worker
+    // would poll on it and meet its own dead session only at its next
+    // checkpoint.
+    (void)cftest::eventually([&] {
+        return cluster()
+                   .exec("SELECT count(*) FROM pg_stat_activity WHERE usename = 'mt_reconnect_svc'")[0][0]
+                   .as<int>() >= 4;
+    });
     // The server ends every session of the service: worker, lease thread, listener.
     cluster().exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'mt_reconnect_svc'");
     ASSERT_TRUE(cftest::eventually([&] {

@@ -247,7 +247,8 @@ static std::string json_positions(const std::map<int, std::string>& since) {
 }
 
 pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
-                             int max, FeedMode mode, const TenantScope& scope, std::chrono::milliseconds wait) {
+                             int max, int positions_every, FeedMode mode, const TenantScope& scope,
+                             std::chrono::milliseconds wait) {
     // A prepared statement: a wake-up's read is parsed and planned once per
     // connection, not every time (about a third of a small read's time).
     static const std::string sql = std::string(read_columns) +
@@ -255,8 +256,8 @@ pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, cons
                                    "  FROM changefeed.read_ranges($1::regclass, $2::int[],"
                                    "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($3::jsonb)"
                                    "                  WITH ORDINALITY AS t(e, i) ORDER BY i),"
-                                   "       $4, $5, tenant => $6)";
-    static const std::string sql_wait = sql.substr(0, sql.size() - 1) + ", wait => $7::interval)";
+                                   "       $4, $5, tenant => $6, positions_every => $7)";
+    static const std::string sql_wait = sql.substr(0, sql.size() - 1) + ", wait => $8::interval)";
     return translated([&] {
         const bool waits = wait.count() > 0;
         const char* name = waits ? "changefeed_read_positions_wait" : "changefeed_read_positions";
@@ -266,9 +267,11 @@ pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, cons
         pqxx::nontransaction tx(c);
         const char* latest = mode == FeedMode::latest_version ? "latest" : "all";
         const char* tenant = scope.scoped() ? scope.tenant.c_str() : nullptr;
+        const int every = std::max(1, positions_every);
         auto r = waits ? tx.exec_prepared(name, table, int_array(since), json_positions(since), max, latest, tenant,
-                                          std::to_string(wait.count()) + " milliseconds")
-                       : tx.exec_prepared(name, table, int_array(since), json_positions(since), max, latest, tenant);
+                                          every, std::to_string(wait.count()) + " milliseconds")
+                       : tx.exec_prepared(name, table, int_array(since), json_positions(since), max, latest, tenant,
+                                          every);
         tx.commit();
         return r;
     });
@@ -278,7 +281,7 @@ bool long_poll_available(pqxx::connection& c) {
     return translated([&] {
         pqxx::nontransaction tx(c);
         return tx.exec("SELECT pg_catalog.to_regprocedure('changefeed.read_ranges(regclass, int[], text[], int, text, "
-                       "text, interval)') IS NOT NULL AND changefeed.preloaded() AND NOT pg_catalog.pg_is_in_recovery()")
+                       "text, interval, int)') IS NOT NULL AND changefeed.preloaded() AND NOT pg_catalog.pg_is_in_recovery()")
             [0][0].as<bool>();
     });
 }
@@ -317,7 +320,12 @@ void parse_positions(const pqxx::result& r, const TenantScope& scope, MultiReadR
         for (const auto& row : r) {
             if (row[0].is_null()) continue;
             Change ch = change_of(row, scope);
-            out.positions[ch.range_id].push_back(row[10].as<std::string>());
+            // Null where no batch ends (read_ranges(positions_every)).
+            auto& at = out.positions[ch.range_id];
+            if (row[10].is_null())
+                at.emplace_back();
+            else
+                at.push_back(row[10].as<std::string>());
             out.changes[ch.range_id].push_back(std::move(ch));
         }
     });
@@ -326,7 +334,7 @@ void parse_positions(const pqxx::result& r, const TenantScope& scope, MultiReadR
 MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
                                const std::map<int, std::string>& since, int max, FeedMode mode,
                                const TenantScope& scope) {
-    const pqxx::result r = fetch_positions(c, table, since, max, mode, scope);
+    const pqxx::result r = fetch_positions(c, table, since, max, 1, mode, scope);
     MultiReadResult out = resume_of(r);
     parse_positions(r, scope, out);
     return out;

@@ -49,6 +49,7 @@ struct MultiReadResult {
     std::map<int, std::vector<Change>> changes;
     // The position after each of those changes, valid for its range alone:
     // a range's batch cut after its k-th change resumes at positions[k-1].
+    // Read with positions_every N, only every N-th is there (the others empty).
     std::map<int, std::vector<std::string>> positions;
     std::map<int, std::string> resume;
     std::size_t total = 0;  // change rows in all
@@ -62,9 +63,10 @@ MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
 // then the changes and their positions into `out`.
 // With `wait` (a long poll, read_ranges(..., wait)), a read that finds
 // nothing waits in the server up to that long for a commit and returns its
-// changes in the same call.
+// changes in the same call.  Change rows carry their positions every
+// `positions_every` changes of their range (where batches of that size end).
 pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
-                             int max, FeedMode mode, const TenantScope& scope = {},
+                             int max, int positions_every, FeedMode mode, const TenantScope& scope = {},
                              std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 // Whether this server takes read_ranges(..., wait): the version has it, the
 // library is preloaded (commits wake waiting reads through its shared

@@ -113,7 +113,8 @@ std::optional<pqxx::result> RangeWorker::long_poll(const std::map<int, std::stri
             polling_ = nullptr;
         };
         try {
-            pqxx::result r = fetch_positions(*poller_, s_.collection.table(), since, budget, s_.feed->mode, s_.scope, wait);
+            pqxx::result r = fetch_positions(*poller_, s_.collection.table(), since, budget, opt_.max_batch_size,
+                                             s_.feed->mode, s_.scope, wait);
             clear();
             return r;
         } catch (...) {
@@ -528,7 +529,8 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
         }
         rows = ahead    ? std::move(*ahead)
                : polled ? std::move(*polled)
-                        : fetch_positions(reader, s_.collection.table(), since, budget, s_.feed->mode, s_.scope);
+                        : fetch_positions(reader, s_.collection.table(), since, budget, opt_.max_batch_size,
+                                          s_.feed->mode, s_.scope);
     } catch (const Error& e) {
         if (reads_standby() && standby_behind(e)) {
             // The standby has not replayed these positions yet, or a replay
@@ -554,7 +556,8 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
     if (opt_.read_ahead && !busy && rr.total >= static_cast<std::size_t>(budget)) {
         std::map<int, std::string> next;
         for (int range : group) next[range] = rr.resume.at(range);
-        read_ahead_.start(s_.collection.table(), std::move(next), budget, s_.feed->mode, s_.scope);
+        read_ahead_.start(s_.collection.table(), std::move(next), budget, opt_.max_batch_size, s_.feed->mode,
+                          s_.scope);
     }
     parse_positions(rows, s_.scope, rr);
     rows.clear();
@@ -591,7 +594,11 @@ bool RangeWorker::deliver_in_batches(pqxx::connection& conn, int range, RangeSta
     while (changes.size() - from > max) {
         std::vector<Change> part(std::make_move_iterator(changes.begin() + static_cast<std::ptrdiff_t>(from)),
                                  std::make_move_iterator(changes.begin() + static_cast<std::ptrdiff_t>(from + max)));
+        // Read with positions_every = max_batch_size: this row carries one.
         const std::string& at = positions.at(from + max - 1);
+        if (at.empty())
+            throw Error(errc::database_error, "a batch of range " + std::to_string(range) +
+                                                  " ends at a change the server sent without its position");
         busy |= deliver(conn, context_of(range, st), st, part, at, &pending);
         // A failed handler or a lost lease: the rest is read again later.
         if (st.lost || st.lease.checkpoint != at || stop_source_.stop_requested()) {

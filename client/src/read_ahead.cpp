@@ -4,15 +4,15 @@
 
 namespace changefeed::detail {
 
-void ReadAhead::start(const std::string& table, std::map<int, std::string> since, int max, FeedMode mode,
-                      const TenantScope& scope) {
+void ReadAhead::start(const std::string& table, std::map<int, std::string> since, int max, int positions_every,
+                      FeedMode mode, const TenantScope& scope) {
     drop();
     since_ = std::move(since);
     max_ = max;
-    result_ = std::async(std::launch::async, [this, table, mode, scope] {
+    result_ = std::async(std::launch::async, [this, table, positions_every, mode, scope] {
         try {
             if (!conn_) conn_ = connect(conninfo_);
-            return fetch_positions(*conn_, table, since_, max_, mode, scope);
+            return fetch_positions(*conn_, table, since_, max_, positions_every, mode, scope);
         } catch (...) {
             conn_.reset();  // a broken connection is not used again
             throw;

@@ -23,8 +23,8 @@ public:
     // Starts fetch_positions(since, max) in the background; a read already
     // running or not taken is dropped first.  The rows are parsed by whoever
     // takes them, after starting the next read.
-    void start(const std::string& table, std::map<int, std::string> since, int max, FeedMode mode,
-               const TenantScope& scope);
+    void start(const std::string& table, std::map<int, std::string> since, int max, int positions_every,
+               FeedMode mode, const TenantScope& scope);
     // The result of the read started from exactly `since` with `max`, if it
     // succeeded; any other read is dropped.  A failed read is dropped too: the
     // caller reads again and meets the error itself.

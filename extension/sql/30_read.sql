@@ -266,6 +266,12 @@ $$;
 --                      transaction that has not written and has no cursor
 --                      open (25000).  With `wait`, every read of the call
 --                      takes its own snapshot, not the statement's.
+--   positions_every    with N > 1, a change row carries its position only when
+--                      it is the N-th, 2N-th, ... change of its range in this
+--                      call (where a reader that hands a range's changes on in
+--                      batches of N ends a batch); the others carry null.
+--                      Markers always carry theirs.  1 (the default): every
+--                      row carries its position.  At least 1 (22023).
 -- The rows come from extension/read_window.cpp (changefeed_read_ranges):
 -- read_ranges_plan() checks the call and plans the groups, C reads them
 -- straight into the result.
@@ -276,7 +282,8 @@ CREATE OR REPLACE FUNCTION changefeed.read_ranges(
     max_changes int DEFAULT 1000,
     mode text DEFAULT 'all',
     only_tenant text DEFAULT NULL,   -- `tenant` in the entry point (surface.manifest)
-    wait interval DEFAULT NULL)
+    wait interval DEFAULT NULL,
+    positions_every int DEFAULT 1)
 RETURNS TABLE (
     LIKE change,           -- a change row (surface.manifest)
     resume_ranges int[])   -- marker rows only
