@@ -76,13 +76,14 @@ void reset(KeptContext *k) {
     if (used > k->keeper) {
         k->calm = 0;
         want = TYPEALIGN(kGrain, used);
-        const Size others = kept_total() - k->keeper;
-        const Size room = limit_bytes() > others ? limit_bytes() - others : 0;
-        if (want > room) want = Max(k->keeper, TYPEALIGN_DOWN(kGrain, room));
     } else if (++k->calm >= kCalmResets) {
         k->calm = 0;
         want = Max(kMinKeeper, MAXALIGN(k->keeper / 2));
     }
+    // Within the limit, also after it was lowered.
+    const Size others = kept_total() - k->keeper;
+    const Size room = limit_bytes() > others ? limit_bytes() - others : 0;
+    if (want > room) want = Max(kMinKeeper, TYPEALIGN_DOWN(kGrain, room));
     if (want == k->keeper) {
         MemoryContextReset(k->cxt);
         return;

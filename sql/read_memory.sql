@@ -141,6 +141,23 @@ SELECT count(*) FROM changefeed.read('rm_other', (SELECT p FROM rm_pos), 5000);
 RESET ROLE;
 ALTER TABLE rm_docs DISABLE ROW LEVEL SECURITY;
 
+-- A lower limit holds from the next read on: reads of larger documents
+-- grow the kept memory past it, one read after lowering it shrinks it.
+CREATE TABLE rm_big (id int PRIMARY KEY, body text);
+SELECT changefeed.enable('rm_big') IS NOT NULL;
+CREATE TABLE rm_big_pos AS SELECT changefeed.current_position() AS p;
+INSERT INTO rm_big SELECT g, repeat('y', 1000) FROM generate_series(1, 3000) g;
+SELECT count(*) FROM changefeed.read('rm_big', (SELECT p FROM rm_big_pos), 5000);
+SELECT count(*) FROM changefeed.read('rm_big', (SELECT p FROM rm_big_pos), 5000);
+SELECT sum(total_bytes) > 2 * 1024 * 1024 AS grown
+  FROM pg_backend_memory_contexts WHERE name LIKE 'changefeed read%';
+SET changefeed.read_memory_kept = '1MB';
+SELECT count(*) FROM changefeed.read('rm_big', (SELECT p FROM rm_big_pos), 5000);
+SELECT coalesce(sum(total_bytes), 0) <= 1024 * 1024 + 128 * 1024 AS within_lower_limit
+  FROM pg_backend_memory_contexts WHERE name LIKE 'changefeed read%';
+RESET changefeed.read_memory_kept;
+SELECT changefeed.disable('rm_big') IS NOT NULL;
+DROP TABLE rm_big, rm_big_pos;
 -- Lowering the limit to nothing gives the memory back at the transaction's end.
 SET changefeed.read_memory_kept = 0;
 SELECT rm_same('SELECT seq, doc_id, current, position FROM changefeed.read(''rm_docs'', (SELECT p FROM rm_pos), 5000)');
