@@ -8,7 +8,9 @@
 // dropped on any relcache invalidation of the log.  The partition, its
 // indexes and their IndexInfo stay open from the first row a
 // (sub)transaction writes until it ends (a bulk statement writes all its rows
-// through one open): see OpenPartition.
+// through one open): see OpenPartition.  A statement's rows are formed (seq
+// and all) as its triggers fire and inserted in batches with
+// heap_multi_insert, before anything can look at the log: see PendingRows.
 #include "pg.hpp"
 #include "log_writer.hpp"
 
@@ -20,6 +22,7 @@ extern "C" {
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "commands/sequence.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "utils/datetime.h"
 #include "utils/inval.h"
@@ -62,9 +65,67 @@ struct OpenPartition {
     Relation rel;
     CatalogIndexState indexes;
     TupleTableSlot *slot;
+    TupleDesc slot_desc;  // a copy of the partition's, not reference counted: pending rows' slots are never dropped
     bool before_0_3;
 };
 OpenPartition open_part = {};
+
+// Rows formed and not inserted yet.  One heap_multi_insert writes a page's
+// worth of tuples in one WAL record where heap_insert writes one per tuple.
+// Rows wait only while nothing can read the log: they are inserted when the
+// statement's executor finishes (after its AFTER triggers fired), before any
+// other query starts, around utility commands (COPY, TRUNCATE), when a
+// (sub)transaction pre-commits or prepares, and when a batch is full.  Only
+// the (sub)transaction that formed them may insert them: the tuples take its
+// xid, so that a rollback to a savepoint takes exactly its rows away.  A
+// subtransaction begun while rows wait (by another trigger, between two rows
+// of a statement) writes its own rows at once; the waiting ones are inserted
+// when control is back in their (sub)transaction, or dropped with it.  Each
+// keeps the command id it was formed in, so it is visible to exactly the
+// commands it would have been inserted in front of.
+constexpr int kBatchRows = 1000;
+constexpr Size kBatchBytes = 1024 * 1024;
+
+struct PendingRows {
+    int count;
+    Size bytes;
+    SubTransactionId subid;
+    CommandId cid;
+    MemoryContext cxt;       // the tuples; a child of TopTransactionContext
+    int nslots;              // slots made so far (TopTransactionContext)
+    TupleTableSlot *slots[kBatchRows];
+};
+PendingRows pending = {};
+
+bool pending_insertable(void) {
+    return pending.count > 0 && pending.subid == GetCurrentSubTransactionId();
+}
+
+void drop_pending(void) {
+    pending.count = 0;
+    pending.bytes = 0;
+    if (pending.cxt != NULL) MemoryContextReset(pending.cxt);
+}
+
+// At transaction end: TopTransactionContext, and with it the tuples and the
+// slots, is gone.
+void forget_pending(void) {
+    pending.count = 0;
+    pending.bytes = 0;
+    pending.cxt = NULL;
+    pending.nslots = 0;
+}
+
+void insert_pending(void);
+
+// The slots of pending rows and the descriptor they share, given back when
+// the partition they were made for is closed.
+void free_pending_slots(void) {
+    for (int i = 0; i < pending.nslots; i++) ExecDropSingleTupleTableSlot(pending.slots[i]);
+    pending.nslots = 0;
+    if (open_part.slot_desc != NULL) FreeTupleDesc(open_part.slot_desc);
+    open_part.slot_desc = NULL;
+}
 
 void invalidate(Datum, Oid relid) {
     // Partitions come and go with maintain(); any change to one of ours resets.
@@ -78,7 +139,12 @@ void invalidate(Datum, Oid relid) {
 
 void close_open_partition(void) {
     if (!open_part.valid) return;
+    if (pending_insertable()) insert_pending();
+    // Rows of an enclosing (sub)transaction still wait for this partition:
+    // it stays open until they are in (a DDL on it is refused meanwhile).
+    if (pending.count > 0) return;
     open_part.valid = false;
+    free_pending_slots();
     ResourceOwner saved_owner = CurrentResourceOwner;
     CurrentResourceOwner = open_part.owner;
     ExecDropSingleTupleTableSlot(open_part.slot);
@@ -87,7 +153,16 @@ void close_open_partition(void) {
     CurrentResourceOwner = saved_owner;
 }
 
-void forget_open_partition(void) { open_part.valid = false; }
+// At an abort: the resource owner releases the references.  A
+// subtransaction's abort leaves TopTransactionContext, so the pending slots
+// are given back; a transaction's takes the context with them.
+void forget_open_partition(bool subtransaction) {
+    open_part.valid = false;
+    if (subtransaction)
+        free_pending_slots();
+    else
+        open_part.slot_desc = NULL;
+}
 
 // Utility commands (ALTER, DROP, TRUNCATE, REINDEX of the log, maintain()'s
 // partition DDL) refuse a relation this session holds open, so none runs
@@ -102,6 +177,31 @@ void process_utility(PlannedStmt *pstmt, const char *query, bool read_only_tree,
         prev_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
     else
         standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+    // COPY and TRUNCATE fire their triggers inside the utility.
+    if (pending_insertable()) insert_pending();
+}
+
+// A query may read the log (another trigger, a check in the same
+// transaction): the rows formed so far go in before it starts.
+ExecutorStart_hook_type prev_executor_start = NULL;
+ExecutorFinish_hook_type prev_executor_finish = NULL;
+
+void executor_start(QueryDesc *query, int eflags) {
+    if (pending_insertable()) insert_pending();
+    if (prev_executor_start)
+        prev_executor_start(query, eflags);
+    else
+        standard_ExecutorStart(query, eflags);
+}
+
+// A statement's AFTER triggers fire in its ExecutorFinish: its rows are all
+// formed once it returns.
+void executor_finish(QueryDesc *query) {
+    if (prev_executor_finish)
+        prev_executor_finish(query);
+    else
+        standard_ExecutorFinish(query);
+    if (pending_insertable()) insert_pending();
 }
 
 void on_xact(XactEvent event, void *) {
@@ -109,24 +209,35 @@ void on_xact(XactEvent event, void *) {
         case XACT_EVENT_PRE_COMMIT:
         case XACT_EVENT_PARALLEL_PRE_COMMIT:
         case XACT_EVENT_PRE_PREPARE:
+            if (pending_insertable()) insert_pending();
+            close_open_partition();
+            break;
         case XACT_EVENT_COMMIT:
         case XACT_EVENT_PARALLEL_COMMIT:
         case XACT_EVENT_PREPARE:
             close_open_partition();
+            forget_pending();
             break;
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
-            forget_open_partition();
+            forget_open_partition(false);
+            forget_pending();
             break;
     }
 }
 
 void on_subxact(SubXactEvent event, SubTransactionId subid, SubTransactionId, void *) {
+    if (pending.count > 0 && subid == pending.subid) {
+        if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
+            insert_pending();
+        else if (event == SUBXACT_EVENT_ABORT_SUB)
+            drop_pending();
+    }
     if (!open_part.valid || subid != open_part.owner_subid) return;
     if (event == SUBXACT_EVENT_COMMIT_SUB)
         close_open_partition();
     else if (event == SUBXACT_EVENT_ABORT_SUB)
-        forget_open_partition();
+        forget_open_partition(true);
 }
 
 Oid must_find(const char *name, Oid ns) {
@@ -145,6 +256,10 @@ void load_cache(void) {
         RegisterSubXactCallback(on_subxact, NULL);
         prev_process_utility = ProcessUtility_hook;
         ProcessUtility_hook = process_utility;
+        prev_executor_start = ExecutorStart_hook;
+        ExecutorStart_hook = executor_start;
+        prev_executor_finish = ExecutorFinish_hook;
+        ExecutorFinish_hook = executor_finish;
         callback_registered = true;
     }
     Oid ns = get_namespace_oid("changefeed", false);
@@ -203,11 +318,10 @@ Relation open_partition(TimestampTz ts) {
     return rel;
 }
 
-void insert_index_entries(HeapTuple tuple) {
+// The index entries of a row the slot holds, inserted at slot->tts_tid.
+void insert_index_entries(TupleTableSlot *slot) {
     Relation rel = open_part.rel;
     CatalogIndexState indexes = open_part.indexes;
-    TupleTableSlot *slot = open_part.slot;
-    ExecStoreHeapTuple(tuple, slot, false);
     for (int i = 0; i < indexes->ri_NumIndices; i++) {
         IndexInfo *info = indexes->ri_IndexRelationInfo[i];
         Relation index = indexes->ri_IndexRelationDescs[i];
@@ -215,15 +329,39 @@ void insert_index_entries(HeapTuple tuple) {
         Datum values[INDEX_MAX_KEYS];
         bool isnull[INDEX_MAX_KEYS];
         FormIndexDatum(info, slot, NULL, values, isnull);
-        index_insert(index, values, isnull, &tuple->t_self, rel,
+        index_insert(index, values, isnull, &slot->tts_tid, rel,
                      index->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, false, info);
     }
-    ExecClearTuple(slot);
+}
+
+// Inserts the waiting rows, heap first, then their index entries, in the
+// (sub)transaction that formed them.
+void insert_pending(void) {
+    int n = pending.count;
+    Relation rel = open_part.rel;
+    MemoryContext old = MemoryContextSwitchTo(pending.cxt);
+    if (n == 1) {
+        TupleTableSlot *slot = pending.slots[0];
+        HeapTuple tuple = ExecFetchSlotHeapTuple(slot, false, NULL);
+        heap_insert(rel, tuple, pending.cid, 0, NULL);
+        slot->tts_tid = tuple->t_self;
+    } else {
+        heap_multi_insert(rel, pending.slots, n, pending.cid, 0, NULL);
+    }
+    for (int i = 0; i < n; i++) {
+        insert_index_entries(pending.slots[i]);
+        ExecClearTuple(pending.slots[i]);
+    }
+    MemoryContextSwitchTo(old);
+    drop_pending();
 }
 
 // Makes open_part the partition for rows written at `ts`, opened and checked.
 void use_partition(TimestampTz ts) {
     if (open_part.valid && !open_part.stale) return;
+    // Rows of an enclosing (sub)transaction wait for the open partition: it
+    // serves as it is until they are in.
+    if (open_part.valid && pending.count > 0 && !pending_insertable()) return;
     close_open_partition();
     if (!cache.valid) load_cache();
     // Opened under the (sub)transaction's resource owner, not the portal's:
@@ -251,6 +389,7 @@ void use_partition(TimestampTz ts) {
                             errhint("Indexes on changefeed.log must be plain column indexes.")));
     }
     open_part.slot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+    open_part.slot_desc = CreateTupleDescCopy(desc);
     open_part.rel = rel;
     open_part.indexes = indexes;
     open_part.before_0_3 = before_0_3;
@@ -296,8 +435,37 @@ void changefeed_log_write(const LogRow *row) {
         nulls[12] = row->previous_tenant == (Datum)0;
     }
 
+    CommandId cid = GetCurrentCommandId(true);
+    SubTransactionId subid = GetCurrentSubTransactionId();
+    if (pending.count > 0 && (pending.subid != subid || pending.cid != cid)) {
+        if (pending.subid != subid) {
+            // Rows of an enclosing (sub)transaction wait: this one goes in now.
+            HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+            heap_insert(rel, tuple, cid, 0, NULL);
+            ExecStoreHeapTuple(tuple, open_part.slot, false);
+            open_part.slot->tts_tid = tuple->t_self;
+            insert_index_entries(open_part.slot);
+            ExecClearTuple(open_part.slot);
+            heap_freetuple(tuple);
+            return;
+        }
+        insert_pending();
+    }
+    if (pending.cxt == NULL)
+        pending.cxt = AllocSetContextCreate(TopTransactionContext, "changefeed pending log rows",
+                                            ALLOCSET_DEFAULT_SIZES);
+    if (pending.count == pending.nslots) {
+        MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+        pending.slots[pending.nslots++] = MakeTupleTableSlot(open_part.slot_desc, &TTSOpsHeapTuple);
+        MemoryContextSwitchTo(old);
+    }
+    MemoryContext old = MemoryContextSwitchTo(pending.cxt);
     HeapTuple tuple = heap_form_tuple(desc, values, nulls);
-    heap_insert(rel, tuple, GetCurrentCommandId(true), 0, NULL);
-    insert_index_entries(tuple);
-    heap_freetuple(tuple);
+    MemoryContextSwitchTo(old);
+    ExecStoreHeapTuple(tuple, pending.slots[pending.count], false);
+    pending.subid = subid;
+    pending.cid = cid;
+    pending.count++;
+    pending.bytes += tuple->t_len;
+    if (pending.count == kBatchRows || pending.bytes >= kBatchBytes) insert_pending();
 }

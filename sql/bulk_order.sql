@@ -107,6 +107,99 @@ SELECT op, id, stmt, v FROM (SELECT seq, operation AS op, doc_id::int AS id, cur
                               FROM next_changes('bulk', 'bulk', 1000)) c
 ORDER BY id, seq;
 
+-- Subtransactions in the middle of a statement's batch of rows: another
+-- AFTER trigger opens an exception block for every third row, before any
+-- query of its own (the rows captured so far still wait to be inserted),
+-- writes a captured side table in it and rolls every other block back; after
+-- the block it counts the transaction's rows in the log, which must be every
+-- row captured so far.
+DROP TRIGGER zz_fail_at_five ON bulk;
+CREATE TABLE mid (id int PRIMARY KEY, v int NOT NULL);
+CREATE TABLE side (id serial PRIMARY KEY, src int NOT NULL, pass int NOT NULL);
+SELECT changefeed.enable('mid', ranges => 3) IS NOT NULL AS enabled;
+SELECT changefeed.enable('side') IS NOT NULL AS enabled;
+CREATE TABLE seen (ord serial, id int, pass int, log_rows bigint);
+CREATE FUNCTION side_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.id % 3 = 0 THEN
+        BEGIN
+            INSERT INTO side (src, pass) VALUES (NEW.id, NEW.v);
+            IF NEW.id % 2 = 1 THEN RAISE EXCEPTION 'undo'; END IF;
+        EXCEPTION WHEN raise_exception THEN NULL;
+        END;
+        INSERT INTO seen (id, pass, log_rows)
+            SELECT NEW.id, NEW.v, count(*) FROM changefeed.log WHERE txid = pg_current_xact_id();
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER zz_side AFTER INSERT OR UPDATE ON mid FOR EACH ROW EXECUTE FUNCTION side_write();
+SELECT start_cursor('mid');
+SELECT start_cursor('side');
+BEGIN;
+INSERT INTO mid SELECT g, 0 FROM generate_series(1, 30) g;
+SAVEPOINT u;
+UPDATE mid SET v = 1;
+RELEASE SAVEPOINT u;
+COMMIT;
+-- Row k of the insert sees k rows of mid and one side row per kept block
+-- (every sixth row) so far; row k of the update 35 more.
+SELECT count(*) AS counts, count(*) FILTER (WHERE log_rows <> pass * 35 + id + id / 6) AS counts_wrong
+FROM seen;
+-- Each document of mid: created, then replaced, in that order; the side
+-- table: the kept blocks' rows alone, in the order they were written.
+SELECT count(*) AS documents_differing
+FROM (SELECT doc_id::int AS id, string_agg(operation || ':' || (current ->> 'v'), ' ' ORDER BY seq) AS changes
+      FROM next_changes('mid', 'mid', 1000) GROUP BY 1) g
+FULL JOIN (SELECT g AS id, 'create:0 replace:1' AS changes FROM generate_series(1, 30) g) e USING (id)
+WHERE g.changes IS DISTINCT FROM e.changes;
+SELECT string_agg(operation || ':' || (current ->> 'src') || '/' || (current ->> 'pass'), ' ' ORDER BY seq) AS side_changes
+FROM next_changes('side', 'side', 1000);
+-- The log's order is the order of capture across the two tables.
+SELECT count(*) AS side_rows_out_of_order
+FROM (SELECT l.seq, (l.current ->> 'src')::int AS src, (l.current ->> 'pass')::int AS pass,
+             (SELECT max(m.seq) FROM changefeed.log m
+              WHERE m.collection_id = (SELECT id FROM changefeed.collection WHERE relid = 'mid'::regclass)
+                AND m.doc_id = (l.current ->> 'src')
+                AND (m.current ->> 'v')::int = (l.current ->> 'pass')::int) AS mid_seq,
+             (SELECT min(m.seq) FROM changefeed.log m
+              WHERE m.collection_id = (SELECT id FROM changefeed.collection WHERE relid = 'mid'::regclass)
+                AND (m.doc_id)::int = (l.current ->> 'src')::int + 1
+                AND (m.current ->> 'v')::int = (l.current ->> 'pass')::int) AS next_mid_seq
+      FROM changefeed.log l
+      WHERE l.collection_id = (SELECT id FROM changefeed.collection WHERE relid = 'side'::regclass)) s
+WHERE NOT (mid_seq < seq AND (next_mid_seq IS NULL OR seq < next_mid_seq));
+DROP TABLE seen;
+SELECT changefeed.disable('mid'), changefeed.disable('side');
+DROP TABLE mid, side;
+DROP FUNCTION side_write();
+
+-- Many subtransactions in one transaction, each writing a row and every
+-- third rolled back; a multi-row statement in each fifth.
+CREATE TABLE loop_rows (id int PRIMARY KEY, n int NOT NULL);
+SELECT changefeed.enable('loop_rows') IS NOT NULL AS enabled;
+SELECT start_cursor('loop_rows');
+DO $$
+BEGIN
+    FOR i IN 1 .. 3000 LOOP
+        BEGIN
+            INSERT INTO loop_rows VALUES (i, 1);
+            IF i % 5 = 0 THEN UPDATE loop_rows SET n = n + 1 WHERE id > i - 5; END IF;
+            IF i % 3 = 0 THEN RAISE EXCEPTION 'undo'; END IF;
+        EXCEPTION WHEN raise_exception THEN NULL;
+        END;
+    END LOOP;
+END $$;
+SELECT count(*) AS documents_differing
+FROM (SELECT doc_id::int AS id, string_agg(operation || ':' || (current ->> 'n'), ' ' ORDER BY seq) AS changes
+      FROM next_changes('loop_rows', 'loop_rows', 100000) GROUP BY 1) g
+-- Document i is created, and replaced (n = 2) by the update of the block of
+-- five it falls in unless that block was rolled back.
+FULL JOIN (SELECT i AS id, 'create:1' || CASE WHEN ((i + 4) / 5 * 5) % 3 <> 0 THEN ' replace:2' ELSE '' END AS changes
+           FROM generate_series(1, 3000) i WHERE i % 3 <> 0) e USING (id)
+WHERE g.changes IS DISTINCT FROM e.changes;
+SELECT changefeed.disable('loop_rows');
+DROP TABLE loop_rows;
+
 DROP TABLE got, expected;
 SELECT changefeed.disable('bulk');
 DROP TABLE bulk;
