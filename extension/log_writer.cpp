@@ -80,7 +80,8 @@ OpenPartition open_part = {};
 // xid, so that a rollback to a savepoint takes exactly its rows away.  A
 // subtransaction begun while rows wait (by another trigger, between two rows
 // of a statement) writes its own rows at once; the waiting ones are inserted
-// when control is back in their (sub)transaction, or dropped with it.  Each
+// when control is back in their (sub)transaction, or dropped with it (a query
+// inside that subtransaction does not see them yet).  Each
 // keeps the command id it was formed in, so it is visible to exactly the
 // commands it would have been inserted in front of.
 constexpr int kBatchRows = 1000;
