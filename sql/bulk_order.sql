@@ -200,6 +200,41 @@ WHERE g.changes IS DISTINCT FROM e.changes;
 SELECT changefeed.disable('loop_rows');
 DROP TABLE loop_rows;
 
+-- The log keeps a change of a 2 KB document whole in its page, both images
+-- and uncompressed: nothing of it goes to the TOAST table.  A change larger
+-- than a page is toasted as before and reads back whole.
+SELECT count(*) > 0 AS partitions, count(*) = count(*) FILTER (WHERE c.reloptions @> ARRAY['toast_tuple_target=8160'])
+       AS every_partition_keeps_rows_whole
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'changefeed.log'::regclass;
+CREATE TABLE wide (id int PRIMARY KEY, doc jsonb NOT NULL);
+SELECT changefeed.enable('wide') IS NOT NULL AS enabled;
+SELECT start_cursor('wide');
+CREATE FUNCTION toasted_log_rows() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint := 0; k bigint; p regclass;
+BEGIN
+    FOR p IN SELECT c.reltoastrelid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+              WHERE i.inhparent = 'changefeed.log'::regclass AND c.reltoastrelid <> 0 LOOP
+        EXECUTE format('SELECT count(DISTINCT chunk_id) FROM %s', p) INTO k;
+        n := n + k;
+    END LOOP;
+    RETURN n;
+END $$;
+SELECT toasted_log_rows() AS toasted_before \gset
+INSERT INTO wide SELECT g, jsonb_build_object('body', (SELECT string_agg(md5(g::text || i::text), '') FROM generate_series(1, 56) i))
+FROM generate_series(1, 20) g;
+UPDATE wide SET doc = doc || '{"n": 1}';
+SELECT toasted_log_rows() - :toasted_before AS toasted_2kb;
+UPDATE wide SET doc = doc || jsonb_build_object('more', (SELECT string_agg(md5(id::text || i::text), '') FROM generate_series(1, 300) i))
+WHERE id = 1;
+SELECT toasted_log_rows() - :toasted_before AS toasted_with_a_10kb_change;
+SELECT operation, count(*), bool_and(length(current -> 'doc' ->> 'body') = 1792) AS whole,
+       bool_and(previous IS NULL OR length(previous -> 'doc' ->> 'body') = 1792) AS previous_whole,
+       max(length(current -> 'doc' ->> 'more')) AS more
+FROM next_changes('wide', 'wide', 1000) GROUP BY 1 ORDER BY 1;
+DROP FUNCTION toasted_log_rows();
+SELECT changefeed.disable('wide');
+DROP TABLE wide;
+
 DROP TABLE got, expected;
 SELECT changefeed.disable('bulk');
 DROP TABLE bulk;

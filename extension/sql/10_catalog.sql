@@ -102,13 +102,30 @@ CREATE TABLE changefeed.log (
     previous_tenant text
 ) PARTITION BY RANGE (written_at);
 
+-- Sets a partition of the log to keep rows of up to a page whole (below).
+CREATE OR REPLACE FUNCTION changefeed.keep_log_rows_whole(part regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- The largest target a page allows: the block size less the page header
+    -- and one line pointer (8160 for 8 kB pages).
+    EXECUTE format('ALTER TABLE %s SET (toast_tuple_target = %s)', part,
+                   least(8160, current_setting('block_size')::int - 32));
+END
+$$;
+
 -- The only index: reads select a collection's ranges by transaction id.
 -- Every index is paid by every captured write.
 CREATE INDEX log_read_idx ON changefeed.log (collection_id, range_id, txid);
 
 -- Rows whose day has no partition yet land here, so a write never fails for
 -- lack of a partition; maintain() keeps it empty in normal operation.
+-- Every partition keeps rows of up to a page whole (toast_tuple_target, the
+-- largest a page allows): a change of a 2 KB document carries two images, and
+-- at the default target capture would try to compress both and move one to
+-- the TOAST table, a second heap and index insert per change, undone by every
+-- read.  Larger rows are toasted as before.
 CREATE TABLE changefeed.log_default PARTITION OF changefeed.log DEFAULT;
+SELECT changefeed.keep_log_rows_whole('changefeed.log_default');
 
 -- Creates the daily partitions from yesterday up to `days_ahead` days ahead.
 -- Returns how many partitions it created.  Each new partition is made a member
@@ -146,6 +163,7 @@ BEGIN
             END IF;
             EXECUTE format('CREATE TABLE changefeed.%I PARTITION OF changefeed.log FOR VALUES FROM (%L) TO (%L)',
                            name, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
+            PERFORM changefeed.keep_log_rows_whole(format('changefeed.%I', name)::regclass);
             -- Inside CREATE EXTENSION the new table is a member already.
             IF NOT EXISTS (SELECT 1 FROM pg_depend
                             WHERE classid = 'pg_class'::regclass

@@ -116,3 +116,17 @@ $$;
 -- implementation of 0.2 go.
 DROP FUNCTION changefeed.read_ranges(regclass, int[], text[], int, text, text);
 DROP FUNCTION changefeed._read_ranges(regclass, int[], text[], int, text, text);
+
+-- ---- the log keeps rows of up to a page whole ----
+-- The partitions of 0.2 take the toast_tuple_target new ones are made with
+-- (10_catalog.sql); rows written already stay as they are.
+DO $$
+DECLARE
+    p regclass;
+BEGIN
+    FOR p IN SELECT inhrelid::regclass FROM pg_catalog.pg_inherits
+              WHERE inhparent = 'changefeed.log'::regclass LOOP
+        PERFORM changefeed.keep_log_rows_whole(p);
+    END LOOP;
+END
+$$;
