@@ -98,6 +98,11 @@ struct PendingRows {
 };
 PendingRows pending = {};
 
+// From the transaction's pre-commit (or pre-prepare) on, rows go in as they
+// are formed: nothing would insert rows formed after our callback ran (a
+// capture trigger fired by another extension's pre-commit callback).
+bool committing = false;
+
 bool pending_insertable(void) {
     return pending.count > 0 && pending.subid == GetCurrentSubTransactionId();
 }
@@ -211,18 +216,31 @@ void on_xact(XactEvent event, void *) {
         case XACT_EVENT_PARALLEL_PRE_COMMIT:
         case XACT_EVENT_PRE_PREPARE:
             if (pending_insertable()) insert_pending();
+            // Every subtransaction has ended by now, each inserting its rows
+            // or taking them away: rows left would be lost, so the
+            // transaction fails instead.
+            if (pending.count > 0)
+                ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                                errmsg("changefeed: %d change rows of a subtransaction were not written to the log",
+                                       pending.count)));
             close_open_partition();
+            committing = true;
             break;
         case XACT_EVENT_COMMIT:
         case XACT_EVENT_PARALLEL_COMMIT:
         case XACT_EVENT_PREPARE:
             close_open_partition();
+            // Rows formed after pre-commit went in at once; none can wait.
+            if (pending.count > 0)
+                elog(WARNING, "changefeed: %d change rows formed after pre-commit were not written", pending.count);
             forget_pending();
+            committing = false;
             break;
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
             forget_open_partition(false);
             forget_pending();
+            committing = false;
             break;
     }
 }
@@ -335,24 +353,26 @@ void insert_index_entries(TupleTableSlot *slot) {
     }
 }
 
+// Inserts the one row the slot holds, and its index entries.
+void insert_row(TupleTableSlot *slot, CommandId cid) {
+    HeapTuple tuple = ExecFetchSlotHeapTuple(slot, false, NULL);
+    heap_insert(open_part.rel, tuple, cid, 0, NULL);
+    slot->tts_tid = tuple->t_self;
+    insert_index_entries(slot);
+}
+
 // Inserts the waiting rows, heap first, then their index entries, in the
 // (sub)transaction that formed them.
 void insert_pending(void) {
     int n = pending.count;
-    Relation rel = open_part.rel;
     MemoryContext old = MemoryContextSwitchTo(pending.cxt);
     if (n == 1) {
-        TupleTableSlot *slot = pending.slots[0];
-        HeapTuple tuple = ExecFetchSlotHeapTuple(slot, false, NULL);
-        heap_insert(rel, tuple, pending.cid, 0, NULL);
-        slot->tts_tid = tuple->t_self;
+        insert_row(pending.slots[0], pending.cid);
     } else {
-        heap_multi_insert(rel, pending.slots, n, pending.cid, 0, NULL);
+        heap_multi_insert(open_part.rel, pending.slots, n, pending.cid, 0, NULL);
+        for (int i = 0; i < n; i++) insert_index_entries(pending.slots[i]);
     }
-    for (int i = 0; i < n; i++) {
-        insert_index_entries(pending.slots[i]);
-        ExecClearTuple(pending.slots[i]);
-    }
+    for (int i = 0; i < n; i++) ExecClearTuple(pending.slots[i]);
     MemoryContextSwitchTo(old);
     drop_pending();
 }
@@ -438,20 +458,15 @@ void changefeed_log_write(const LogRow *row) {
 
     CommandId cid = GetCurrentCommandId(true);
     SubTransactionId subid = GetCurrentSubTransactionId();
-    if (pending.count > 0 && (pending.subid != subid || pending.cid != cid)) {
-        if (pending.subid != subid) {
-            // Rows of an enclosing (sub)transaction wait: this one goes in now.
-            HeapTuple tuple = heap_form_tuple(desc, values, nulls);
-            heap_insert(rel, tuple, cid, 0, NULL);
-            ExecStoreHeapTuple(tuple, open_part.slot, false);
-            open_part.slot->tts_tid = tuple->t_self;
-            insert_index_entries(open_part.slot);
-            ExecClearTuple(open_part.slot);
-            heap_freetuple(tuple);
-            return;
-        }
-        insert_pending();
+    // Rows of an enclosing (sub)transaction wait, or the transaction is
+    // committing: this one goes in now.
+    if (committing || (pending.count > 0 && pending.subid != subid)) {
+        ExecStoreHeapTuple(heap_form_tuple(desc, values, nulls), open_part.slot, true);
+        insert_row(open_part.slot, cid);
+        ExecClearTuple(open_part.slot);
+        return;
     }
+    if (pending.count > 0 && pending.cid != cid) insert_pending();
     if (pending.cxt == NULL)
         pending.cxt = AllocSetContextCreate(TopTransactionContext, "changefeed pending log rows",
                                             ALLOCSET_DEFAULT_SIZES);

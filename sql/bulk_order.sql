@@ -173,6 +173,74 @@ SELECT changefeed.disable('mid'), changefeed.disable('side');
 DROP TABLE mid, side;
 DROP FUNCTION side_write();
 
+-- DDL on the log inside a subtransaction begun while a statement's rows
+-- wait: the partition they wait for stays open until they are in, so DDL on
+-- it is refused (and on the other partitions allowed); the rows all arrive.
+CREATE TABLE ddl_mid (id int PRIMARY KEY, v int NOT NULL);
+SELECT changefeed.enable('ddl_mid') IS NOT NULL AS enabled;
+CREATE TABLE ddl_seen (id int, refused int, allowed int, refused_state text);
+CREATE FUNCTION ddl_write() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE p regclass; refused int := 0; allowed int := 0; state text;
+BEGIN
+    IF NEW.id = 4 THEN
+        -- The block begins before any query of the trigger's: the rows
+        -- captured so far still wait.
+        BEGIN
+            FOR p IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'changefeed.log'::regclass LOOP
+                BEGIN
+                    PERFORM changefeed.keep_log_rows_whole(p);
+                    allowed := allowed + 1;
+                EXCEPTION WHEN object_in_use THEN
+                    refused := refused + 1;
+                    state := SQLSTATE;
+                END;
+            END LOOP;
+            INSERT INTO ddl_seen VALUES (NEW.id, refused, allowed, state);
+        EXCEPTION WHEN raise_exception THEN NULL;
+        END;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER zz_ddl AFTER INSERT ON ddl_mid FOR EACH ROW EXECUTE FUNCTION ddl_write();
+SELECT start_cursor('ddl_mid');
+INSERT INTO ddl_mid SELECT g, g FROM generate_series(1, 10) g;
+SELECT refused, allowed = (SELECT count(*) - 1 FROM pg_inherits WHERE inhparent = 'changefeed.log'::regclass) AS others_allowed,
+       refused_state
+FROM ddl_seen;
+SELECT string_agg(operation || ':' || doc_id, ' ' ORDER BY seq) AS changes FROM next_changes('ddl_mid', 'ddl_mid', 100);
+SELECT changefeed.disable('ddl_mid');
+DROP TABLE ddl_mid, ddl_seen;
+DROP FUNCTION ddl_write();
+
+-- A prepared transaction: its rows (a savepoint's rolled back between two
+-- bulk statements) are not read while it is prepared, a later transaction's
+-- row is, and the position read past that row does not skip the prepared
+-- rows: all of them come out once it commits.
+CREATE TABLE prep (id int PRIMARY KEY, v int NOT NULL);
+SELECT changefeed.enable('prep', ranges => 2) IS NOT NULL AS enabled;
+SELECT start_cursor('prep');
+BEGIN;
+INSERT INTO prep SELECT g, 1 FROM generate_series(1, 2500) g;
+SAVEPOINT s;
+UPDATE prep SET v = -1;
+ROLLBACK TO SAVEPOINT s;
+UPDATE prep SET v = 2 WHERE id % 2 = 0;
+PREPARE TRANSACTION 'changefeed_bulk_order';
+INSERT INTO prep VALUES (100000, 3);
+SELECT string_agg(operation || ':' || doc_id, ' ') AS read_while_prepared FROM next_changes('prep', 'prep', 100000);
+COMMIT PREPARED 'changefeed_bulk_order';
+CREATE TABLE prep_got AS SELECT * FROM next_changes('prep', 'prep', 100000);
+SELECT operation, current ->> 'v' AS v, count(*) FROM prep_got GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT count(*) AS documents_differing
+FROM (SELECT doc_id::int AS id, string_agg(operation || ':' || (current ->> 'v'), ' ' ORDER BY seq) AS changes
+      FROM prep_got GROUP BY 1) g
+FULL JOIN (SELECT g AS id, 'create:1' || CASE WHEN g % 2 = 0 THEN ' replace:2' ELSE '' END AS changes
+           FROM generate_series(1, 2500) g) e USING (id)
+WHERE g.changes IS DISTINCT FROM e.changes;
+DROP TABLE prep_got;
+SELECT changefeed.disable('prep');
+DROP TABLE prep;
+
 -- Many subtransactions in one transaction, each writing a row and every
 -- third rolled back; a multi-row statement in each fifth.
 CREATE TABLE loop_rows (id int PRIMARY KEY, n int NOT NULL);

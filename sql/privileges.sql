@@ -76,6 +76,14 @@ SELECT try($$SELECT count(*) FROM changefeed.collections$$);
 SELECT try($$CREATE TABLE public.mine (id int PRIMARY KEY)$$);
 SELECT try($$SELECT changefeed.enable('public.mine')$$);             -- needs a changefeed role
 RESET ROLE;
+-- Storage settings of the log are the extension owner's: no other role may
+-- call the function that sets them, the admin role included.
+SET ROLE regress_cf_reader;
+SELECT try($$SELECT changefeed.keep_log_rows_whole('changefeed.log_default')$$);
+RESET ROLE;
+SET ROLE regress_cf_admin;
+SELECT try($$SELECT changefeed.keep_log_rows_whole('changefeed.log_default')$$);
+RESET ROLE;
 
 -- Readers: the feed of tables they may SELECT, nothing else; no table of the
 -- schema directly; no position minting; no implementation called directly.

@@ -61,6 +61,7 @@ start)
         echo "fsync = $fsync"
         echo "max_connections = 200"
         echo "max_worker_processes = 16"
+        echo "max_prepared_transactions = 10"
         echo "log_min_messages = warning"
         for line in "${extra[@]+"${extra[@]}"}"; do echo "$line"; done
     } >>"$dir/data/postgresql.conf"

@@ -197,6 +197,9 @@ q cont "ALTER EXTENSION changefeed UPDATE"
 check "cont: updated to $current" "$current" "$(q cont "SELECT extversion FROM pg_extension WHERE extname = 'changefeed'")"
 check "$current: the update took the key file over into changefeed.position_key" t \
     "$(q cont "SELECT key = pg_read_binary_file('changefeed_position.key') FROM changefeed.position_key")"
+check "$current: every partition the old release made keeps rows of up to a page whole" t \
+    "$(q cont "SELECT count(*) > 1 AND bool_and(coalesce(c.reloptions @> ARRAY['toast_tuple_target=8160'], false))
+               FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'changefeed.log'::regclass")"
 
 listen_round >/dev/null
 q cont "INSERT INTO docs VALUES (102, 'n2')"
