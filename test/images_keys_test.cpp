@@ -71,4 +71,50 @@ TEST(ImagesKeys, AllVersionsProcessorIsRefusedWithItsOwnCode) {
     EXPECT_EQ(rec.of("1")[1].previous.at("v").as_string(), "a");
 }
 
+// Switched to keys alone under a running all-versions processor: the reads
+// it makes are refused (CF021), and each range halts in history_lost with
+// the runbook, reported once, instead of failing on every poll; it never
+// reads on from now by itself.
+TEST(ImagesKeys, AllVersionsProcessorHaltsWhenItsCollectionSwitchesToKeys) {
+    const std::string table = cftest::test_table("ik_switch");
+    cluster().exec("CREATE TABLE " + table + " (id int PRIMARY KEY, v text);"
+                   "SELECT changefeed.enable('" + table + "', ranges => 2)");
+    cftest::Recorder rec;
+    cftest::ErrorLog errors;
+    auto o = cftest::fast_options("one");
+    o.on_error = errors.sink();
+    auto p = changefeed::make_processor({cluster().conninfo(), table}, "audit", rec.handler(),
+                                        changefeed::AllVersionsOptions(o));
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p, 2));
+    cluster().exec("INSERT INTO " + table + " (id, v) VALUES (1, 'full')");
+    ASSERT_TRUE(cftest::eventually([&] { return rec.has("1"); }));
+
+    cluster().exec("SELECT changefeed.alter('" + table + "', images => 'keys', keep_previous => false)");
+    cluster().exec("INSERT INTO " + table + " (id, v) VALUES (2, 'keys')");
+    ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::history_lost; }));
+    ASSERT_TRUE(cftest::eventually([&] { return errors.messages(errc::history_lost).size() >= 2; }));
+    for (const auto& m : errors.messages(errc::history_lost)) {
+        EXPECT_NE(m.find("docs/runbooks/history-lost.md"), std::string::npos) << m;
+        EXPECT_NE(m.find("images => 'keys'"), std::string::npos) << m;
+        EXPECT_NE(m.find("will not restart from now"), std::string::npos) << m;
+    }
+    // A latest-version witness sees a later write: a wake-up and reads the
+    // halted processor had too.
+    cftest::Recorder seen;
+    auto witness = changefeed::make_processor({cluster().conninfo(), table}, "witness", seen.handler(),
+                                              changefeed::LatestVersionOptions(cftest::fast_options("w")));
+    witness.start();
+    ASSERT_TRUE(cftest::wait_running(witness, 2));
+    cluster().exec("INSERT INTO " + table + " (id, v) VALUES (3, 'keys')");
+    ASSERT_TRUE(cftest::eventually([&] { return seen.has("3"); }));
+    witness.stop();
+    EXPECT_EQ(errors.messages(errc::history_lost).size(), 2u);  // once per range, not per poll
+    EXPECT_FALSE(errors.has(errc::images_not_logged));
+    EXPECT_FALSE(rec.has("2"));
+    EXPECT_FALSE(rec.has("3"));
+    EXPECT_EQ(p.state(), changefeed::State::history_lost);
+    p.stop();
+}
+
 }  // namespace

@@ -13,17 +13,20 @@ namespace {
 // A checkpoint the feed cannot resume from: history lost (CF006, CF019), or a
 // position of another database or cluster (CF005: a restored database), of
 // a history this server did not follow (CF017) or damaged (CF004: a
-// checkpoint from before an upgrade).  Each is a lost history for this
-// range, never a restart from now.
+// checkpoint from before an upgrade), or versions no longer logged (CF021:
+// the collection was switched to keys alone under an all-versions feed).
+// Each is a lost history for this range, never a restart from now.
 bool unusable_checkpoint(const Error& e) {
     return e.code() == make_error_code(errc::history_lost) || e.code() == make_error_code(errc::foreign_position) ||
-           e.code() == make_error_code(errc::malformed_position) || e.code() == make_error_code(errc::other_history);
+           e.code() == make_error_code(errc::malformed_position) || e.code() == make_error_code(errc::other_history) ||
+           e.code() == make_error_code(errc::images_not_logged);
 }
 
 LostBecause lost_because(const Error& e) {
     if (e.code() == make_error_code(errc::foreign_position)) return LostBecause::other_database;
     if (e.code() == make_error_code(errc::other_history)) return LostBecause::other_history;
     if (e.code() == make_error_code(errc::malformed_position)) return LostBecause::invalid_position;
+    if (e.code() == make_error_code(errc::images_not_logged)) return LostBecause::keys_only;
     if (e.sqlstate() == "CF019") return LostBecause::capture_disabled;
     return LostBecause::retention;
 }

@@ -46,10 +46,17 @@ std::string history_lost_runbook(const std::string& table, const std::string& pr
                    " point-in-time restore, a standby promoted from an earlier point); reading on from it could"
                    " skip changes of this history (docs/runbooks/position-other-history.md).";
             break;
+        case LostBecause::keys_only:
+            out += "What was lost: the collection was switched to log keys alone (changefeed.alter(..., images =>"
+                   " 'keys')); the versions of changes logged since are not in the log, and this feed reads every"
+                   " version. If no change was logged meanwhile, switching it back (images => 'full') and starting"
+                   " the processor again reads on with nothing lost.";
+            break;
     }
-    // Only retention and a disabled capture leave changes out of the log;
-    // otherwise what the range had not read is still there to read.
-    const bool gone_from_log = why == LostBecause::retention || why == LostBecause::capture_disabled;
+    // Only retention, a disabled capture and keys alone leave versions out of
+    // the log; otherwise what the range had not read is still there to read.
+    const bool gone_from_log =
+        why == LostBecause::retention || why == LostBecause::capture_disabled || why == LostBecause::keys_only;
     out += " Server: " + server_message + "\n";
     out += "Runbook (docs/runbooks/history-lost.md), as the processor's owning role or a changefeed_admin:\n";
     out += "  1. See what is affected: SELECT * FROM changefeed.horizons WHERE table_name = " + literal(table) +
@@ -70,8 +77,12 @@ std::string history_lost_runbook(const std::string& table, const std::string& pr
                " processor's checkpoints to now (SELECT changefeed.reset_checkpoint(" + args +
                ");); running instances are fenced and continue from there.\n";
     }
-    out += "  3. Prevent it: alert on changefeed.lag(...).retention_used, raise the retention with"
-           " changefeed.alter(" + literal(table) + ", retention => ...).";
+    if (why == LostBecause::keys_only)
+        out += "  3. Prevent it: switch a collection to keys alone only once no processor reads all its versions"
+               " (SELECT changefeed.drop_processor(" + args + ");).";
+    else
+        out += "  3. Prevent it: alert on changefeed.lag(...).retention_used, raise the retention with"
+               " changefeed.alter(" + literal(table) + ", retention => ...).";
     return out;
 }
 

@@ -12,6 +12,7 @@ enum class LostBecause {
     invalid_position, // CF004: not a valid position here (from before an upgrade, or damaged)
     capture_disabled, // CF019: capture was off (disable, then enable) after it
     other_history,    // CF017: taken on a history this server did not follow (a point-in-time restore)
+    keys_only,        // CF021: the collection logs keys alone (images => 'keys'): no versions to read
 };
 
 // What was lost and how to rebuild, for `table`/`processor`/`range`;
