@@ -27,6 +27,7 @@ OBJS = \
 	extension/current_rows.o \
 	extension/reader_sight.o \
 	extension/read_memory.o \
+	extension/wait_alone.o \
 	extension/read_window.o
 
 EXTENSION = extension/changefeed

@@ -30,6 +30,7 @@
 #include "reader_sight.hpp"
 #include "settings.hpp"
 #include "sqlstates.hpp"
+#include "wait_alone.hpp"
 #include "xact_tracking.hpp"
 
 extern "C" {
@@ -1201,7 +1202,7 @@ long wait_ms_of(FunctionCallInfo fcinfo, int n) {
 
 // Where a read cannot wait: no commit would wake it, or it would hold back
 // vacuum while it waits.
-void check_can_wait(void) {
+void check_can_wait(FunctionCallInfo fcinfo) {
     if (!changefeed_commit_wait_available())
         ereport(ERROR, (errcode(changefeed::kNoCommitWakeups),
                         errmsg("read_ranges() cannot wait: changefeed is not in shared_preload_libraries"),
@@ -1230,6 +1231,13 @@ void check_can_wait(void) {
                         errmsg("read_ranges() cannot wait while a cursor is open"),
                         errdetail("The cursor's snapshot would be left to vacuum while the read waits."),
                         errhint("Close the cursor first, or read without wait.")));
+    if (!changefeed_read_is_statement_alone(fcinfo))
+        ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                        errmsg("read_ranges() can wait only as a statement of its own"),
+                        errdetail("The statement's snapshot is left to vacuum while the read waits, so nothing else "
+                                  "may read with it: no other table or subquery, no function that may read tables "
+                                  "(volatile, or not immutable and not built in), no call from inside a function."),
+                        errhint("Send SELECT * FROM changefeed.read_ranges(...) alone, or read without wait.")));
 }
 
 // Lets go of this backend's xmin while it waits, as SnapshotResetXmin()
@@ -1271,7 +1279,7 @@ Datum changefeed_read_ranges(PG_FUNCTION_ARGS) {
         changefeed_read_work_end(work_caller);
         return (Datum)0;
     }
-    check_can_wait();
+    check_can_wait(fcinfo);
     const TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
     // A read that found nothing leaves nothing behind: a reader woken often
     // (commits in ranges it did not ask for) stays small.
