@@ -210,12 +210,16 @@ bool seq_before(const Row &a, const Row &b) {
 
 // The rows a page keeps: the `keep` smallest seqs seen so far.  Pruned when
 // the array fills up, so a window far larger than the page costs memory for
-// about two pages.
+// about two pages.  Once pruned, a row at or past `bound` cannot be on the
+// page: it is passed over before it is copied or filtered, so the pages of a
+// window far larger than one (a bulk transaction) cost a scan each, not a
+// copy of the rest of the window.
 struct Kept {  // a page in the making
     Row *rows;
     int n;
     int cap;
     int keep;
+    int64 bound;  // the (keep+1)-th smallest seq seen; PG_INT64_MAX before a prune
 };
 
 // Keeps the `keep` smallest seqs (in no order).  std::nth_element and
@@ -224,6 +228,7 @@ struct Kept {  // a page in the making
 void page_prune(Kept *pg) {
     if (pg->n <= pg->keep) return;
     std::nth_element(pg->rows, pg->rows + pg->keep, pg->rows + pg->n, seq_before);
+    pg->bound = pg->rows[pg->keep].seq;
     for (int i = pg->keep; i < pg->n; i++) heap_freetuple(pg->rows[i].tuple);
     pg->n = pg->keep;
 }
@@ -392,7 +397,7 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
             page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, range, 0);
             continue;
         }
-        if (seq <= w->after) continue;
+        if (seq <= w->after || seq >= pg->bound) continue;
         char seen = 0;
         if (w->doc_ids.n >= 0 || w->tenants.n >= 0 || w->filter != NULL || w->sight != NULL) {
             char op = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull));
@@ -846,6 +851,7 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
     pg.keep = w->latest ? INT_MAX : limit + 1;
     pg.cap = w->latest ? 1024 : Max(2 * pg.keep, 1024);
     pg.n = 0;
+    pg.bound = PG_INT64_MAX;
     pg.rows = (Row *)changefeed_read_buffer_take(kPageRowsBuffer, sizeof(Row) * pg.cap);
     scan_window(w, parts, nparts, &pg);
     if (w->latest) {
