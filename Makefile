@@ -10,6 +10,7 @@ OBJS = \
 	extension/caller.o \
 	extension/capture.o \
 	extension/row_image.o \
+	extension/previous_patch.o \
 	extension/range_hash.o \
 	extension/position.o \
 	extension/position_codec.o \
@@ -59,6 +60,8 @@ REGRESS_COMMON += bulk_order
 REGRESS_COMMON += images_keys
 # Row images built straight from the tuple agree with to_jsonb() (row_image.cpp).
 REGRESS_COMMON += row_images
+# Images from before a replace stored as patches, read whole (previous_patch.cpp).
+REGRESS_COMMON += previous_patch
 # Reads keep their memory between calls (read_memory.cpp).
 REGRESS_COMMON += read_memory
 REGRESS_PRELOADED = notifier ticks workers long_poll prepared

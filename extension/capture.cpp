@@ -5,6 +5,7 @@
 #include "pg.hpp"
 #include "log_writer.hpp"
 #include "module.hpp"
+#include "previous_patch.hpp"
 #include "range_hash.hpp"
 #include "row_image.hpp"
 #include "sqlstates.hpp"
@@ -271,6 +272,9 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
     row.op = op;
     row.current = newer && !st->keys_only ? row_jsonb(st, newer, desc) : (Datum)0;
     row.previous = older && st->keep_previous ? row_jsonb(st, older, desc) : (Datum)0;
+    // A replace keeps what its image before differs by (previous_patch.cpp).
+    if (row.current != (Datum)0 && row.previous != (Datum)0)
+        row.previous = changefeed_previous_patch(row.current, row.previous);
     row.ttl_expired = ttl;
     row.tenant = tenant ? CStringGetTextDatum(tenant) : (Datum)0;
     row.previous_tenant = moved_from ? CStringGetTextDatum(moved_from) : (Datum)0;

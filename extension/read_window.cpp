@@ -25,6 +25,7 @@
 #include "position_codec.hpp"
 #include "position_history.hpp"
 #include "position_key.hpp"
+#include "previous_patch.hpp"
 #include "notifier.hpp"
 #include "read_memory.hpp"
 #include "reader_sight.hpp"
@@ -420,6 +421,7 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
                 bool current_null, previous_null;
                 Datum current = slot_getattr(slot, p->att[kCurrent], &current_null);
                 Datum previous = slot_getattr(slot, p->att[kPrevious], &previous_null);
+                if (!previous_null && !current_null) previous = changefeed_previous_whole(current, previous);
                 // Not filtered out for want of the image it lacks.
                 refuse_no_images(p, op, current_null, slot_getattr(slot, p->att[kDocId], &nul), seq);
                 seen = reader_sight_op(w->sight, seen, current, current_null, previous, previous_null);
@@ -611,6 +613,8 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
         if (!isnull[c] && TupleDescAttr(desc, p->att[c] - 1)->attlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(v[c])))
             v[c] = PointerGetDatum(detoast_external_attr((struct varlena *)DatumGetPointer(v[c])));
     }
+    // The image from before, whole (a replace may store a patch of its image after).
+    if (!isnull[kPrevious] && !isnull[kCurrent]) v[kPrevious] = changefeed_previous_whole(v[kCurrent], v[kPrevious]);
     // read()'s 13 columns; read_ranges() has a 14th, resume_ranges, null here.
     Datum values[14];
     bool nulls[14] = {false, false, false, false, false, false, false, false, false, false, false, false, false, true};
@@ -791,6 +795,7 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg, int keep) {
             bool current_null, previous_null;
             Datum current = heap_getattr(row->tuple, p->att[kCurrent], desc, &current_null);
             Datum previous = heap_getattr(row->tuple, p->att[kPrevious], desc, &previous_null);
+            if (!previous_null && !current_null) previous = changefeed_previous_whole(current, previous);
             if (w->sight != NULL) {
                 seen = reader_sight_op(w->sight, seen, current, current_null, previous, previous_null);
                 if (seen == 0 || seen == 'd') continue;

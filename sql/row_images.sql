@@ -28,7 +28,8 @@ SELECT format('INSERT INTO ri_wide VALUES (1, %s)',
   FROM generate_series(1, 40) g \gexec
 UPDATE ri_wide SET c20 = 2000, c39 = 'changed';
 SELECT l.op, l.current = to_jsonb(w) AS same, l.current::text = to_jsonb(w)::text AS same_text,
-       l.current -> 'c39' AS c39, l.previous -> 'c39' AS was, l.current -> 'c35' AS c35
+       l.current -> 'c39' AS c39, changefeed.whole_previous(l.current, l.previous) -> 'c39' AS was,
+       l.previous ? '' AS stored_as_patch, l.current -> 'c35' AS c35
   FROM changefeed.log l JOIN changefeed.collection c ON c.id = l.collection_id, ri_wide w
  WHERE c.relid = 'ri_wide'::regclass ORDER BY l.seq;
 SELECT changefeed.enable('ri_docs') IS NOT NULL;
@@ -59,7 +60,7 @@ UPDATE ri_other SET mood = 'loud';
 -- Every image equals to_jsonb() of its row, as a value and as text.
 CREATE FUNCTION ri_images(tbl regclass) RETURNS TABLE (op "char", doc_id text, image jsonb, previous jsonb)
 LANGUAGE sql AS $$
-    SELECT l.op, l.doc_id, l.current, l.previous
+    SELECT l.op, l.doc_id, l.current, changefeed.whole_previous(l.current, l.previous)
       FROM changefeed.log l JOIN changefeed.collection c ON c.id = l.collection_id
      WHERE c.relid = tbl ORDER BY l.seq
 $$;

@@ -180,6 +180,13 @@ $$;
 -- for read() and read_ranges(), as with the default 4 MB a page of 10,000
 -- changes went to a temporary file.
 
+-- A change's image from before as read() returns it, from the two images
+-- changefeed.log holds: a replace of a large row stores a patch of its image
+-- after ({"": ...}, extension/previous_patch.cpp), rebuilt whole by every
+-- read.  For those who query the log itself.
+CREATE OR REPLACE FUNCTION changefeed.whole_previous("current" jsonb, previous jsonb) RETURNS jsonb
+AS 'MODULE_PATHNAME', 'changefeed_whole_previous' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
 -- read()'s rows, in C (extension/read_window.cpp), from the position (lo,
 -- hi, last_seq) after the call was checked: the windows and their pages, in
 -- mode 'all' or, with `latest`, mode 'latest', with read()'s filters.
