@@ -103,6 +103,18 @@ DROP POLICY shown ON pdocs;
 ALTER TABLE pdocs DISABLE ROW LEVEL SECURITY;
 REVOKE SELECT ON pdocs, olds FROM regress_cf_patch_reader;
 DROP ROLE regress_cf_patch_reader;
+-- whole_previous(): a whole image passes through, a damaged patch is an
+-- error (XX001), never a wrong image; only the extension's owner may call it.
+SELECT changefeed.whole_previous('{"a": 1}', '{"a": 2}') AS whole_passes,
+       changefeed.whole_previous('{"a": 1, "b": 2}', '{"": {"a": [5], "b": [], "c": [3]}}') AS rebuilt;
+SELECT try($$SELECT changefeed.whole_previous('{"a": 1}', '{"": {"a": 5}}')$$);
+SELECT try($$SELECT changefeed.whole_previous('{"a": 1}', '{"": {"a": {"x": [1]}}}')$$);
+SELECT try($$SELECT changefeed.whole_previous('{"a": 1}', '{"": {"z": []}}')$$);
+CREATE ROLE regress_cf_patch_caller IN ROLE changefeed_reader;
+SET ROLE regress_cf_patch_caller;
+SELECT try($$SELECT changefeed.whole_previous('{"a": 1}', '{"a": 2}')$$);
+RESET ROLE;
+DROP ROLE regress_cf_patch_caller;
 DROP FUNCTION whole(jsonb[]), paged_previous(text);
 SELECT changefeed.disable('pdocs');
 DROP TABLE pdocs, olds;
