@@ -15,9 +15,7 @@ variants=${BULK_VARIANTS:-none changefeed changefeed_keys pgq wal2json}
 name=bulk
 start_bench_cluster "$name" 2 yes
 conn_env "$name"
-have_pgq=no have_w2j=no
-[ -f "$("$PGBIN/pg_config" --sharedir)/extension/pgq.control" ] && have_pgq=yes
-[ -f "$("$PGBIN/pg_config" --pkglibdir)/wal2json.so" ] && have_w2j=yes
+detect_peers
 
 psql -qX -v ON_ERROR_STOP=1 >/dev/null <<SQL
 CREATE EXTENSION changefeed;

@@ -96,3 +96,12 @@ SQL
 }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
+
+# Sets have_pgq and have_w2j to yes or no: whether the peers' Debian packages
+# are installed for $PGBIN's PostgreSQL.
+detect_peers() {
+    have_pgq=no have_w2j=no
+    [ -f "$("$PGBIN/pg_config" --sharedir)/extension/pgq.control" ] && have_pgq=yes
+    [ -f "$("$PGBIN/pg_config" --pkglibdir)/wal2json.so" ] && have_w2j=yes
+    return 0
+}

@@ -54,6 +54,16 @@ ratio_rows() {
             printf "| %s | %s | %.3f | %s | %s |\n", ops[i], vars[j], m[k], (b > 0 ? sprintf("%.2fx", m[k] / b) : "-"),
                 (ops[i] == "delete" && bi > 0 ? sprintf("%.2fx", m[k] / bi) : "")}}' "$BENCH_OUT/medians.tsv"
     echo
+    echo "## TPC-B (pgbench's built-in transaction, synchronous_commit on; TPS, ratio to no capture)"
+    echo
+    echo "Each variant in a database of its own on one cluster (\`bench/tpcb.sh\`); changefeed and PgQ capture"
+    echo "pgbench_accounts, pgbench_tellers and pgbench_branches (pgbench_history has no primary key)."
+    echo
+    echo "| variant | TPS | ratio to no capture |"
+    echo "|---|---:|---:|"
+    ratio_rows tpcb none %.3f
+    awk -F'\t' '$1 == "tpcb" {print ""; print "Measured at " $3 "."; exit}' "$BENCH_OUT/medians.tsv"
+    echo
     echo "## Commit-to-handler latency (ms, ratio to the INSERT + NOTIFY floor at the same rate)"
     echo
     echo "Floor: INSERT + NOTIFY (the row's id) in one transaction, LISTEN on a bare connection, nothing read."

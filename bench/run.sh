@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# All benchmarks in one run: write overhead, bulk statements, commit-to-handler latency and its
+# All benchmarks in one run: write overhead, bulk statements, TPC-B, commit-to-handler latency and its
 # floor, consumer throughput, read cost against the log's size, retention, the
 # bridge into NATS JetStream, scale under a write rate, many ranges, reading
 # from a standby, fan-out to many subscriptions, with and without row-level security.
 # Writes bench/RESULTS.md and bench/results.png.
-#   bash bench/run.sh            full sizes (about 45 minutes on 2 cores)
+#   bash bench/run.sh            full sizes (about 80 minutes on 2 cores)
 #   bash bench/run.sh --smoke    tiny sizes, checks the harness end to end (about 2 minutes)
 # The clusters and the nats-server take ports BENCH_PORT_BASE .. +6 (default 55460) and live in
 # BENCH_SCRATCH-* (default /tmp/changefeed-bench-*): set both to run two
@@ -41,6 +41,7 @@ export LD_LIBRARY_PATH=$BENCH_OUT/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 if [ "$mode" = --smoke ]; then
     SYNC_MODES=on bash bench/write_overhead.sh 2000 1 1 2
     bash bench/bulk_writes.sh 5000 1
+    bash bench/tpcb.sh 1 3 1 2
     bash bench/latency.sh 200 2 1 "$BENCH_OUT/bin"
     bash bench/latency.sh 2000 2 1 "$BENCH_OUT/bin" "floor changefeed"
     bash bench/log_size.sh 20000 2000 1 "$BENCH_OUT/bin"
@@ -57,13 +58,14 @@ if [ "$mode" = --smoke ]; then
     bash bench/rls_fanout.sh "$BENCH_OUT/bin" 2 4
     bash bench/report.sh "$BENCH_OUT/RESULTS.md" "$BENCH_OUT/results.png"
     # The smoke run checks that every part produced figures.
-    for part in write bulk latency throughput open_xact rls_drain prune bridge ranges log_size scale readscale fanout rls_fanout; do
+    for part in write bulk tpcb latency throughput open_xact rls_drain prune bridge ranges log_size scale readscale fanout rls_fanout; do
         grep -q "^$part	" "$BENCH_OUT/raw.tsv" || { echo "bench smoke: no $part figures" >&2; exit 1; }
     done
     echo "bench smoke: every part produced figures"
 else
     bash bench/write_overhead.sh 100000 8 3 8
     bash bench/bulk_writes.sh 1000000 3
+    bash bench/tpcb.sh 10 30 3 8
     bash bench/latency.sh 200 15 3 "$BENCH_OUT/bin"
     bash bench/latency.sh 2000 15 3 "$BENCH_OUT/bin"
     bash bench/log_size.sh 10000000 100000 3 "$BENCH_OUT/bin"

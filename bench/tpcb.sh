@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Part 1c, TPC-B: pgbench's built-in transaction (three UPDATEs, a SELECT and
+# an INSERT into the history table) at scale S with C clients,
+# synchronous_commit on, each variant in a database of its own on one cluster
+# and interleaved in rounds: no capture, changefeed on pgbench_accounts,
+# pgbench_tellers and pgbench_branches (pgbench_history has no primary key),
+# PgQ's trigger on the same three tables, and a wal2json slot decoding while
+# the variant runs.  Records TPS; the report gives the ratio to no capture.
+#   bash bench/tpcb.sh SCALE SECONDS ROUNDS CLIENTS
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+scale=${1:-10} secs=${2:-30} rounds=${3:-3} clients=${4:-8}
+name=tpcb
+start_bench_cluster "$name" 3 yes
+conn_env "$name"
+detect_peers
+variants="none changefeed"
+[ "$have_pgq" = yes ] && variants+=" pgq"
+[ "$have_w2j" = yes ] && variants+=" wal2json"
+tables="pgbench_accounts pgbench_tellers pgbench_branches"
+
+for variant in $variants; do
+    db=tpcb_$variant
+    psql -qX -d postgres -c "CREATE DATABASE $db" >/dev/null
+    "$PGBIN/pgbench" -q -i -s "$scale" -d "$db" >/dev/null 2>&1
+    case $variant in
+        changefeed)
+            psql -qX -v ON_ERROR_STOP=1 -d "$db" -c "CREATE EXTENSION changefeed" >/dev/null
+            for t in $tables; do psql -qXAt -v ON_ERROR_STOP=1 -d "$db" -c "SELECT changefeed.enable('$t')" >/dev/null; done ;;
+        pgq)
+            psql -qX -v ON_ERROR_STOP=1 -d "$db" -c "CREATE EXTENSION pgq" -c "SELECT pgq.create_queue('tpcb_q')" >/dev/null
+            for t in $tables; do
+                psql -qX -v ON_ERROR_STOP=1 -d "$db" -c "CREATE TRIGGER capture AFTER INSERT OR UPDATE OR DELETE ON $t
+                    FOR EACH ROW EXECUTE PROCEDURE pgq.jsontriga('tpcb_q')" >/dev/null
+            done ;;
+        wal2json)
+            psql -qXAt -d "$db" -c "SELECT 1 FROM pg_create_logical_replication_slot('tpcb_w2j', 'wal2json')" >/dev/null ;;
+    esac
+done
+
+for round in $(seq 1 "$rounds"); do
+    for variant in $variants; do
+        db=tpcb_$variant
+        psql -qX -d "$db" -c "VACUUM pgbench_branches, pgbench_tellers, pgbench_accounts" \
+            -c "TRUNCATE pgbench_history" -c CHECKPOINT >/dev/null
+        recv=
+        if [ "$variant" = wal2json ]; then
+            # Decode only this variant's WAL, while it is written.
+            psql -qXAt -d "$db" -c "SELECT 1 FROM pg_replication_slot_advance('tpcb_w2j', pg_current_wal_lsn())" >/dev/null
+            bench_background "$PGBIN/pg_recvlogical" --slot tpcb_w2j --start \
+                -o format-version=2 -f /dev/null -d "host=$PGHOST port=$PGPORT user=postgres dbname=$db"
+            recv=$bench_last_pid
+            sleep 0.5
+        fi
+        tps=$("$PGBIN/pgbench" -n -c "$clients" -j 2 -T "$secs" -d "$db" 2>/dev/null | awk '/^tps/ {print $3}')
+        [ -n "$recv" ] && bench_stop "$recv"
+        [ -n "$tps" ] || { echo "tpcb: pgbench gave no TPS for $variant" >&2; exit 1; }
+        record tpcb "$variant" "scale $scale, $clients clients" "$round" "$tps" tps
+        echo "round $round  tpcb  $variant  $tps tps"
+        # The capture's own log and queue grow with every round: empty them
+        # outside the timed runs so rounds stay alike.
+        case $variant in
+            changefeed)
+                # Three changes per transaction, or the capture was not measured.
+                n=$(psql -qXAt -d "$db" -c "SELECT count(*) FROM changefeed.log")
+                [ "$n" -gt 0 ] || { echo "tpcb: changefeed captured nothing" >&2; exit 1; }
+                psql -qX -d "$db" -c "TRUNCATE changefeed.log" >/dev/null 2>&1 || true ;;
+            pgq) psql -qX -d "$db" -c "SELECT pgq.maint_rotate_tables_step1('tpcb_q')" >/dev/null 2>&1 || true ;;
+        esac
+    done
+done
