@@ -23,7 +23,8 @@ CREATE TEMP TABLE firsts AS
 SELECT tbl, tvid, min(did) AS first_did, count(*) AS n FROM dm WHERE tvid IS NOT NULL GROUP BY 1, 2;
 ANALYZE firsts;
 
-DROP TABLE IF EXISTS torture.bad_lost, torture.bad_phantom, torture.bad_misordered, torture.bad_stream;
+DROP TABLE IF EXISTS torture.bad_lost, torture.bad_phantom, torture.bad_misordered, torture.bad_stream,
+    torture.bad_previous;
 CREATE TABLE torture.bad_lost AS
 SELECT t.tbl, t.id, t.vid, t.kver, t.op, NULL::bigint AS seq FROM torture.truth t
  WHERE NOT EXISTS (SELECT 1 FROM firsts f WHERE f.tbl = t.tbl AND f.tvid = t.vid)
@@ -50,6 +51,18 @@ SELECT * FROM (
     WINDOW w AS (PARTITION BY inst, tbl, range_id, epoch, id ORDER BY did)) s
  WHERE prev_kver IS NOT NULL AND kver > prev_kver + 1;
 
+-- A replace's or a delete's image from before, as delivered (whole, though
+-- the log may hold it as a patch): the vid and body of the version it
+-- replaced, by the all-versions consumers and the one bound by row-level security.
+CREATE TABLE torture.bad_previous AS
+SELECT d.*, p.vid AS want_vid, p.body_md5 AS want_md5
+  FROM (SELECT 'all' AS consumer, did, tbl, id, kver, op, prev_vid, prev_md5 FROM torture.deliveries
+        UNION ALL
+        SELECT 'rls', did, tbl, id, kver, op, prev_vid, prev_md5 FROM torture.rls_deliveries) d
+  LEFT JOIN torture.truth p ON p.tbl = d.tbl AND p.id = d.id AND p.kver = d.kver - 1 AND p.op <> 'd'
+ WHERE d.op IN ('r', 'd')
+   AND (p.vid IS NULL OR d.prev_vid IS DISTINCT FROM p.vid OR d.prev_md5 IS DISTINCT FROM p.body_md5);
+
 \pset tuples_only on
 \pset format unaligned
 SELECT concat_ws(' ',
@@ -64,6 +77,9 @@ SELECT concat_ws(' ',
                        JOIN changefeed.collections c
                          ON c.table_name = (CASE x.tbl WHEN 0 THEN 'public.docs' ELSE 'public.docs2' END)::regclass
                       WHERE x.range_id <> changefeed.range_of(x.id::text, c.ranges)),
+  'wrong_previous=' || (SELECT count(*) FROM torture.bad_previous),
+  -- Replaces whose image from before the log holds as a patch: the check above covered them.
+  'previous_patches=' || (SELECT count(*) FROM changefeed.log WHERE op = 'r' AND previous ? ''),
   'duplicates=' || ((SELECT coalesce(sum(n - 1), 0) FROM firsts)
                     + (SELECT count(*) - count(DISTINCT (tbl, seq)) FROM dm WHERE op = 't' AND clear_ok)),
   'projection_mismatch=' || (

@@ -89,17 +89,23 @@ private:
 // One row of torture.deliveries per delivered change.
 std::string delivery_values(int tbl, const std::string& inst, const changefeed::Change& c,
                             const changefeed::Context& ctx, pqxx::work& tx) {
-    std::string id = "NULL", vid = "NULL", kver = "NULL", prev = "NULL";
+    std::string id = "NULL", vid = "NULL", kver = "NULL", prev = "NULL", prev_md5 = "NULL";
     if (c.operation != changefeed::Operation::clear) id = num(std::stoll(c.doc_id));
     if (c.operation == changefeed::Operation::create || c.operation == changefeed::Operation::replace) {
         vid = num(json_int(c.current, "vid"));
         kver = num(json_int(c.current, "kver"));
     } else if (c.operation == changefeed::Operation::delete_) {
-        prev = num(json_int(c.previous, "vid"));
         kver = num(json_int(c.previous, "kver") + 1);
     }
+    if (c.operation == changefeed::Operation::replace || c.operation == changefeed::Operation::delete_) {
+        // The image from before, whole (the log may hold it as a patch): the
+        // checker compares it with the version it replaced.
+        prev = num(json_int(c.previous, "vid"));
+        prev_md5 = "md5(" + tx.quote(boost::json::serialize(c.previous.at("body"))) + "::jsonb::text)";
+    }
     return "(" + num(tbl) + "," + tx.quote(inst) + "," + num(ctx.range_id) + "," + num(c.seq) + ",'" +
-           op_code(c.operation) + "'," + id + "," + vid + "," + kver + "," + prev + "," + num(ctx.lease_epoch) + ")";
+           op_code(c.operation) + "'," + id + "," + vid + "," + kver + "," + prev + "," + num(ctx.lease_epoch) + "," +
+           prev_md5 + ")";
 }
 
 // The statements that apply one change to torture.exact_projection and count
@@ -218,7 +224,7 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
                 [sink, t, run_id, into](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                     sink->run([&](pqxx::work& tx) {
                         std::string sql =
-                            "INSERT INTO " + into + " (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch)"
+                            "INSERT INTO " + into + " (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch, prev_md5)"
                             " VALUES ";
                         for (std::size_t i = 0; i < batch.size(); ++i) {
                             if (i) sql += ",";
@@ -269,8 +275,9 @@ int run_broken(int slot, sigset_t& set, int max_seconds) {
                     " RETURNING last_seq", t, slot)[0][0].as<std::int64_t>();
                 auto rows = tx.exec_params(
                     "SELECT l.seq, l.range_id, l.op, l.doc_id, l.current->>'vid', l.current->>'kver',"
-                    "       l.previous->>'vid', l.previous->>'kver'"
+                    "       p.whole->>'vid', p.whole->>'kver', md5((p.whole->'body')::text)"
                     "  FROM changefeed.log l JOIN changefeed.collections c ON c.id = l.collection_id"
+                    "  CROSS JOIN LATERAL (SELECT changefeed.whole_previous(l.current, l.previous) AS whole) p"
                     " WHERE c.table_name = $1::regclass AND l.seq > $2 AND l.range_id % 3 = $3"
                     " ORDER BY l.seq LIMIT 500",
                     kTables[t], last, slot);
@@ -280,24 +287,27 @@ int run_broken(int slot, sigset_t& set, int max_seconds) {
                 }
                 busy = true;
                 std::string sql =
-                    "INSERT INTO torture.deliveries (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch)"
+                    "INSERT INTO torture.deliveries (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch, prev_md5)"
                     " VALUES ";
                 for (std::size_t i = 0; i < rows.size(); ++i) {
                     const auto& r = rows[i];
                     std::string op = r[2].as<std::string>();
                     std::string id = r[3].is_null() ? "NULL" : num(std::stoll(r[3].as<std::string>()));
-                    std::string vid = "NULL", kver = "NULL", prev = "NULL";
+                    std::string vid = "NULL", kver = "NULL", prev = "NULL", prev_md5 = "NULL";
                     if (op == "c" || op == "r") {
                         vid = num(r[4].as<std::int64_t>());
                         kver = num(r[5].as<std::int64_t>());
                     } else if (op == "d") {
-                        prev = num(r[6].as<std::int64_t>());
                         kver = num(r[7].as<std::int64_t>() + 1);
+                    }
+                    if (op == "r" || op == "d") {
+                        prev = num(r[6].as<std::int64_t>());
+                        prev_md5 = tx.quote(r[8].as<std::string>());
                     }
                     if (i) sql += ",";
                     sql += "(" + num(t) + "," + tx.quote(run_id) + "," + num(r[1].as<int>()) + "," +
                            num(r[0].as<std::int64_t>()) + "," + tx.quote(op) + "," + id + "," + vid + "," + kver +
-                           "," + prev + ",0)";
+                           "," + prev + ",0," + prev_md5 + ")";
                 }
                 tx.exec(sql);
                 tx.exec_params("UPDATE torture.broken_checkpoint SET last_seq = $3 WHERE tbl = $1 AND slot = $2", t,

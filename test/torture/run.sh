@@ -6,7 +6,9 @@
 # checks the exactly-once consumer (a transactional handler): every change
 # applied exactly once, its projection equal to the tables; and a consumer of
 # a role that row-level security lets see the even keys: all of theirs, none
-# of the others.
+# of the others; and every replace's and delete's image from before against
+# the version it replaced (one document in three is large enough that the
+# log stores a replace's image from before as a patch).
 #
 #   bash test/torture/run.sh [--short | --long] [options]
 #
@@ -26,7 +28,8 @@
 #   --build-dir DIR    CMake build directory (default build); --no-build skips building
 #   --keep             leave the cluster running for a look afterwards
 #
-# Prints one summary line; exits 1 on any loss, phantom, misorder or projection mismatch.
+# Prints one summary line; exits 1 on any loss, phantom, misorder, wrong image from before or
+# projection mismatch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -161,22 +164,25 @@ result=$(psql -qXAt -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" -f
 ws=$(cat "$work/writer.stats")
 get() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
 status=PASS
-for k in lost phantom misordered stream_gaps wrong_range projection_mismatch \
+for k in lost phantom misordered stream_gaps wrong_range projection_mismatch wrong_previous \
          exact_applied_twice exact_unapplied exact_projection_mismatch rls_lost rls_leaked; do
     v=$(sed -n "s/.*\(^\| \)$k=\([0-9-]*\).*/\2/p" <<<"$result")
     [ -n "$v" ] && [ "$v" = 0 ] || status=FAIL
 done
+# The run must have made patches for wrong_previous to have checked them.
+v=$(sed -n "s/.*\(^\| \)previous_patches=\([0-9]*\).*/\2/p" <<<"$result")
+[ -n "$v" ] && [ "$v" -gt 0 ] || status=FAIL
 consumer_kind=processor+exactly-once; [ "$broken" = 1 ] && consumer_kind=broken-seq+exactly-once
 echo "torture mode=$mode consumer=$consumer_kind changes=$(get changes "$ws") txns=$(get txns "$ws")" \
      "rollbacks=$(get rollbacks "$ws") savepoint_rollbacks=$(get savepoint_rollbacks "$ws")" \
      "held=$(get held "$ws") truncates=$(get truncates "$ws") $result kills=$killed terminated=$terminated" \
      "crashes=$crashed write_s=$write_s catchup_s=$catchup_s result=$status"
 if [ "$status" != PASS ]; then
-    for t in bad_lost bad_phantom bad_misordered bad_stream; do
+    for t in bad_lost bad_phantom bad_misordered bad_stream bad_previous; do
         echo "-- torture.$t (first rows)"
         psql -qX -c "SELECT * FROM torture.$t LIMIT 10" || true
     done
-    echo "details: tables torture.bad_lost, bad_phantom, bad_misordered, bad_stream (run with --keep);" \
+    echo "details: tables torture.bad_lost, bad_phantom, bad_misordered, bad_stream, bad_previous (run with --keep);" \
          "consumer logs in $work"
     exit 1
 fi

@@ -22,20 +22,22 @@ SELECT changefeed.enable('public.docs', ranges => :docs_ranges);
 SELECT changefeed.enable('public.docs2', ranges => 4);
 
 -- Written by the writers in the writing transaction.  op: i insert, u update,
--- p patch, d delete (vid is then the delete's own id, prev_vid the removed one).
+-- p patch, d delete (vid is then the delete's own id, prev_vid the removed one);
+-- body_md5 is md5(body::text) of the version written (null for a delete).
 -- No indexes: the writers pay for every one, the checker hashes.
 CREATE TABLE torture.truth (tbl smallint NOT NULL, id bigint NOT NULL, vid bigint NOT NULL, kver int NOT NULL,
-                            op "char" NOT NULL, prev_vid bigint);
+                            op "char" NOT NULL, prev_vid bigint, body_md5 text);
 -- The clear rows a TRUNCATE of docs2 logged (one per range).
 CREATE TABLE torture.truth_clear (tbl smallint NOT NULL, seq bigint NOT NULL, range_id int NOT NULL);
 
 -- Written by the all-versions handlers before they return.  did orders the
 -- deliveries; inst names one consumer process (instance#pid); op is the log's
 -- (c create, r replace, d delete, t clear); for a delete kver is the removed
--- version's + 1 and prev_vid the removed version.
+-- version's + 1; for a replace or a delete prev_vid and prev_md5 are the vid
+-- and md5(body::text) of the image from before that the change carried.
 CREATE TABLE torture.deliveries (did bigserial, tbl smallint NOT NULL, inst text NOT NULL, range_id int NOT NULL,
                                  seq bigint NOT NULL, op "char" NOT NULL, id bigint, vid bigint, kver int,
-                                 prev_vid bigint, epoch bigint NOT NULL);
+                                 prev_vid bigint, epoch bigint NOT NULL, prev_md5 text);
 -- Maintained by the latest-version processor.
 CREATE TABLE torture.projection (tbl smallint, id bigint, vid bigint NOT NULL, kver int NOT NULL,
                                  PRIMARY KEY (tbl, id));

@@ -57,12 +57,18 @@ struct Tally {
     }
 };
 
+// One document in three carries a 600-character pad: a replace of it has an
+// image from before of over 512 bytes, which the log stores as a patch when a
+// one-field patch (below) changed little of it.
 std::string body(std::mt19937_64& rng, int writer) {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-    std::string s;
+    std::string s, pad;
     for (int i = 0; i < 24; ++i) s += alphabet[rng() % 36];
+    if (rng() % 3 == 0)
+        for (int i = 0; i < 600; ++i) pad += alphabet[rng() % 36];
     return "{\"n\": " + std::to_string(rng() % 100000) + ", \"w\": " + std::to_string(writer) + ", \"s\": \"" + s +
-           "\", \"tags\": [\"t" + std::to_string(rng() % 10) + "\"]}";
+           "\", \"tags\": [\"t" + std::to_string(rng() % 10) + "\"]" + (pad.empty() ? "" : ", \"pad\": \"" + pad + "\"") +
+           "}";
 }
 
 long pick_id(std::mt19937_64& rng, int t) {
@@ -83,8 +89,8 @@ void one_write(pqxx::work& tx, std::mt19937_64& rng, int writer, Tally& t) {
         auto res = tx.exec_params(
             "WITH i AS (INSERT INTO " + table + " (id, vid, kver, body)"
             "  VALUES (nextval('torture.id_seq_" + tno + "'), nextval('torture.vid_seq'), 1, $1::jsonb)"
-            "  RETURNING id, vid, kver)"
-            " INSERT INTO torture.truth (tbl, id, vid, kver, op) SELECT " + tno + ", id, vid, kver, 'i' FROM i"
+            "  RETURNING id, vid, kver, md5(body::text) AS body_md5)"
+            " INSERT INTO torture.truth (tbl, id, vid, kver, op, body_md5) SELECT " + tno + ", id, vid, kver, 'i', body_md5 FROM i"
             " RETURNING id",
             body(rng, writer));
         long id = res[0][0].as<long>();
@@ -94,16 +100,16 @@ void one_write(pqxx::work& tx, std::mt19937_64& rng, int writer, Tally& t) {
     } else if (r < 58) {
         auto res = tx.exec_params(
             "WITH u AS (UPDATE " + table + " SET vid = nextval('torture.vid_seq'), kver = kver + 1, body = $2::jsonb"
-            "  WHERE id = $1 RETURNING id, vid, kver)"
-            " INSERT INTO torture.truth (tbl, id, vid, kver, op) SELECT " + tno + ", id, vid, kver, 'u' FROM u",
+            "  WHERE id = $1 RETURNING id, vid, kver, md5(body::text) AS body_md5)"
+            " INSERT INTO torture.truth (tbl, id, vid, kver, op, body_md5) SELECT " + tno + ", id, vid, kver, 'u', body_md5 FROM u",
             pick_id(rng, tbl), body(rng, writer));
         t.updates += res.affected_rows();
     } else if (r < 85) {
         // A one-field patch of the jsonb document; the version columns move with it.
         auto res = tx.exec_params(
             "WITH u AS (UPDATE " + table + " SET vid = nextval('torture.vid_seq'), kver = kver + 1,"
-            "  body = jsonb_set(body, '{n}', to_jsonb($2::int)) WHERE id = $1 RETURNING id, vid, kver)"
-            " INSERT INTO torture.truth (tbl, id, vid, kver, op) SELECT " + tno + ", id, vid, kver, 'p' FROM u",
+            "  body = jsonb_set(body, '{n}', to_jsonb($2::int)) WHERE id = $1 RETURNING id, vid, kver, md5(body::text) AS body_md5)"
+            " INSERT INTO torture.truth (tbl, id, vid, kver, op, body_md5) SELECT " + tno + ", id, vid, kver, 'p', body_md5 FROM u",
             pick_id(rng, tbl), static_cast<int>(rng() % 100000));
         t.patches += res.affected_rows();
     } else {
