@@ -9,6 +9,7 @@ OBJS = \
 	extension/xact_tracking.o \
 	extension/caller.o \
 	extension/capture.o \
+	extension/schema_versions.o \
 	extension/row_image.o \
 	extension/previous_patch.o \
 	extension/range_hash.o \
@@ -64,6 +65,8 @@ REGRESS_COMMON += row_images
 REGRESS_COMMON += previous_patch
 # Reads keep their memory between calls (read_memory.cpp).
 REGRESS_COMMON += read_memory
+# Schema versions, schema changes in the feed, images by column identity (27_schema.sql).
+REGRESS_COMMON += schema_changes
 REGRESS_PRELOADED = notifier ticks workers long_poll prepared
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed

@@ -8,6 +8,7 @@
 #include "previous_patch.hpp"
 #include "range_hash.hpp"
 #include "row_image.hpp"
+#include "schema_versions.hpp"
 #include "sqlstates.hpp"
 #include "ttl.hpp"
 #include "xact_tracking.hpp"
@@ -40,6 +41,7 @@ struct CaptureState {
     bool keep_previous;
     bool keys_only;  // images => 'keys': no image at all, the reader reads the table
     bool replicated;
+    int32 schema_version;  // of the table's shape now (schema_versions.cpp)
     int nkeys;
     AttrNumber keys[kMaxKeys];
     int nparts;
@@ -123,6 +125,7 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
     st->keys_only = t->tgargs[2][0] == 'k';
     st->replicated = t->tgargs[3][0] == 't';
     if (st->ranges < 1) bad_arguments("The number of ranges must be positive.");
+    st->schema_version = changefeed_schema_version(st->collection_id);
     int at;
     st->nkeys = count_argument(t, 4, &at);
     if (st->nkeys == 0) bad_arguments("No key column.");
@@ -278,6 +281,7 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
     row.ttl_expired = ttl;
     row.tenant = tenant ? CStringGetTextDatum(tenant) : (Datum)0;
     row.previous_tenant = moved_from ? CStringGetTextDatum(moved_from) : (Datum)0;
+    row.schema_version = st->schema_version;
     changefeed_log_write(&row);
 }
 

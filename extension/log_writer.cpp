@@ -33,7 +33,7 @@ extern "C" {
 
 namespace {
 
-constexpr int kColumns = 13;  // changefeed.log's columns, in order
+constexpr int kColumns = 14;  // changefeed.log's columns, in order
 
 struct Cache {
     bool valid;
@@ -393,9 +393,9 @@ void use_partition(TimestampTz ts) {
     Relation rel = open_partition(ts);
     TupleDesc desc = RelationGetDescr(rel);
     // A log of release 0.2 (the library is updated before ALTER EXTENSION
-    // UPDATE) has no previous_tenant: a tenant move is logged as a replace
-    // there, as 0.2 did.
-    bool before_0_3 = desc->natts == kColumns - 1;
+    // UPDATE) has no previous_tenant and no schema_version: a tenant move is
+    // logged as a replace there, as 0.2 did.
+    bool before_0_3 = desc->natts == kColumns - 2;
     if (desc->natts != kColumns && !before_0_3)
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                         errmsg("changefeed.log partition \"%s\" has %d columns, expected %d",
@@ -454,6 +454,8 @@ void changefeed_log_write(const LogRow *row) {
     if (!before_0_3) {
         values[12] = row->previous_tenant;
         nulls[12] = row->previous_tenant == (Datum)0;
+        values[13] = Int32GetDatum(row->schema_version);
+        nulls[13] = row->schema_version == 0;
     }
 
     CommandId cid = GetCurrentCommandId(true);

@@ -7,12 +7,13 @@ struct LogRow {
     int32 range_id;
     Datum doc_id;         // text
     Datum partition_key;  // text
-    char op;              // c create, r replace, m replace to another tenant, d delete, t clear
+    char op;              // c create, r replace, m replace to another tenant, d delete, t clear, s schema change
     Datum current;        // jsonb
     Datum previous;       // jsonb
     bool ttl_expired;
     Datum tenant;         // text
     Datum previous_tenant;  // text: the tenant before a move (op m)
+    int32 schema_version;   // the table's shape the images were written under (0: null)
 };
 
 // Inserts the row into today's (UTC) partition of changefeed.log, in the

@@ -19,6 +19,7 @@
 #include "as_owner.hpp"
 #include "log_writer.hpp"
 #include "partition_drops.hpp"
+#include "schema_versions.hpp"
 #include "range_hash.hpp"
 #include "sqlstates.hpp"
 #include "xact_tracking.hpp"
@@ -187,6 +188,7 @@ int64 expire_rows(const Collection *c, Oid part) {
             log.previous = isnull[2] ? (Datum)0 : previous;
             log.ttl_expired = true;
             log.tenant = isnull[3] ? (Datum)0 : tenant;
+            log.schema_version = changefeed_schema_version(c->id);
             changefeed_log_write(&log);
         }
         logged += (int64)SPI_processed;

@@ -73,10 +73,10 @@ PgSnapshot *snapshot_arg(FunctionCallInfo fcinfo, int n) {
 // changefeed.log's columns, by name: a partition attached from elsewhere may
 // number them differently.
 enum Column { kSeq, kTxid, kCollection, kRange, kDocId, kPartitionKey, kOp, kCurrent, kPrevious, kTtl, kWrittenAt,
-              kTenant, kPreviousTenant, kColumns };
+              kTenant, kPreviousTenant, kSchemaVersion, kColumns };
 const char *const kColumnNames[kColumns] = {"seq",        "txid",       "collection_id", "range_id", "doc_id",
                                             "partition_key", "op",      "current",       "previous", "ttl_expired",
-                                            "written_at", "tenant",     "previous_tenant"};
+                                            "written_at", "tenant",     "previous_tenant", "schema_version"};
 
 struct Partition {
     Relation heap;
@@ -110,8 +110,9 @@ Partition *open_partitions(int *count, List **locked = NULL) {
         for (int c = 0; c < kColumns; c++) {
             p->att[c] = get_attnum(relid, kColumnNames[c]);
             // A log of release 0.2 (before ALTER EXTENSION UPDATE) has no
-            // previous_tenant, and no tenant move (op 'm') either.
-            if (p->att[c] == InvalidAttrNumber && c != kPreviousTenant)
+            // previous_tenant, and no tenant move (op 'm') either, and no
+            // schema versions.
+            if (p->att[c] == InvalidAttrNumber && c != kPreviousTenant && c != kSchemaVersion)
                 ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                                 errmsg("changefeed.log partition \"%s\" has no column \"%s\"",
                                        RelationGetRelationName(heap), kColumnNames[c])));
@@ -292,7 +293,7 @@ bool in_set(const TextSet *set, Datum value, bool isnull) {
 char seen_op(const TextSet *tenants, char op, Datum tenant, bool tenant_null, Datum previous_tenant,
              bool previous_null) {
     if (tenants->n < 0) return op == 'm' ? 'r' : op;
-    if (op == 't') return op;
+    if (op == 't' || op == 's') return op;
     bool now_in = in_set(tenants, tenant, tenant_null);
     if (op != 'm') return now_in ? op : 0;
     bool was_in = in_set(tenants, previous_tenant, previous_null);
@@ -342,9 +343,9 @@ bool path_matches(Filter *f, Datum document) {
 // creates and replaces are tested on the document after the write, deletes
 // (a tenant's side of a move away included) on the one before it when the
 // collection keeps previous images (passed through otherwise), clears always
-// pass.  No filter: every change passes.
+// pass, and so do schema changes.  No filter: every change passes.
 bool filter_passes(Filter *f, char seen, Datum current, bool current_null, Datum previous, bool previous_null) {
-    if (f == NULL || seen == 't') return true;
+    if (f == NULL || seen == 't' || seen == 's') return true;
     if (seen == 'd') return previous_null || path_matches(f, previous);
     return !current_null && path_matches(f, current);
 }
@@ -365,7 +366,28 @@ struct Window {
     CurrentRows *current;
     // What the reader may see of the table's rows (null: all of them).
     ReaderSight *sight;
+    // Mode 'all_with_schema': schema changes (op 's') are read too.
+    bool with_schema;
 };
+
+// A change of every document of its range (a clear or a schema change):
+// document and tenant filters pass it.
+bool of_every_document(char op) { return op == 't' || op == 's'; }
+
+// The schema version the row's images were written under (0: unknown).
+int32 version_in_slot(Partition *p, TupleTableSlot *slot) {
+    if (p->att[kSchemaVersion] == InvalidAttrNumber) return 0;
+    bool isnull;
+    Datum v = slot_getattr(slot, p->att[kSchemaVersion], &isnull);
+    return isnull ? 0 : DatumGetInt32(v);
+}
+
+int32 version_in_tuple(Partition *p, HeapTuple tuple) {
+    if (p->att[kSchemaVersion] == InvalidAttrNumber) return 0;
+    bool isnull;
+    Datum v = heap_getattr(tuple, p->att[kSchemaVersion], RelationGetDescr(p->heap), &isnull);
+    return isnull ? 0 : DatumGetInt32(v);
+}
 
 // A change logged without images (images => 'keys') cannot be one version of
 // the all-versions feed: refused, as read() refuses the collection while it
@@ -394,6 +416,8 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
         int64 seq = DatumGetInt64(slot_getattr(slot, p->att[kSeq], &isnull));
         if (isnull) continue;
         CHECK_FOR_INTERRUPTS();
+        const char op = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull));
+        if (op == 's' && !w->with_schema) continue;  // asked for by mode 'all_with_schema' alone
         if (w->latest) {  // coalesced once the whole window is in (latest_versions)
             page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, range, 0);
             continue;
@@ -401,14 +425,13 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
         if (seq <= w->after || seq >= pg->bound) continue;
         char seen = 0;
         if (w->doc_ids.n >= 0 || w->tenants.n >= 0 || w->filter != NULL || w->sight != NULL) {
-            char op = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull));
             seen = op == 'm' ? 'r' : op;
             bool nul;
-            if (op != 't' && w->doc_ids.n >= 0) {
+            if (!of_every_document(op) && w->doc_ids.n >= 0) {
                 Datum d = slot_getattr(slot, p->att[kDocId], &nul);
                 if (!in_set(&w->doc_ids, d, nul)) continue;
             }
-            if (op != 't' && w->tenants.n >= 0) {
+            if (!of_every_document(op) && w->tenants.n >= 0) {
                 bool prev_nul = true;
                 Datum d = slot_getattr(slot, p->att[kTenant], &nul);
                 Datum prev = op == 'm' && p->att[kPreviousTenant] != InvalidAttrNumber
@@ -417,19 +440,20 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
                 seen = seen_op(&w->tenants, op, d, nul, prev, prev_nul);
                 if (seen == 0) continue;
             }
-            if ((w->filter != NULL || w->sight != NULL) && seen != 't') {
+            if ((w->filter != NULL || w->sight != NULL) && !of_every_document(seen)) {
                 bool current_null, previous_null;
                 Datum current = slot_getattr(slot, p->att[kCurrent], &current_null);
                 Datum previous = slot_getattr(slot, p->att[kPrevious], &previous_null);
                 if (!previous_null && !current_null) previous = changefeed_previous_whole(current, previous);
                 // Not filtered out for want of the image it lacks.
                 refuse_no_images(p, op, current_null, slot_getattr(slot, p->att[kDocId], &nul), seq);
-                seen = reader_sight_op(w->sight, seen, current, current_null, previous, previous_null);
+                const int32 version = version_in_slot(p, slot);
+                seen = reader_sight_op(w->sight, seen, version, current, current_null, previous, previous_null);
                 if (seen == 0) continue;
                 if (w->filter != NULL) {
                     // Tested on what the reader may see of the images.
-                    if (!current_null) current = reader_visible_image(w->sight, current);
-                    if (!previous_null) previous = reader_visible_image(w->sight, previous);
+                    if (!current_null) current = reader_visible_image(w->sight, version, current);
+                    if (!previous_null) previous = reader_visible_image(w->sight, version, previous);
                     if (!filter_passes(w->filter, seen, current, current_null, previous, previous_null)) continue;
                 }
             }
@@ -479,6 +503,7 @@ text *operation_name(char op) {
         case 'm': return cstring_to_text("replace");
         case 'd': return cstring_to_text("delete");
         case 't': return cstring_to_text("clear");
+        case 's': return cstring_to_text("schema");
     }
     return NULL;
 }
@@ -637,9 +662,14 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
                               : seen_op(out->tenants, DatumGetChar(v[kOp]), v[kTenant], isnull[kTenant],
                                         v[kPreviousTenant], isnull[kPreviousTenant]);
     bool moved_out = seen == 'd' && DatumGetChar(v[kOp]) == 'm';
-    if (out->sight != NULL) {  // the columns the reader may see
-        if (!isnull[kCurrent]) v[kCurrent] = reader_visible_image(out->sight, v[kCurrent]);
-        if (!isnull[kPrevious]) v[kPrevious] = reader_visible_image(out->sight, v[kPrevious]);
+    if (out->sight != NULL && seen == 's') {  // the columns the reader may see
+        if (!isnull[kCurrent]) v[kCurrent] = reader_visible_schema(out->sight, v[kCurrent]);
+    } else if (out->sight != NULL) {
+        // A document read from the table has the table's shape now.
+        const int32 version = current != (Datum)0 ? kShapeNow
+                              : isnull[kSchemaVersion] ? 0 : DatumGetInt32(v[kSchemaVersion]);
+        if (!isnull[kCurrent]) v[kCurrent] = reader_visible_image(out->sight, version, v[kCurrent]);
+        if (!isnull[kPrevious]) v[kPrevious] = reader_visible_image(out->sight, version, v[kPrevious]);
         if (!reader_sees_tenant(out->sight)) isnull[kTenant] = isnull[kPreviousTenant] = true;
     }
     text *op = operation_name(seen);
@@ -797,10 +827,11 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg, int keep) {
             Datum previous = heap_getattr(row->tuple, p->att[kPrevious], desc, &previous_null);
             if (!previous_null && !current_null) previous = changefeed_previous_whole(current, previous);
             if (w->sight != NULL) {
-                seen = reader_sight_op(w->sight, seen, current, current_null, previous, previous_null);
+                const int32 version = version_in_tuple(p, row->tuple);
+                seen = reader_sight_op(w->sight, seen, version, current, current_null, previous, previous_null);
                 if (seen == 0 || seen == 'd') continue;
                 pg->rows[v[i].row].seen = seen;
-                if (!current_null) current = reader_visible_image(w->sight, current);
+                if (!current_null) current = reader_visible_image(w->sight, version, current);
             }
             if (w->filter != NULL && !filter_passes(w->filter, seen, current, current_null, previous, previous_null))
                 continue;
@@ -1068,6 +1099,7 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     w.doc_ids = text_set(fcinfo, 6);
     w.tenants = text_set(fcinfo, 7);
     w.latest = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+    w.with_schema = !w.latest && PG_NARGS() > 12 && !PG_ARGISNULL(12) && PG_GETARG_BOOL(12);
     w.filter = filter_of(fcinfo, 9, 10);
     refuse_own_changes();
     w.current = w.latest ? current_rows_for(w.collection) : NULL;
@@ -1129,7 +1161,9 @@ int32 read_ranges_once(FunctionCallInfo fcinfo, ReturnSetInfo *rsinfo, uint64 *s
     text *now_pos = encode_position(now_text, NULL, 0, (char *)palloc(now_len), now_len);
     const int32 budget = PG_GETARG_INT32(3);
     int32 remaining = budget;
-    const bool latest = strcmp(text_to_cstring(PG_GETARG_TEXT_PP(4)), "latest") == 0;
+    const char *mode = text_to_cstring(PG_GETARG_TEXT_PP(4));
+    const bool latest = strcmp(mode, "latest") == 0;
+    const bool with_schema = strcmp(mode, "all_with_schema") == 0;
     TextSet tenants = text_set_of(plan.tenants);
     int nparts;
     List *locked = NIL;
@@ -1162,6 +1196,7 @@ int32 read_ranges_once(FunctionCallInfo fcinfo, ReturnSetInfo *rsinfo, uint64 *s
         w.doc_ids = TextSet{NULL, -1};
         w.tenants = tenants;
         w.latest = latest;
+        w.with_schema = with_schema;
         w.filter = NULL;
         w.current = current;
         w.sight = sight;

@@ -19,8 +19,16 @@
 // search path the implementations pin (pg_catalog, pg_temp): policy
 // functions, sublinks on other tables and the column types' input functions
 // run with the caller's rights, never the extension owner's, and cannot
-// change role.  Columns: without SELECT on the table, the images lose the
-// columns the caller may not SELECT (pg_attribute_aclcheck as them).
+// change role.  Columns: without SELECT on the table, the images keep only
+// the columns the caller may SELECT (pg_attribute_aclcheck as them).
+//
+// Images are judged by column identity, not by name: each was written under
+// a schema version of the table (27_schema.sql) that maps its keys to
+// attribute numbers.  The column allow-list keeps a key when the column of
+// its number may be selected today (a column renamed since keeps its old key;
+// one dropped since, or a key no version knows, is left out), and the
+// policies see the image as a row of today's table, each key under the name
+// its column has now.
 #include "pg.hpp"
 #include "caller.hpp"
 #include "reader_sight.hpp"
@@ -65,6 +73,25 @@ struct ReaderSight {
     char **hidden_names;
     int nhidden;
     bool tenant_hidden;
+    // The table's columns now, by attribute number (1 .. natts): the name
+    // (null: dropped) and whether the reader may SELECT it.
+    int32 collection;
+    int natts;
+    char **now_name;
+    bool *visible;
+    // The shapes images were written under (schema versions), loaded once.
+    struct Shape *shapes;
+    int nshapes;
+    struct Shape *now;
+};
+
+// One schema version of the table: its columns' names and numbers.
+struct Shape {
+    int32 version;
+    int n;
+    char **names;
+    AttrNumber *attnums;
+    bool same_as_now;  // the names and numbers of the table now
 };
 
 namespace {
@@ -312,10 +339,157 @@ bool statement_passes(ReaderSight *s, Datum image) {
     return seen;
 }
 
+// ---- shapes: images by column identity -------------------------------------
+
+// The table's columns now, and which the reader may SELECT.
+void load_now(ReaderSight *s, Relation rel, bool whole_table) {
+    TupleDesc desc = RelationGetDescr(rel);
+    s->natts = desc->natts;
+    s->now_name = (char **)palloc0(sizeof(char *) * (desc->natts + 1));
+    s->visible = (bool *)palloc0(sizeof(bool) * (desc->natts + 1));
+    for (int i = 0; i < desc->natts; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        if (att->attisdropped) continue;
+        s->now_name[att->attnum] = pstrdup(NameStr(att->attname));
+        s->visible[att->attnum] =
+            whole_table || pg_attribute_aclcheck(s->relid, att->attnum, s->reader, ACL_SELECT) == ACLCHECK_OK;
+    }
+    Shape *now = (Shape *)palloc0(sizeof(Shape));
+    now->version = kShapeNow;
+    now->names = (char **)palloc(sizeof(char *) * Max(desc->natts, 1));
+    now->attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * Max(desc->natts, 1));
+    for (int a = 1; a <= desc->natts; a++) {
+        if (s->now_name[a] == NULL) continue;
+        now->names[now->n] = s->now_name[a];
+        now->attnums[now->n++] = (AttrNumber)a;
+    }
+    now->same_as_now = true;
+    s->now = now;
+}
+
+// The schema versions of the collection (changefeed.schema_attnums()).
+void load_shapes(ReaderSight *s) {
+    static SPIPlanPtr plan = NULL;
+    MemoryContext cxt = CurrentMemoryContext;
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
+    if (plan == NULL) {
+        Oid types[1] = {INT4OID};
+        plan = SPI_prepare("SELECT v.version, v.attnums FROM changefeed.schema_attnums($1) v", 1, types);
+        if (plan == NULL || SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot prepare the schema versions lookup");
+    }
+    Datum args[1] = {Int32GetDatum(s->collection)};
+    if (SPI_execute_plan(plan, args, NULL, true, 0) != SPI_OK_SELECT)
+        elog(ERROR, "changefeed: schema versions lookup failed");
+    MemoryContext spi = MemoryContextSwitchTo(cxt);
+    int nshapes = (int)SPI_processed;
+    Shape *shapes = (Shape *)palloc0(sizeof(Shape) * Max(nshapes, 1));
+    for (int i = 0; i < nshapes; i++) {
+        bool isnull;
+        Shape *shape = &shapes[i];
+        shape->version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+        Jsonb *attnums = DatumGetJsonbP(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+        int n = (int)JB_ROOT_COUNT(attnums);
+        shape->names = (char **)palloc(sizeof(char *) * Max(n, 1));
+        shape->attnums = (AttrNumber *)palloc(sizeof(AttrNumber) * Max(n, 1));
+        JsonbIterator *it = JsonbIteratorInit(&attnums->root);
+        JsonbValue v;
+        JsonbIteratorToken tok;
+        char *key = NULL;
+        while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+            if (tok == WJB_KEY) {
+                key = pnstrdup(v.val.string.val, v.val.string.len);
+            } else if (tok == WJB_VALUE && key != NULL && v.type == jbvNumeric && shape->n < n) {
+                shape->names[shape->n] = key;
+                shape->attnums[shape->n++] =
+                    (AttrNumber)DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v.val.numeric)));
+                key = NULL;
+            }
+        }
+        int same = 0;
+        for (int k = 0; k < shape->n; k++) {
+            AttrNumber a = shape->attnums[k];
+            if (a >= 1 && a <= s->natts && s->now_name[a] != NULL && strcmp(s->now_name[a], shape->names[k]) == 0)
+                same++;
+        }
+        shape->same_as_now = same == shape->n && same == s->now->n;
+    }
+    MemoryContextSwitchTo(spi);
+    SPI_finish();
+    s->shapes = shapes;
+    s->nshapes = nshapes;
+}
+
+// The shape of `version` (0: the first); an unknown version has no columns,
+// so nothing of its images is shown or tested as a known column.
+const Shape *shape_of(ReaderSight *s, int32 version) {
+    static const Shape unknown = {0, 0, NULL, NULL, false};
+    if (version == kShapeNow) return s->now;
+    if (s->shapes == NULL) load_shapes(s);
+    if (version == 0) return s->nshapes > 0 ? &s->shapes[0] : &unknown;
+    for (int i = 0; i < s->nshapes; i++)
+        if (s->shapes[i].version == version) return &s->shapes[i];
+    return &unknown;
+}
+
+// The attribute number of key `name` in `shape`, or 0.
+AttrNumber attnum_in(const Shape *shape, const char *name, int len) {
+    for (int k = 0; k < shape->n; k++)
+        if ((int)strlen(shape->names[k]) == len && memcmp(shape->names[k], name, len) == 0) return shape->attnums[k];
+    return 0;
+}
+
+// Object `image` with the pairs whose column (by `shape`) exists now and,
+// with `only_visible`, the reader may SELECT; keyed by their logged names or
+// (`as_now`) by their columns' names now.
+Datum rebuild(ReaderSight *s, const Shape *shape, Datum image, bool only_visible, bool as_now) {
+    Jsonb *jb = DatumGetJsonbP(image);
+    if (!JB_ROOT_IS_OBJECT(jb)) return image;
+    JsonbParseState *state = NULL;
+    JsonbValue *result = NULL;
+    JsonbIterator *it = JsonbIteratorInit(&jb->root);
+    JsonbValue v;
+    JsonbIteratorToken tok;
+    bool keep = false;
+    while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+        if (tok == WJB_KEY) {
+            AttrNumber a = attnum_in(shape, v.val.string.val, v.val.string.len);
+            keep = a >= 1 && a <= s->natts && s->now_name[a] != NULL && (!only_visible || s->visible[a]);
+            if (!keep) continue;
+            if (as_now) {
+                v.val.string.val = s->now_name[a];
+                v.val.string.len = (int)strlen(s->now_name[a]);
+            }
+            result = pushJsonbValue(&state, tok, &v);
+        } else if (tok == WJB_VALUE) {
+            if (keep) result = pushJsonbValue(&state, tok, &v);
+            keep = false;
+        } else {
+            result = pushJsonbValue(&state, tok, NULL);
+        }
+    }
+    return JsonbPGetDatum(JsonbValueToJsonb(result));
+}
+
+// The image as a row of today's table would show it, for the policies.
+Datum image_as_now(ReaderSight *s, int32 version, Datum image) {
+    const Shape *shape = shape_of(s, version);
+    return shape->same_as_now ? image : rebuild(s, shape, image, false, true);
+}
+
+// Whether the reader may see the column of a schema change's list element.
+bool element_visible(const ReaderSight *s, JsonbValue *elem) {
+    if (elem->type != jbvBinary) return false;
+    JsonbValue *attnum = getKeyJsonValueFromContainer(elem->val.binary.data, "attnum", 6, NULL);
+    if (attnum == NULL || attnum->type != jbvNumeric) return false;
+    int32 a = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(attnum->val.numeric)));
+    return a >= 1 && a <= s->natts && s->now_name[a] != NULL && s->visible[a];
+}
+
 // Whether the reader may see the row of `image`, by the policies: as the
 // reader, security-restricted; an error restores the user with the
 // (sub)transaction's abort.
-bool sees_row(ReaderSight *s, Datum image) {
+bool sees_row(ReaderSight *s, int32 version, Datum image) {
+    image = image_as_now(s, version, image);
     Oid saved_user;
     int saved_context;
     GetUserIdAndSecContext(&saved_user, &saved_context);
@@ -361,6 +535,7 @@ ReaderSight *reader_sight_for(int32 collection) {
     ReaderSight *s = (ReaderSight *)palloc0(sizeof(ReaderSight));
     s->reader = reader;
     s->relid = relid;
+    s->collection = collection;
     if (!whole_table) {
         TupleDesc desc = RelationGetDescr(rel);
         Datum *names = (Datum *)palloc(sizeof(Datum) * Max(desc->natts, 1));
@@ -404,27 +579,54 @@ ReaderSight *reader_sight_for(int32 collection) {
         pfree(s);
         return NULL;
     }
+    load_now(s, rel, s->hidden == NULL);
     table_close(rel, NoLock);
     return s;
 }
 
-char reader_sight_op(ReaderSight *s, char seen, Datum current, bool current_null, Datum previous,
+char reader_sight_op(ReaderSight *s, char seen, int32 version, Datum current, bool current_null, Datum previous,
                      bool previous_null) {
-    if (s == NULL || !s->rls || seen == 't' || seen == 0) return seen;
+    if (s == NULL || !s->rls || seen == 't' || seen == 's' || seen == 0) return seen;
     switch (seen) {
-        case 'c': return !current_null && sees_row(s, current) ? 'c' : 0;
-        case 'd': return !previous_null && sees_row(s, previous) ? 'd' : 0;
+        case 'c': return !current_null && sees_row(s, version, current) ? 'c' : 0;
+        case 'd': return !previous_null && sees_row(s, version, previous) ? 'd' : 0;
         default: break;
     }
-    bool now = !current_null && sees_row(s, current);
+    bool now = !current_null && sees_row(s, version, current);
     if (previous_null) return now ? seen : 0;  // no image before: nothing tells a move in
-    bool was = sees_row(s, previous);
+    bool was = sees_row(s, version, previous);
     return now ? (was ? seen : 'c') : (was ? 'd' : 0);
 }
 
-Datum reader_visible_image(ReaderSight *s, Datum image) {
+Datum reader_visible_image(ReaderSight *s, int32 version, Datum image) {
     if (s == NULL || s->hidden == NULL) return image;
-    return DirectFunctionCall2(jsonb_delete_array, image, PointerGetDatum(s->hidden));
+    return rebuild(s, shape_of(s, version), image, true, false);
+}
+
+Datum reader_visible_schema(ReaderSight *s, Datum change) {
+    if (s == NULL || s->hidden == NULL) return change;
+    Jsonb *jb = DatumGetJsonbP(change);
+    if (!JB_ROOT_IS_OBJECT(jb)) return change;
+    JsonbParseState *state = NULL;
+    JsonbValue *result = NULL;
+    JsonbIterator *it = JsonbIteratorInit(&jb->root);
+    JsonbValue v;
+    JsonbIteratorToken tok;
+    while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+        if (tok != WJB_VALUE || v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data)) {
+            result = pushJsonbValue(&state, tok, tok == WJB_BEGIN_OBJECT || tok == WJB_END_OBJECT ? NULL : &v);
+            continue;
+        }
+        // A list: of columns (objects with their attnum) or of key names.
+        JsonbIterator *elems = JsonbIteratorInit(v.val.binary.data);
+        JsonbValue e;
+        JsonbIteratorToken etok;
+        while ((etok = JsonbIteratorNext(&elems, &e, true)) != WJB_DONE) {
+            if (etok == WJB_ELEM && e.type == jbvBinary && !element_visible(s, &e)) continue;
+            result = pushJsonbValue(&state, etok, etok == WJB_ELEM ? &e : NULL);
+        }
+    }
+    return JsonbPGetDatum(JsonbValueToJsonb(result));
 }
 
 bool reader_sees_tenant(const ReaderSight *s) { return s == NULL || !s->tenant_hidden; }

@@ -14,18 +14,32 @@ struct ReaderSight;
 // row_security is off.
 ReaderSight *reader_sight_for(int32 collection);
 
-// What the reader sees of a change read as `seen` (c, r, d or t) with these
-// images: `seen` itself, or a replace that moved the row out of its sight as
-// 'd' (its image before only), into its sight as 'c' (its image after only),
-// or 0 for a change it may not see.  A clear passes.  Without the image that
-// decides (a delete, or a replace out of sight, of a collection that keeps no
-// previous images) the change is not seen.
-char reader_sight_op(ReaderSight *sight, char seen, Datum current, bool current_null, Datum previous,
-                     bool previous_null);
+// Images are judged by column identity: each logged image was written under
+// a schema version of the table (27_schema.sql), whose columns map its keys
+// to attribute numbers; a key is the column of that number today, whatever
+// its name is now.  `version` is the log row's (0: written before versions
+// were kept, read as the first), or kShapeNow for a row read from the table.
+constexpr int32 kShapeNow = -1;
 
-// The image without the columns the reader may not SELECT (the same datum
-// when it may SELECT them all).
-Datum reader_visible_image(ReaderSight *sight, Datum image);
+// What the reader sees of a change read as `seen` (c, r, d, t or s) with
+// these images: `seen` itself, or a replace that moved the row out of its
+// sight as 'd' (its image before only), into its sight as 'c' (its image
+// after only), or 0 for a change it may not see.  Clears and schema changes
+// pass.  Without the image that decides (a delete, or a replace out of
+// sight, of a collection that keeps no previous images) the change is not
+// seen.  The policies see the image as a row of today's table: each key
+// under the name its column has now, keys of dropped columns left out.
+char reader_sight_op(ReaderSight *sight, char seen, int32 version, Datum current, bool current_null,
+                     Datum previous, bool previous_null);
+
+// The image with only the columns the reader may SELECT now (an allow-list:
+// a key whose column is gone or unknown is left out), under the names they
+// had when it was logged; the same datum when it may SELECT the table.
+Datum reader_visible_image(ReaderSight *sight, int32 version, Datum image);
+
+// A schema change (operation 's') as the reader may see it: its lists of
+// columns without those it may not SELECT now (dropped ones included).
+Datum reader_visible_schema(ReaderSight *sight, Datum change);
 
 // Whether the reader may see the tenant column (NULL or no tenant column: yes).
 bool reader_sees_tenant(const ReaderSight *sight);

@@ -46,7 +46,25 @@ CREATE TABLE changefeed.collection (
     -- when keep_previous), or 'keys' alone (key, operation, position): the
     -- latest-version feed then reads the current row from the table at read
     -- time, and the all-versions feed is refused (CF021).
-    images          text NOT NULL DEFAULT 'full' CHECK (images IN ('full', 'keys'))
+    images          text NOT NULL DEFAULT 'full' CHECK (images IN ('full', 'keys')),
+    -- The version of the table's shape that capture writes under now
+    -- (changefeed.schema_version, 27_schema.sql).
+    schema_version  int NOT NULL DEFAULT 1
+);
+
+-- Every shape an enabled table had: its columns by identity (attnum, with
+-- the name and type each had then) and its key, one row per version.  Each
+-- log row records the version it was written under, so privileges and
+-- policies judge an old image by what its columns are, not by today's names
+-- (reader_sight.cpp).  Dumped with the collections.
+CREATE TABLE changefeed.schema_version (
+    collection_id   int NOT NULL,
+    version         int NOT NULL,
+    -- [{"attnum": n, "name": "...", "type": "..."}, ...] in attnum order
+    columns         jsonb NOT NULL,
+    key             text[] NOT NULL,
+    recorded_at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (collection_id, version)
 );
 
 -- Per collection, the newest transaction whose changes retention dropped.
@@ -91,7 +109,8 @@ CREATE TABLE changefeed.log (
     range_id        int NOT NULL,
     doc_id          text,            -- null for a clear (TRUNCATE)
     partition_key   text,
-    -- c create, r replace, d delete, t clear; m a replace that moved the row
+    -- c create, r replace, d delete, t clear, s schema change (current holds
+    -- the change, one row per range); m a replace that moved the row
     -- to another tenant (previous_tenant: the one it left, null for none)
     op              "char" NOT NULL,
     current         jsonb,
@@ -99,7 +118,10 @@ CREATE TABLE changefeed.log (
     ttl_expired     bool NOT NULL DEFAULT false,
     written_at      timestamptz NOT NULL DEFAULT now(),
     tenant          text,
-    previous_tenant text
+    previous_tenant text,
+    -- The collection's schema version the images were written under (null:
+    -- written before versions were kept, read as version 1).
+    schema_version  int
 ) PARTITION BY RANGE (written_at);
 
 -- Sets a partition of the log to keep rows of up to a page whole (below).
@@ -184,3 +206,4 @@ SELECT changefeed.create_partitions(7);
 
 SELECT pg_catalog.pg_extension_config_dump('changefeed.collection', '');
 SELECT pg_catalog.pg_extension_config_dump('changefeed.collection_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('changefeed.schema_version', '');

@@ -33,8 +33,9 @@ $$;
 CREATE OR REPLACE FUNCTION changefeed.check_read_args(mode text, max_changes int) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF mode IS NULL OR mode NOT IN ('all', 'latest') THEN
-        RAISE EXCEPTION 'mode must be ''all'' or ''latest'', not %', coalesce(quote_literal(mode), 'null')
+    IF mode IS NULL OR mode NOT IN ('all', 'latest', 'all_with_schema') THEN
+        RAISE EXCEPTION 'mode must be ''all'', ''all_with_schema'' or ''latest'', not %',
+                        coalesce(quote_literal(mode), 'null')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM changefeed.check_between('max_changes', max_changes, 1, 100000, '22023');

@@ -151,6 +151,8 @@ CREATE OR REPLACE FUNCTION changefeed.start_capture(c changefeed.collection) RET
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM changefeed.install_triggers(c);
+    -- The table's shape, a new version if it changed while capture was off.
+    PERFORM changefeed.record_schema(c);
     PERFORM changefeed.create_partitions(7);
     PERFORM changefeed.ensure_notifier();
     RETURN c.id;
@@ -414,6 +416,7 @@ BEGIN
     IF forget THEN
         PERFORM changefeed.drop_triggers(tbl);
         DELETE FROM changefeed.collection WHERE id = c.id;
+        DELETE FROM changefeed.schema_version WHERE collection_id = c.id;
     ELSIF c.disabled_at IS NULL THEN
         PERFORM changefeed.drop_triggers(tbl);
         UPDATE changefeed.collection
@@ -453,10 +456,13 @@ SELECT c.id,
 CREATE OR REPLACE FUNCTION changefeed.forget_dropped() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    DELETE FROM changefeed.collection c
-     USING pg_event_trigger_dropped_objects() d
-     WHERE d.classid = 'pg_class'::regclass AND d.objid = c.relid::oid AND d.objsubid = 0
-       AND NOT d.is_temporary;
+    WITH gone AS (
+        DELETE FROM changefeed.collection c
+         USING pg_event_trigger_dropped_objects() d
+         WHERE d.classid = 'pg_class'::regclass AND d.objid = c.relid::oid AND d.objsubid = 0
+           AND NOT d.is_temporary
+        RETURNING c.id)
+    DELETE FROM changefeed.schema_version s USING gone WHERE s.collection_id = gone.id;
 END
 $$;
 CREATE EVENT TRIGGER changefeed_forget_dropped ON sql_drop

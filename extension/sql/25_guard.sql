@@ -419,6 +419,11 @@ BEGIN
     END LOOP;
     FOR c IN SELECT * FROM changefeed.collection WHERE id = ANY (checked) ORDER BY id LOOP
         PERFORM changefeed.refuse_hole(tg_tag, c, changefeed.capture_problems(c, complete => false));
+        -- A command that changed the columns makes a new schema version,
+        -- in the feed in order with the data (27_schema.sql).
+        IF c.disabled_at IS NULL THEN
+            PERFORM changefeed.record_schema(c);
+        END IF;
     END LOOP;
 END
 $$;

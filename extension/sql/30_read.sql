@@ -119,7 +119,7 @@ $$;
 CREATE OR REPLACE FUNCTION changefeed.check_images_read(c changefeed.collection, mode text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF c.images = 'keys' AND mode = 'all' THEN
+    IF c.images = 'keys' AND mode IN ('all', 'all_with_schema') THEN
         RAISE EXCEPTION 'the all-versions feed of % is not available: it logs keys alone (images => ''keys'')',
                         c.relid::regclass
             USING ERRCODE = 'CF021',
@@ -134,13 +134,15 @@ $$;
 CREATE OR REPLACE FUNCTION changefeed.operation_name(op "char") RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE op WHEN 'c' THEN 'create' WHEN 'r' THEN 'replace' WHEN 'm' THEN 'replace'
-                   WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' END
+                   WHEN 'd' THEN 'delete' WHEN 't' THEN 'clear' WHEN 's' THEN 'schema' END
 $$;
 
 -- Reads the changes of `tbl` after `since`.
 --   max_changes  at most this many rows (1 .. 100000)
 --   ranges       only these range ids (null = all)
 --   mode         'all': every version, deletes and clears included;
+--                'all_with_schema': the same and the table's schema changes
+--                (operation 'schema', 27_schema.sql), in order with the data;
 --                'latest': per window, the latest version of each changed
 --                document; documents whose latest change is a delete or a
 --                clear do not appear.
@@ -193,7 +195,7 @@ AS 'MODULE_PATHNAME', 'changefeed_whole_previous' LANGUAGE C IMMUTABLE PARALLEL 
 CREATE OR REPLACE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
                                         after bigint, max_changes int, doc_ids text[], tenants text[],
                                         latest bool, filter jsonpath DEFAULT NULL, filter_vars jsonb DEFAULT NULL,
-                                        as_caller bool DEFAULT true)
+                                        as_caller bool DEFAULT true, with_schema bool DEFAULT false)
 RETURNS TABLE (LIKE change)   -- a change row (surface.manifest)
 AS 'MODULE_PATHNAME', 'changefeed_read_windows' LANGUAGE C VOLATILE;
 
@@ -237,7 +239,8 @@ BEGIN
     END IF;
     RETURN QUERY SELECT * FROM changefeed.read_windows(
         c.id, coalesce(ranges, ARRAY(SELECT generate_series(0, c.ranges - 1))), p.lo, p.hi, p.last_seq,
-        max_changes, doc_ids, tenants, mode = 'latest', filter, filter_vars);
+        max_changes, doc_ids, tenants, mode = 'latest', filter, filter_vars,
+        with_schema => mode = 'all_with_schema');
 END
 $$;
 

@@ -77,6 +77,15 @@ SELECT l.collection_id, l.processor, l.owner, pg_catalog.max(l.expires_at)
 -- The leases' own expiry is no longer read (the column stays, so that dumps
 -- of 0.2 restore).
 UPDATE changefeed.lease SET expires_at = NULL WHERE expires_at IS NOT NULL;
+-- ---- schema versions ----
+-- Every shape of an enabled table is a version (27_schema.sql); each log row
+-- records the one it was written under, and the collection the one in force.
+-- Rows logged before the update have none and are read as the first version,
+-- the shape each table has at the update.
+ALTER TABLE changefeed.collection ADD COLUMN schema_version int NOT NULL DEFAULT 1;
+ALTER TABLE changefeed.log ADD COLUMN schema_version int;
+-- @table changefeed.schema_version
+SELECT pg_catalog.pg_extension_config_dump('changefeed.schema_version', '');
 
 -- @functions
 
@@ -130,3 +139,9 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- The first version of every collection is its table's shape now.
+INSERT INTO changefeed.schema_version (collection_id, version, columns, key)
+SELECT c.id, 1, changefeed.columns_now(c.relid), c.key_columns
+  FROM changefeed.collection c
+ WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class r WHERE r.oid = c.relid);

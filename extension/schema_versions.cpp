@@ -1,0 +1,107 @@
+// Schema versions on the capture side: which version of its table's shape a
+// captured row is written under, and the schema change rows of the feed.
+//
+// The version is looked up once per collection and backend and kept until
+// the next relation cache invalidation of any table: the DDL that makes a new
+// version (27_schema.sql, called by the guard at ddl_command_end) invalidates
+// its table, and every writer of the table processes that invalidation when
+// it locks the table, before its trigger fires.  The lookup reads the latest
+// committed version, not the writer's snapshot: a REPEATABLE READ writer
+// whose snapshot predates the DDL still writes rows of the table's new shape.
+#include "pg.hpp"
+#include "log_writer.hpp"
+#include "schema_versions.hpp"
+#include "xact_tracking.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/snapmgr.h"
+}
+
+namespace {
+
+constexpr int kCached = 64;
+
+struct Cached {
+    int32 collection_id;
+    int32 version;
+};
+
+Cached cached[kCached];
+int ncached = 0;
+bool callback_registered = false;
+
+void forget_all(Datum, Oid) { ncached = 0; }
+
+// Read directly, as the catalog it is: the writer may not read the table.
+int32 lookup(int32 collection_id) {
+    Oid ns = get_namespace_oid("changefeed", false);
+    Oid relid = get_relname_relid("collection", ns);
+    if (!OidIsValid(relid)) return 0;
+    AttrNumber id_att = get_attnum(relid, "id");
+    AttrNumber version_att = get_attnum(relid, "schema_version");
+    if (id_att == InvalidAttrNumber || version_att == InvalidAttrNumber) return 0;  // before the update to 0.3
+    Relation rel = table_open(relid, AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, id_att, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(collection_id));
+    SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, GetLatestSnapshot(), 1, &key);
+    int32 version = 0;
+    HeapTuple tuple = systable_getnext(scan);
+    if (HeapTupleIsValid(tuple)) {
+        bool isnull;
+        Datum d = heap_getattr(tuple, version_att, RelationGetDescr(rel), &isnull);
+        if (!isnull) version = DatumGetInt32(d);
+    }
+    systable_endscan(scan);
+    table_close(rel, AccessShareLock);
+    return version;
+}
+
+}  // namespace
+
+int32 changefeed_schema_version(int32 collection_id) {
+    for (int i = 0; i < ncached; i++)
+        if (cached[i].collection_id == collection_id) return cached[i].version;
+    if (!callback_registered) {
+        CacheRegisterRelcacheCallback(forget_all, (Datum)0);
+        callback_registered = true;
+    }
+    int32 version = lookup(collection_id);
+    if (ncached == kCached) ncached = 0;
+    cached[ncached++] = Cached{collection_id, version};
+    return version;
+}
+
+extern "C" {
+
+PG_FUNCTION_INFO_V1(changefeed_log_schema_change);
+
+// log_schema_change(collection_id, relid, ranges, version, change): one row
+// of operation 's' per range, so every range's consumer gets it in order with
+// the range's data; every backend drops its cached version.
+Datum changefeed_log_schema_change(PG_FUNCTION_ARGS) {
+    int32 collection_id = PG_GETARG_INT32(0);
+    Oid relid = PG_GETARG_OID(1);
+    int32 ranges = PG_GETARG_INT32(2);
+    int32 version = PG_GETARG_INT32(3);
+    Datum change = PG_GETARG_DATUM(4);
+    for (int32 range = 0; range < ranges; range++) {
+        LogRow row = {};
+        row.collection_id = collection_id;
+        row.range_id = range;
+        row.op = 's';
+        row.current = change;
+        row.schema_version = version;
+        changefeed_log_write(&row);
+    }
+    CacheInvalidateRelcacheByRelid(relid);
+    changefeed_note_capture(collection_id);
+    PG_RETURN_VOID();
+}
+
+}  // extern "C"
