@@ -8,6 +8,7 @@ OBJS = \
 	extension/settings.o \
 	extension/xact_tracking.o \
 	extension/caller.o \
+	extension/identity.o \
 	extension/capture.o \
 	extension/row_image.o \
 	extension/previous_patch.o \
