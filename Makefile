@@ -59,6 +59,8 @@ REGRESS_COMMON += write_paths
 REGRESS_COMMON += bulk_order
 # Collections that log keys alone (images => 'keys', current_rows.cpp).
 REGRESS_COMMON += images_keys
+# Document ids, partition keys and tenants in canonical text (identity.cpp).
+REGRESS_COMMON += canonical_identity
 # Row images built straight from the tuple agree with to_jsonb() (row_image.cpp).
 REGRESS_COMMON += row_images
 # Images from before a replace stored as patches, read whole (previous_patch.cpp).
