@@ -8,6 +8,7 @@ OBJS = \
 	extension/settings.o \
 	extension/xact_tracking.o \
 	extension/caller.o \
+	extension/identity.o \
 	extension/capture.o \
 	extension/schema_versions.o \
 	extension/row_image.o \
@@ -59,6 +60,8 @@ REGRESS_COMMON += write_paths
 REGRESS_COMMON += bulk_order
 # Collections that log keys alone (images => 'keys', current_rows.cpp).
 REGRESS_COMMON += images_keys
+# Document ids, partition keys and tenants in canonical text (identity.cpp).
+REGRESS_COMMON += canonical_identity
 # Row images built straight from the tuple agree with to_jsonb() (row_image.cpp).
 REGRESS_COMMON += row_images
 # Images from before a replace stored as patches, read whole (previous_patch.cpp).

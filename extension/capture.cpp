@@ -1,9 +1,10 @@
 // Capture: the row trigger (create / replace / delete) and the TRUNCATE
 // statement trigger (clear).  This is the product's hottest path: per row it
-// formats the key, converts the row(s) to jsonb and hands one log row to
+// formats the key in canonical text (identity.hpp), converts the row(s) to jsonb and hands one log row to
 // log_writer.cpp.  It never sends NOTIFY itself when preloaded.
 #include "pg.hpp"
 #include "log_writer.hpp"
+#include "identity.hpp"
 #include "module.hpp"
 #include "previous_patch.hpp"
 #include "range_hash.hpp"
@@ -173,48 +174,38 @@ void check_replica_mode(bool replicated, Relation rel) {
                             "session_replication_role = origin.")));
 }
 
-// Text of one column, or NULL.
-char *column_text(HeapTuple tuple, TupleDesc desc, AttrNumber attnum, FmgrInfo *out) {
-    bool isnull;
-    Datum v = heap_getattr(tuple, attnum, desc, &isnull);
-    return isnull ? NULL : OutputFunctionCall(out, v);
+// The identity of one image: its document id, partition key and tenant
+// (NULL: none), in canonical text (identity.hpp).
+struct Identity {
+    char *doc;
+    char *part;
+    char *tenant;
+};
+
+void column_values(const AttrNumber *attnums, FmgrInfo *outs, int n, HeapTuple tuple, TupleDesc desc,
+                   IdentityValue *values) {
+    for (int i = 0; i < n; i++) {
+        values[i].value = heap_getattr(tuple, attnums[i], desc, &values[i].isnull);
+        values[i].out = &outs[i];
+    }
 }
 
-// Document id: the key's text, or a JSON array of the texts for a composite key.
-char *document_id(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
-    if (st->nkeys == 1) {
-        char *s = column_text(tuple, desc, st->keys[0], &st->key_out[0]);
-        return s ? s : pstrdup("");
+// Inside changefeed_canonical().
+void identify(CaptureState *st, HeapTuple tuple, TupleDesc desc, Identity *id) {
+    IdentityValue values[kMaxKeys];
+    column_values(st->keys, st->key_out, st->nkeys, tuple, desc, values);
+    id->doc = changefeed_document_id(values, st->nkeys);
+    if (st->part_is_key) {
+        id->part = id->doc;
+    } else {
+        column_values(st->parts, st->part_out, st->nparts, tuple, desc, values);
+        id->part = changefeed_partition_key(values, st->nparts);
     }
-    StringInfoData buf;
-    initStringInfo(&buf);
-    appendStringInfoChar(&buf, '[');
-    for (int i = 0; i < st->nkeys; i++) {
-        char *s = column_text(tuple, desc, st->keys[i], &st->key_out[i]);
-        if (i) appendStringInfoChar(&buf, ',');
-        if (s)
-            escape_json(&buf, s);
-        else
-            appendStringInfoString(&buf, "null");
+    id->tenant = NULL;
+    if (st->tenant > 0) {
+        column_values(&st->tenant, &st->tenant_out, 1, tuple, desc, values);
+        id->tenant = changefeed_identity_text(&values[0]);
     }
-    appendStringInfoChar(&buf, ']');
-    return buf.data;
-}
-
-// Partition key: the column's text, or the texts joined by '/' (null as empty).
-char *partition_key(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
-    if (st->nparts == 1) {
-        char *s = column_text(tuple, desc, st->parts[0], &st->part_out[0]);
-        return s ? s : pstrdup("");
-    }
-    StringInfoData buf;
-    initStringInfo(&buf);
-    for (int i = 0; i < st->nparts; i++) {
-        char *s = column_text(tuple, desc, st->parts[i], &st->part_out[i]);
-        if (i) appendStringInfoChar(&buf, '/');
-        if (s) appendStringInfoString(&buf, s);
-    }
-    return buf.data;
 }
 
 Datum row_jsonb(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
@@ -236,50 +227,67 @@ bool key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc d
 }
 
 // The old tenant of an update that moves the row to another tenant (its text,
-// or NULL for a null tenant), in *moved; false when the tenant stays.
-bool tenant_moved(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc, char **moved) {
+// or NULL for a null tenant), in *moved; false when the tenant stays.  Inside
+// changefeed_canonical(); `now` is the new image's tenant text.
+bool tenant_moved(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc, const char *now,
+                  char **moved) {
     if (st->tenant <= 0) return false;
     Form_pg_attribute att = TupleDescAttr(desc, st->tenant - 1);
-    bool null_old, null_new;
-    Datum a = heap_getattr(older, st->tenant, desc, &null_old);
+    IdentityValue was;
+    bool null_new;
+    was.value = heap_getattr(older, st->tenant, desc, &was.isnull);
+    was.out = &st->tenant_out;
     Datum b = heap_getattr(newer, st->tenant, desc, &null_new);
-    if (null_old && null_new) return false;
-    if (null_old == null_new && datumIsEqual(a, b, att->attbyval, att->attlen)) return false;
+    if (was.isnull && null_new) return false;
+    if (was.isnull == null_new && datumIsEqual(was.value, b, att->attbyval, att->attlen)) return false;
     // Different bytes may still be the same tenant (a compressed value): the
     // tenant is its text, as read() and bindings compare it.
-    char *was = null_old ? NULL : OutputFunctionCall(&st->tenant_out, a);
-    char *now = null_new ? NULL : OutputFunctionCall(&st->tenant_out, b);
-    if (was != NULL && now != NULL && strcmp(was, now) == 0) return false;
-    *moved = was;
+    char *was_text = changefeed_identity_text(&was);
+    if (was_text != NULL && now != NULL && strcmp(was_text, now) == 0) return false;
+    *moved = was_text;
     return true;
+}
+
+// What one row trigger call logs: its operation, images and their identities,
+// made in one pass under the canonical settings (identify_row).
+struct RowChange {
+    CaptureState *st;
+    TupleDesc desc;
+    char op;  // c, r, d; m: a replace that moved tenants; k: a replace of the key (a delete and a create)
+    HeapTuple newer;
+    HeapTuple older;
+    Identity of_newer;
+    Identity of_older;
+    char *moved_from;
+};
+
+void identify_row(void *arg) {
+    RowChange *c = (RowChange *)arg;
+    if (c->newer) identify(c->st, c->newer, c->desc, &c->of_newer);
+    if (c->op == 'd' || c->op == 'k') identify(c->st, c->older, c->desc, &c->of_older);
+    if (c->op == 'r' && tenant_moved(c->st, c->older, c->newer, c->desc, c->of_newer.tenant, &c->moved_from))
+        c->op = 'm';
 }
 
 // Writes one row of changefeed.log in the writer's transaction.  Op 'm' is a
 // replace that moved the row from tenant `moved_from` (NULL: no tenant) to
 // the new image's: a tenant-scoped read shows it to the old tenant as a
 // delete and to the new one as a create (30_read.sql).
-void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, HeapTuple older,
+void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, HeapTuple older, const Identity *id,
                 const char *moved_from = NULL) {
-    HeapTuple image = newer ? newer : older;
-    char *doc = document_id(st, image, desc);
-    char *part = st->part_is_key ? doc : partition_key(st, image, desc);
-    int32 range = (int32)(changefeed_range_hash(part, strlen(part)) % (uint32)st->ranges);
-    char *tenant = st->tenant > 0 ? column_text(image, desc, st->tenant, &st->tenant_out) : NULL;
-    bool ttl = op == 'd' && changefeed_ttl_sweep_active(st->collection_id);
-
     LogRow row;
     row.collection_id = st->collection_id;
-    row.range_id = range;
-    row.doc_id = CStringGetTextDatum(doc);
-    row.partition_key = CStringGetTextDatum(part);
+    row.range_id = (int32)(changefeed_range_hash(id->part, strlen(id->part)) % (uint32)st->ranges);
+    row.doc_id = CStringGetTextDatum(id->doc);
+    row.partition_key = CStringGetTextDatum(id->part);
     row.op = op;
     row.current = newer && !st->keys_only ? row_jsonb(st, newer, desc) : (Datum)0;
     row.previous = older && st->keep_previous ? row_jsonb(st, older, desc) : (Datum)0;
     // A replace keeps what its image before differs by (previous_patch.cpp).
     if (row.current != (Datum)0 && row.previous != (Datum)0)
         row.previous = changefeed_previous_patch(row.current, row.previous);
-    row.ttl_expired = ttl;
-    row.tenant = tenant ? CStringGetTextDatum(tenant) : (Datum)0;
+    row.ttl_expired = op == 'd' && changefeed_ttl_sweep_active(st->collection_id);
+    row.tenant = id->tenant ? CStringGetTextDatum(id->tenant) : (Datum)0;
     row.previous_tenant = moved_from ? CStringGetTextDatum(moved_from) : (Datum)0;
     row.schema_version = st->schema_version;
     changefeed_log_write(&row);
@@ -310,32 +318,30 @@ Datum changefeed_capture_row(PG_FUNCTION_ARGS) {
                         errmsg("changefeed.capture_row() must be a FOR EACH ROW trigger")));
     CaptureState *st = capture_state(fcinfo, trig);
     check_replica_mode(st->replicated, trig->tg_relation);
-    TupleDesc desc = RelationGetDescr(trig->tg_relation);
-
-    HeapTuple newer = NULL, older = NULL;
-    char op;
+    RowChange c = {};
+    c.st = st;
+    c.desc = RelationGetDescr(trig->tg_relation);
     if (TRIGGER_FIRED_BY_INSERT(trig->tg_event)) {
-        op = 'c';
-        newer = trig->tg_trigtuple;
+        c.op = 'c';
+        c.newer = trig->tg_trigtuple;
     } else if (TRIGGER_FIRED_BY_UPDATE(trig->tg_event)) {
-        op = 'r';
-        older = trig->tg_trigtuple;
-        newer = trig->tg_newtuple;
+        c.older = trig->tg_trigtuple;
+        c.newer = trig->tg_newtuple;
+        // A new primary key is a new document: the old one is deleted.
+        c.op = key_changed(st, c.older, c.newer, c.desc) ? 'k' : 'r';
     } else if (TRIGGER_FIRED_BY_DELETE(trig->tg_event)) {
-        op = 'd';
-        older = trig->tg_trigtuple;
+        c.op = 'd';
+        c.older = trig->tg_trigtuple;
     } else {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("changefeed.capture_row() fired by an unexpected event")));
     }
-    if (op == 'r' && key_changed(st, older, newer, desc)) {
-        // A new primary key is a new document: the old one is deleted.
-        log_change(st, desc, 'd', NULL, older);
-        log_change(st, desc, 'c', newer, NULL);
+    changefeed_canonical(identify_row, &c);
+    if (c.op == 'k') {
+        log_change(st, c.desc, 'd', NULL, c.older, &c.of_older);
+        log_change(st, c.desc, 'c', c.newer, NULL, &c.of_newer);
     } else {
-        char *moved_from = NULL;
-        if (op == 'r' && tenant_moved(st, older, newer, desc, &moved_from)) op = 'm';
-        log_change(st, desc, op, newer, older, moved_from);
+        log_change(st, c.desc, c.op, c.newer, c.older, c.op == 'd' ? &c.of_older : &c.of_newer, c.moved_from);
     }
     changefeed_note_capture(st->collection_id);
     return PointerGetDatum(NULL);

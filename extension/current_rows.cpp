@@ -12,10 +12,13 @@
 // output functions (to_jsonb) are theirs to run, not the extension owner's.
 //
 // A document id is the key's text as capture wrote it (a JSON array of the
-// texts for a composite key), read back with the key types' input functions.
+// texts for a composite key), read back with the key types' input functions
+// under the canonical settings it was written with (identity.hpp), whatever
+// the reading session's.
 #include "pg.hpp"
 #include "caller.hpp"
 #include "current_rows.hpp"
+#include "identity.hpp"
 #include "sqlstates.hpp"
 
 extern "C" {
@@ -161,17 +164,37 @@ bool set_keys(CurrentRows *r, text *doc_id) {
     return true;
 }
 
+// set_keys() and the tenant's text, under the canonical settings.
+struct KeyCall {
+    CurrentRows *r;
+    text *doc_id;
+    bool found;
+    Datum tenant;
+};
+
+void parse_key(void *arg) {
+    KeyCall *k = (KeyCall *)arg;
+    k->found = set_keys(k->r, k->doc_id);
+}
+
+void tenant_text(void *arg) {
+    KeyCall *k = (KeyCall *)arg;
+    IdentityValue v;
+    v.value = slot_getattr(k->r->slot, k->r->tenant, &v.isnull);
+    v.out = &k->r->tenant_out;
+    char *s = changefeed_identity_text(&v);
+    k->tenant = s ? CStringGetTextDatum(s) : (Datum)0;
+}
+
 bool lookup(CurrentRows *r, text *doc_id, Datum *document, Datum *tenant) {
-    if (!set_keys(r, doc_id)) return false;
+    KeyCall k = {r, doc_id, false, (Datum)0};
+    changefeed_canonical(parse_key, &k);
+    if (!k.found) return false;
     index_rescan(r->scan, r->keys, r->nkeys, NULL, 0);
     if (!index_getnext_slot(r->scan, ForwardScanDirection, r->slot)) return false;
     *document = FunctionCall1(&r->to_jsonb, ExecFetchSlotHeapTupleDatum(r->slot));
-    *tenant = (Datum)0;
-    if (r->tenant > 0) {
-        bool isnull;
-        Datum t = slot_getattr(r->slot, r->tenant, &isnull);
-        if (!isnull) *tenant = CStringGetTextDatum(OutputFunctionCall(&r->tenant_out, t));
-    }
+    if (r->tenant > 0) changefeed_canonical(tenant_text, &k);
+    *tenant = k.tenant;
     ExecClearTuple(r->slot);
     return true;
 }

@@ -17,6 +17,7 @@
 // writes them (log_writer.cpp), batch by batch from one scan.
 #include "pg.hpp"
 #include "as_owner.hpp"
+#include "identity.hpp"
 #include "log_writer.hpp"
 #include "partition_drops.hpp"
 #include "schema_versions.hpp"
@@ -118,32 +119,77 @@ const char *column(Datum name) {
 }
 
 // The query that yields, per row of `qualified`, what capture would log for
-// its delete: document id, partition key, previous image, tenant.  Texts are
-// the columns' output (format('%s'), null as empty), as capture formats them.
+// its delete: the key columns, the partition-key columns, the previous image
+// and the tenant column (or a null), whose texts identify_batch() makes as
+// capture makes them.
 char *expiry_query(const Collection *c, const char *qualified) {
     StringInfoData q;
     initStringInfo(&q);
     appendStringInfoString(&q, "SELECT ");
-    if (c->nkeys == 1) {
-        appendStringInfo(&q, "format('%%s', x.%s)", column(c->keys[0]));
-    } else {
-        appendStringInfoString(&q, "'[' || concat_ws(','");
-        for (int i = 0; i < c->nkeys; i++)
-            appendStringInfo(&q, ", to_json(format('%%s', x.%s))::text", column(c->keys[i]));
-        appendStringInfoString(&q, ") || ']'");
-    }
-    appendStringInfoString(&q, ", format('");
-    for (int i = 0; i < c->nparts; i++) appendStringInfoString(&q, i ? "/%s" : "%s");
-    appendStringInfoChar(&q, '\'');
-    for (int i = 0; i < c->nparts; i++) appendStringInfo(&q, ", x.%s", column(c->parts[i]));
-    appendStringInfo(&q, "), %s", c->keep_previous ? "to_jsonb(x)" : "NULL::jsonb");
+    for (int i = 0; i < c->nkeys; i++) appendStringInfo(&q, "x.%s, ", column(c->keys[i]));
+    for (int i = 0; i < c->nparts; i++) appendStringInfo(&q, "x.%s, ", column(c->parts[i]));
+    appendStringInfoString(&q, c->keep_previous ? "to_jsonb(x)" : "NULL::jsonb");
     if (c->tenant != NULL)
-        appendStringInfo(&q, ", CASE WHEN x.%s IS NULL THEN NULL ELSE format('%%s', x.%s) END",
-                         quote_identifier(c->tenant), quote_identifier(c->tenant));
+        appendStringInfo(&q, ", x.%s", quote_identifier(c->tenant));
     else
         appendStringInfoString(&q, ", NULL::text");
     appendStringInfo(&q, " FROM %s x", qualified);
     return q.data;
+}
+
+// One fetched batch of a partition's rows (SPI_tuptable) and their identities.
+struct ExpiryBatch {
+    const Collection *c;
+    FmgrInfo *outs;  // per column of the query (the image's unused)
+    char **docs;
+    char **parts;
+    char **tenants;
+};
+
+// Inside changefeed_canonical(): the texts of each row of the batch.
+void identify_batch(void *arg) {
+    ExpiryBatch *b = (ExpiryBatch *)arg;
+    const Collection *c = b->c;
+    TupleDesc desc = SPI_tuptable->tupdesc;
+    int image_col = c->nkeys + c->nparts + 1;  // 1-based; the tenant follows it
+    IdentityValue values[INDEX_MAX_KEYS * 2 + 2];
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        HeapTuple row = SPI_tuptable->vals[i];
+        for (int col = 1; col <= image_col + 1; col++) {
+            if (col == image_col) continue;
+            IdentityValue *v = &values[col - 1];
+            v->value = SPI_getbinval(row, desc, col, &v->isnull);
+            v->out = &b->outs[col - 1];
+        }
+        b->docs[i] = changefeed_document_id(values, c->nkeys);
+        b->parts[i] = changefeed_partition_key(values + c->nkeys, c->nparts);
+        b->tenants[i] = changefeed_identity_text(&values[image_col]);
+    }
+}
+
+// Logs the batch as expired deletes.
+void expire_batch(ExpiryBatch *b) {
+    const Collection *c = b->c;
+    b->docs = (char **)palloc(sizeof(char *) * SPI_processed);
+    b->parts = (char **)palloc(sizeof(char *) * SPI_processed);
+    b->tenants = (char **)palloc(sizeof(char *) * SPI_processed);
+    changefeed_canonical(identify_batch, b);
+    int image_col = c->nkeys + c->nparts + 1;
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        bool no_previous;
+        Datum previous = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, image_col, &no_previous);
+        LogRow log = {};
+        log.collection_id = c->id;
+        log.range_id = (int32)(changefeed_range_hash(b->parts[i], strlen(b->parts[i])) % (uint32)c->ranges);
+        log.doc_id = CStringGetTextDatum(b->docs[i]);
+        log.partition_key = CStringGetTextDatum(b->parts[i]);
+        log.op = 'd';
+        log.previous = no_previous ? (Datum)0 : previous;
+        log.ttl_expired = true;
+        log.tenant = b->tenants[i] ? CStringGetTextDatum(b->tenants[i]) : (Datum)0;
+        log.schema_version = changefeed_schema_version(c->id);
+        changefeed_log_write(&log);
+    }
 }
 
 // Logs every row of partition `part` (locked by the caller) as an expired
@@ -164,33 +210,28 @@ int64 expire_rows(const Collection *c, Oid part) {
 
     // On error the (sub)transaction abort restores user and settings.
     int64 logged = 0;
+    ExpiryBatch batch = {c, NULL, NULL, NULL, NULL};
+    MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "changefeed expiry batch",
+                                                    ALLOCSET_DEFAULT_SIZES);
     // Not read-only: a new snapshot, taken under the lock, sees every row committed before it.
     Portal portal = SPI_cursor_open_with_args(NULL, sql, 0, NULL, NULL, NULL, false, 0);
     for (;;) {
         SPI_cursor_fetch(portal, true, kBatch);
         if (SPI_processed == 0) break;
-        TupleDesc desc = SPI_tuptable->tupdesc;
-        for (uint64 i = 0; i < SPI_processed; i++) {
-            HeapTuple row = SPI_tuptable->vals[i];
-            bool isnull[4];
-            Datum doc = SPI_getbinval(row, desc, 1, &isnull[0]);
-            Datum key = SPI_getbinval(row, desc, 2, &isnull[1]);
-            Datum previous = SPI_getbinval(row, desc, 3, &isnull[2]);
-            Datum tenant = SPI_getbinval(row, desc, 4, &isnull[3]);
-            text *key_text = DatumGetTextPP(key);
-            LogRow log = {};
-            log.collection_id = c->id;
-            log.range_id = (int32)(changefeed_range_hash(VARDATA_ANY(key_text), VARSIZE_ANY_EXHDR(key_text)) %
-                                   (uint32)c->ranges);
-            log.doc_id = doc;
-            log.partition_key = key;
-            log.op = 'd';
-            log.previous = isnull[2] ? (Datum)0 : previous;
-            log.ttl_expired = true;
-            log.tenant = isnull[3] ? (Datum)0 : tenant;
-            log.schema_version = changefeed_schema_version(c->id);
-            changefeed_log_write(&log);
+        if (batch.outs == NULL) {  // the columns' output functions, once
+            TupleDesc desc = SPI_tuptable->tupdesc;
+            batch.outs = (FmgrInfo *)palloc0(sizeof(FmgrInfo) * desc->natts);
+            for (int i = 0; i < desc->natts; i++) {
+                Oid func;
+                bool varlena;
+                getTypeOutputInfo(TupleDescAttr(desc, i)->atttypid, &func, &varlena);
+                fmgr_info(func, &batch.outs[i]);
+            }
         }
+        MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+        expire_batch(&batch);
+        MemoryContextSwitchTo(old);
+        MemoryContextReset(batch_cxt);
         logged += (int64)SPI_processed;
         SPI_freetuptable(SPI_tuptable);
     }

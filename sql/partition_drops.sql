@@ -73,7 +73,7 @@ SELECT doc_id, partition_key, range_id, tenant FROM changefeed.log
  WHERE collection_id = :pd_events_id AND NOT ttl_expired AND op = 'd';
 ROLLBACK;
 SELECT doc_id, partition_key, range_id, tenant FROM changefeed.log
- WHERE collection_id = :pd_events_id AND ttl_expired AND doc_id = '["01-01-2026","b","1"]';
+ WHERE collection_id = :pd_events_id AND ttl_expired AND doc_id = '["2026-01-01","b","1"]';
 -- Refused under REPEATABLE READ (its snapshot may miss rows), and
 -- DETACH CONCURRENTLY, which commits while writes may still come.
 BEGIN ISOLATION LEVEL REPEATABLE READ;

@@ -289,6 +289,11 @@ BEGIN
     IF tenant_column IS NOT NULL THEN
         PERFORM changefeed.attnums_of(tbl, ARRAY[tenant_column], 'tenant');
     END IF;
+    PERFORM changefeed.check_identity_columns(tbl, keys, 'key');
+    PERFORM changefeed.check_identity_columns(tbl, partition_key, 'partition key');
+    IF tenant_column IS NOT NULL THEN
+        PERFORM changefeed.check_identity_columns(tbl, ARRAY[tenant_column], 'tenant');
+    END IF;
     IF ttl_column IS NOT NULL THEN
         PERFORM changefeed.attnums_of(tbl, ARRAY[ttl_column], 'ttl');
         SELECT atttypid::regtype INTO ttl_type FROM pg_attribute

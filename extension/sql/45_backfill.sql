@@ -6,7 +6,8 @@
 -- One keyset page of a range's current rows for a backfill: the rows whose
 -- primary key is greater than `after` (a jsonb object of the key columns;
 -- null = from the start), in key order.  doc_id and partition_key are
--- formatted as the capture trigger formats them.
+-- formatted as the capture trigger formats them: canonical text
+-- (18_identity.sql), so in any session the ids equal those it logs.
 CREATE OR REPLACE FUNCTION changefeed.backfill_page(tbl regclass, range_id int, after jsonb, max_rows int DEFAULT 1000)
 RETURNS TABLE (doc_id text, partition_key text, key jsonb, current jsonb)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -42,7 +43,7 @@ BEGIN
                 USING ERRCODE = 'insufficient_privilege',
                       DETAIL = 'The role is bound to a tenant and the table has no tenant column.';
         END IF;
-        tenant_cond := format('t.%I::text = ANY ($5)', c.tenant_column);
+        tenant_cond := format('changefeed.canonical_text(t.%I) = ANY ($5)', c.tenant_column);
     END IF;
     rowtype := format('%s', tbl);
     FOREACH col IN ARRAY c.key_columns LOOP
@@ -51,14 +52,14 @@ BEGIN
         key_obj := key_obj || CASE WHEN i > 1 THEN ', ' ELSE '' END || format('%L, t.%I', col, col);
     END LOOP;
     IF cardinality(c.key_columns) = 1 THEN
-        doc := format('coalesce(t.%I::text, %L)', c.key_columns[1], '');
+        doc := format('coalesce(changefeed.canonical_text(t.%I), %L)', c.key_columns[1], '');
     ELSE
         doc := '''['' || concat_ws('','', '
-            || (SELECT string_agg(format('coalesce(to_json(t.%I::text)::text, %L)', k, 'null'), ', ')
+            || (SELECT string_agg(format('coalesce(to_json(changefeed.canonical_text(t.%I))::text, %L)', k, 'null'), ', ')
                   FROM unnest(c.key_columns) k)
             || ') || '']''';
     END IF;
-    part := (SELECT string_agg(format('coalesce(t.%I::text, %L)', k, ''), ' || ''/'' || ')
+    part := (SELECT string_agg(format('coalesce(changefeed.canonical_text(t.%I), %L)', k, ''), ' || ''/'' || ')
                FROM unnest(c.partition_key) k);
     RETURN QUERY EXECUTE format(
         'SELECT %s, %s, jsonb_build_object(%s), to_jsonb(t) FROM %s t'

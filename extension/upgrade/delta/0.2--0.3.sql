@@ -40,6 +40,13 @@ CREATE TABLE changefeed.position_key (
     one_row bool NOT NULL DEFAULT true PRIMARY KEY CHECK (one_row)
 );
 
+-- ---- canonical document identity ----
+-- Capture, expiry and backfill make doc_id, partition_key and tenant with
+-- fixed output settings from now on (18_identity.sql, identity.cpp).  Logged
+-- rows keep the ids they were written with: nothing to convert here
+-- (CHANGELOG.md says what changes for keys of date/time, float and bytea
+-- types).  canonical_text() and the enable() check come with @functions.
+
 -- ---- tenants: a row that moves between tenants ----
 -- It is logged as op 'm' with the tenant it left (30_read.sql, 65_status.sql).
 ALTER TABLE changefeed.log ADD COLUMN previous_tenant text;
