@@ -24,6 +24,7 @@ OBJS = \
 	extension/ttl.o \
 	extension/log_writer.o \
 	extension/guard.o \
+	extension/rewrites.o \
 	extension/partition_drops.o \
 	extension/current_rows.o \
 	extension/reader_sight.o \
