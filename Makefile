@@ -65,6 +65,8 @@ REGRESS_COMMON += row_images
 REGRESS_COMMON += previous_patch
 # Reads keep their memory between calls (read_memory.cpp).
 REGRESS_COMMON += read_memory
+# DDL that would change stored values without a row trigger (rewrites.cpp, guard.cpp).
+REGRESS_COMMON += rewrites
 REGRESS_PRELOADED = notifier ticks workers long_poll prepared
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed
