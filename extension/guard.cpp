@@ -24,6 +24,7 @@
 extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "commands/event_trigger.h"
 #include "nodes/parsenodes.h"
