@@ -26,6 +26,7 @@ OBJS = \
 	extension/ttl.o \
 	extension/log_writer.o \
 	extension/guard.o \
+	extension/rewrites.o \
 	extension/partition_drops.o \
 	extension/current_rows.o \
 	extension/reader_sight.o \
@@ -70,6 +71,8 @@ REGRESS_COMMON += previous_patch
 REGRESS_COMMON += read_memory
 # Schema versions, schema changes in the feed, images by column identity (27_schema.sql).
 REGRESS_COMMON += schema_changes
+# DDL that would change stored values without a row trigger (rewrites.cpp, guard.cpp).
+REGRESS_COMMON += rewrites
 REGRESS_PRELOADED = notifier ticks workers long_poll prepared
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed

@@ -10,20 +10,29 @@
 //    TRUNCATE naming a partition alone is refused.
 //  - Facts about a DDL command that its catalog state does not show: which
 //    partitions an ALTER TABLE attached, whether CREATE TRIGGER was OR REPLACE,
-//    and (at ddl_command_start) whether it detaches a partition or gives a
-//    generated column a new expression.
+//    and (at ddl_command_start) whether it detaches a partition, gives a
+//    generated column a new expression or changes a column's type in a way
+//    that changes stored values (rewrites.cpp judges which).
+//  - The table_rewrite backstop: a rewrite that computes values (a type
+//    change not approved at ddl_command_start, a column added with a volatile
+//    default) of an enabled table or one of its partitions is refused.
 #include "pg.hpp"
 #include "partition_drops.hpp"
+#include "rewrites.hpp"
 #include "sqlstates.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "commands/event_trigger.h"
 #include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
 #include "tcop/deparse_utility.h"
+#include "utils/acl.h"
 #include "utils/array.h"
+#include "utils/syscache.h"
 }
 
 namespace {
@@ -40,6 +49,7 @@ void reset_xact(XactEvent event, void *) {
         event == XACT_EVENT_PREPARE) {
         guard_suspended = false;
         truncating_collection = 0;
+        changefeed_forget_rewrite();
     }
 }
 
@@ -75,6 +85,30 @@ char *enabled_table_above(Oid rel) {
     return name;
 }
 
+// The table of an ALTER TABLE that changes a column's type, locked so that no
+// concurrent type change slips between the judgment here and the command.
+// Its owner takes the command's own lock at once; anyone else ACCESS SHARE
+// only (what a SELECT takes): PostgreSQL will refuse a stranger's ALTER, which
+// must not queue an exclusive lock on someone else's table meanwhile.  (This
+// function runs as the extension's owner; the session's role is the outer one.)
+Oid lock_retyped_table(AlterTableStmt *stmt) {
+    Oid rel = RangeVarGetRelid(stmt->relation, NoLock, true);
+    if (!OidIsValid(rel)) return InvalidOid;
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
+    if (!HeapTupleIsValid(tuple)) return InvalidOid;
+    Oid owner = ((Form_pg_class)GETSTRUCT(tuple))->relowner;
+    ReleaseSysCache(tuple);
+    LOCKMODE mode = has_privs_of_role(GetOuterUserId(), owner) ? AccessExclusiveLock : AccessShareLock;
+    return RangeVarGetRelid(stmt->relation, mode, true);
+}
+
+// pg_event_trigger_table_rewrite_oid() and _reason(), called from C.
+Datum table_rewrite_fact(PGFunction fact) {
+    LOCAL_FCINFO(call, 0);
+    InitFunctionCallInfoData(*call, NULL, 0, InvalidOid, NULL, NULL);
+    return fact(call);
+}
+
 }  // namespace
 
 bool changefeed_guard_is_suspended(void) {
@@ -94,6 +128,7 @@ PG_FUNCTION_INFO_V1(changefeed_guard_truncate);
 PG_FUNCTION_INFO_V1(changefeed_attaches_partition);
 PG_FUNCTION_INFO_V1(changefeed_replaces_trigger);
 PG_FUNCTION_INFO_V1(changefeed_guard_detach);
+PG_FUNCTION_INFO_V1(changefeed_guard_rewrite);
 
 // suspend_guard(on bool) returns the previous setting, so calls can nest.
 Datum changefeed_suspend_guard(PG_FUNCTION_ARGS) {
@@ -172,30 +207,37 @@ Datum changefeed_replaces_trigger(PG_FUNCTION_ARGS) {
 //    unless the collection expires or forgets detached partitions
 //    (partition_drops.cpp);
 //  - ALTER COLUMN ... SET EXPRESSION (17 and newer): the table is rewritten
-//    with the column's new values, which no row trigger sees.
-// Declared SECURITY DEFINER without a pinned search_path: the table name is
-// resolved as the user's command will resolve it, and the one query it runs
-// is fully schema-qualified.
+//    with the column's new values, which no row trigger sees;
+//  - ALTER COLUMN ... TYPE that changes or reinterprets stored values
+//    (rewrites.cpp); one that keeps them is approved, so that its rewrite (a
+//    domain's check) passes the table_rewrite backstop.  Only here are the
+//    column's old type and the USING expression both known.
+// Declared SECURITY DEFINER without a pinned search_path: the table and type
+// names are resolved as the user's command will resolve them, and the one
+// query it runs is fully schema-qualified.
 Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
     if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("changefeed.guard_detach() must be called as an event trigger")));
     if (guard_suspended) PG_RETURN_VOID();
+    changefeed_forget_rewrite();
     EventTriggerData *data = (EventTriggerData *)fcinfo->context;
     if (data->parsetree == NULL || !IsA(data->parsetree, AlterTableStmt)) PG_RETURN_VOID();
     AlterTableStmt *stmt = (AlterTableStmt *)data->parsetree;
     bool detaches = false;
+    bool retypes = false;
     const char *new_expression_of = NULL;
     ListCell *lc;
     foreach (lc, stmt->cmds) {
         AlterTableCmd *at = (AlterTableCmd *)lfirst(lc);
         if (!IsA(at, AlterTableCmd)) continue;
         if (at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize) detaches = true;
+        if (at->subtype == AT_AlterColumnType) retypes = true;
         if (changefeed_sets_expression(at->subtype) && new_expression_of == NULL) new_expression_of = at->name;
     }
-    if ((!detaches && new_expression_of == NULL) || stmt->relation == NULL) PG_RETURN_VOID();
+    if ((!detaches && !retypes && new_expression_of == NULL) || stmt->relation == NULL) PG_RETURN_VOID();
     if (stmt->relation->relpersistence == RELPERSISTENCE_TEMP) PG_RETURN_VOID();
-    Oid parent = RangeVarGetRelid(stmt->relation, NoLock, true);
+    Oid parent = retypes ? lock_retyped_table(stmt) : RangeVarGetRelid(stmt->relation, NoLock, true);
     if (!OidIsValid(parent)) PG_RETURN_VOID();
     char *enabled = enabled_table_above(parent);
     if (enabled == NULL) PG_RETURN_VOID();
@@ -207,6 +249,27 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
                  errdetail("Table %s is enabled for changefeed; the rewrite that computes the column's new "
                            "values fires no row trigger.", enabled),
                  errhint("Disable capture first with SELECT changefeed.disable(%s);", quote_literal_cstr(enabled))));
+    if (retypes) {
+        foreach (lc, stmt->cmds) {
+            AlterTableCmd *at = (AlterTableCmd *)lfirst(lc);
+            if (!IsA(at, AlterTableCmd) || at->subtype != AT_AlterColumnType) continue;
+            const char *problem = changefeed_type_change_problem(parent, at);
+            if (problem != NULL)
+                ereport(ERROR,
+                        (errcode(changefeed::kDdlRefused),
+                         errmsg("ALTER COLUMN %s TYPE would change the stored values of %s without a change in the feed",
+                                quote_identifier(at->name), stmt->relation->relname),
+                         errdetail("Table %s is enabled for changefeed, and %s; the rewrite fires no row trigger. "
+                                   "Only a wider length or precision of the same type, varchar to text and back, "
+                                   "or a domain over the same type keep every value.", enabled, problem),
+                         errhint("Add a new column and fill it with an UPDATE, which the feed captures; or disable "
+                                 "capture with SELECT changefeed.disable(%s); alter, and enable it again (readers "
+                                 "see history lost).", quote_literal_cstr(enabled))));
+        }
+        register_callbacks();
+        changefeed_approve_rewrite(data->parsetree);
+    }
+    if (!detaches) PG_RETURN_VOID();
     // Unless the collection expires or forgets detached partitions.
     if (!changefeed_partition_detach(stmt, parent))
         ereport(ERROR,
@@ -215,6 +278,50 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
                         stmt->relation->relname),
                  errdetail("Table %s is enabled for changefeed.", enabled),
                  errhint("Disable capture first with SELECT changefeed.disable(%s);", quote_literal_cstr(enabled))));
+    PG_RETURN_VOID();
+}
+
+// table_rewrite: refuses a rewrite of an enabled table or one of its
+// partitions that writes computed values into its rows: a column added with a
+// volatile default, as serial, identity or stored generated column, or of a
+// domain with constraints (reason AT_REWRITE_DEFAULT_VAL), or a type change
+// not approved at ddl_command_start (AT_REWRITE_COLUMN_REWRITE).  A change of
+// persistence or access method copies the values as they are and passes.
+// SECURITY DEFINER with a pinned search_path (it resolves no name).
+Datum changefeed_guard_rewrite(PG_FUNCTION_ARGS) {
+    if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("changefeed.guard_rewrite() must be called as an event trigger")));
+    if (guard_suspended) PG_RETURN_VOID();
+    EventTriggerData *data = (EventTriggerData *)fcinfo->context;
+    int reason = DatumGetInt32(table_rewrite_fact(pg_event_trigger_table_rewrite_reason));
+    bool fills = (reason & AT_REWRITE_DEFAULT_VAL) != 0;
+    bool retypes = (reason & AT_REWRITE_COLUMN_REWRITE) != 0;
+    if (!fills && (!retypes || changefeed_rewrite_approved(data->parsetree))) PG_RETURN_VOID();
+    Oid rel = DatumGetObjectId(table_rewrite_fact(pg_event_trigger_table_rewrite_oid));
+    char *enabled = enabled_table_above(rel);
+    if (enabled == NULL) PG_RETURN_VOID();
+    char *name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(rel)), get_rel_name(rel));
+    if (fills)
+        ereport(ERROR,
+                (errcode(changefeed::kDdlRefused),
+                 errmsg("ALTER TABLE would write computed values into every row of %s without a change in the feed",
+                        name),
+                 errdetail("Table %s is enabled for changefeed; a column added with a volatile default, as serial "
+                           "or identity, as a stored generated column or of a domain with constraints is filled "
+                           "in by a rewrite that fires no row trigger.", enabled),
+                 errhint("Add the column without a default, SET DEFAULT for new rows, then fill the existing rows "
+                         "with an UPDATE, which the feed captures; or disable capture with SELECT "
+                         "changefeed.disable(%s); alter, and enable it again (readers see history lost).",
+                         quote_literal_cstr(enabled))));
+    ereport(ERROR,
+            (errcode(changefeed::kDdlRefused),
+             errmsg("ALTER TABLE would rewrite the values of %s without a change in the feed", name),
+             errdetail("Table %s is enabled for changefeed; a column type change rewrites every row and fires no "
+                       "row trigger.", enabled),
+             errhint("Add a new column and fill it with an UPDATE, which the feed captures; or disable capture "
+                     "with SELECT changefeed.disable(%s); alter, and enable it again (readers see history lost).",
+                     quote_literal_cstr(enabled))));
     PG_RETURN_VOID();
 }
 

@@ -111,7 +111,7 @@ SELECT try_detail('ALTER TABLE notes_orphan INHERIT notes');
 -- Other columns, other triggers and unrelated DDL go on as usual.
 ALTER TABLE notes ADD COLUMN color text;
 ALTER TABLE notes RENAME COLUMN body TO text_body;
-ALTER TABLE notes ALTER COLUMN color TYPE varchar(20);
+ALTER TABLE notes ALTER COLUMN color TYPE varchar;
 CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
 CREATE TRIGGER my_trigger AFTER INSERT ON notes FOR EACH ROW EXECUTE FUNCTION noop();
 ALTER TABLE notes DISABLE TRIGGER my_trigger;

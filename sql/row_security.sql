@@ -207,13 +207,18 @@ RESET app.tenant;
 RESET ROLE;
 
 -- An image that no longer converts to the row type (a column's type changed
--- after it was logged) ends the read, showing none of its values.
+-- after it was logged) ends the read, showing none of its values.  (The
+-- guard refuses such a type change on an enabled table, rewrites.sql: it is
+-- forced past the guard here, as a superuser can.)
 SET ROLE regress_rls_owner;
 ALTER TABLE rls_scratch ADD COLUMN n text;
 SELECT changefeed.current_position() AS p3 \gset
 INSERT INTO rls_scratch VALUES (2, 'b', 'not a number');
-ALTER TABLE rls_scratch ALTER COLUMN n TYPE int USING 0;
 RESET ROLE;
+BEGIN;
+SELECT changefeed.suspend_guard(true);
+ALTER TABLE rls_scratch ALTER COLUMN n TYPE int USING 0;
+COMMIT;
 SET ROLE regress_rls_a;
 SELECT try(format($$SELECT * FROM changefeed.read('rls_scratch', %L)$$, :'p3'));
 RESET ROLE;

@@ -347,15 +347,19 @@ $$;
 
 -- What the current transaction has written to `tbl` and its partitions so
 -- far: rows inserted, updated and deleted (the statistics counters of this
--- transaction, subtransactions rolled back included) and the tables' files
--- (a TRUNCATE or a rewrite gives a new one).  NULL when the counters are off.
+-- transaction, subtransactions rolled back included), the tables' files
+-- (a TRUNCATE or a rewrite gives a new one) and the columns' types (a type
+-- change that reinterprets values may skip the rewrite: int4 to oid).  NULL
+-- when the counters are off.
 CREATE OR REPLACE FUNCTION changefeed.write_marks(tbl regclass) RETURNS jsonb
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN current_setting('track_counts')::bool THEN
         jsonb_build_object(
             'rows', sum(pg_stat_get_xact_tuples_inserted(t.relid) + pg_stat_get_xact_tuples_updated(t.relid)
                         + pg_stat_get_xact_tuples_deleted(t.relid)),
-            'files', jsonb_agg(pg_relation_filenode(t.relid) ORDER BY t.relid))
+            'files', jsonb_agg(pg_relation_filenode(t.relid) ORDER BY t.relid),
+            'columns', (SELECT jsonb_agg(jsonb_build_array(a.attnum, a.atttypid, a.atttypmod) ORDER BY a.attnum)
+                          FROM pg_attribute a WHERE a.attrelid = tbl AND a.attnum > 0))
         END
       FROM (SELECT relid FROM pg_partition_tree(tbl) UNION SELECT tbl) t
 $$;

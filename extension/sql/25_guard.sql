@@ -490,11 +490,24 @@ END
 $$;
 
 -- ddl_command_start on ALTER TABLE: refuses DETACH PARTITION (C: it reads the
--- parse tree; CONCURRENTLY commits its first step before ddl_command_end).
--- SECURITY DEFINER without a pinned search_path: it resolves the table name
--- as the user's command will; its one query is fully schema-qualified.
+-- parse tree; CONCURRENTLY commits its first step before ddl_command_end),
+-- SET EXPRESSION and an ALTER COLUMN ... TYPE that changes stored values
+-- (rewrites.cpp; the old type and the USING expression are known only here).
+-- SECURITY DEFINER without a pinned search_path: it resolves the table and
+-- type names as the user's command will; its one query is fully
+-- schema-qualified.
 CREATE OR REPLACE FUNCTION changefeed.guard_detach() RETURNS event_trigger
     AS 'MODULE_PATHNAME', 'changefeed_guard_detach' LANGUAGE C SECURITY DEFINER;
+
+-- table_rewrite: the backstop of the above.  A rewrite of an enabled table or
+-- of one of its partitions that writes computed values into its rows (a
+-- column added with a volatile default, as serial, identity or stored
+-- generated column; a type change not approved at ddl_command_start) is
+-- refused; one that copies them (SET LOGGED/UNLOGGED, SET ACCESS METHOD)
+-- passes.
+CREATE OR REPLACE FUNCTION changefeed.guard_rewrite() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'changefeed_guard_rewrite' LANGUAGE C SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp;
 
 -- Partition retention (partition_drops.cpp): whether this transaction
 -- expired the rows of partition `rel` before dropping it; the TRUNCATE
@@ -543,6 +556,9 @@ CREATE EVENT TRIGGER changefeed_guard_drop_partition ON ddl_command_start
     WHEN TAG IN ('DROP TABLE')
     EXECUTE FUNCTION changefeed.guard_drop_partition();
 ALTER EVENT TRIGGER changefeed_guard_drop_partition ENABLE ALWAYS;
+CREATE EVENT TRIGGER changefeed_guard_rewrite ON table_rewrite
+    EXECUTE FUNCTION changefeed.guard_rewrite();
+ALTER EVENT TRIGGER changefeed_guard_rewrite ENABLE ALWAYS;
 
 -- One row per enabled table (not those disabled with their state kept):
 -- whether its capture is intact, and if not, why.
