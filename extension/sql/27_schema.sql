@@ -11,7 +11,6 @@
 -- version is also a change in the feed: one row of operation 's' per range,
 -- in order with the data, which all-versions readers receive when they ask
 -- for it (read_mode 'all_with_schema', 30_read.sql).
-\echo Use "CREATE EXTENSION changefeed" to load this file. \quit
 
 -- The table's columns now, in attnum order (dropped ones left out).
 CREATE OR REPLACE FUNCTION changefeed.columns_now(tbl oid) RETURNS jsonb
