@@ -18,6 +18,7 @@ extern "C" {
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
+#include "storage/lmgr.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/snapmgr.h"
@@ -39,14 +40,22 @@ bool callback_registered = false;
 void forget_all(Datum, Oid) { ncached = 0; }
 
 // Read directly, as the catalog it is: the writer may not read the table.
-int32 lookup(int32 collection_id) {
+int32 lookup(int32 collection_id, bool *known) {
+    *known = true;
     Oid ns = get_namespace_oid("changefeed", false);
     Oid relid = get_relname_relid("collection", ns);
     if (!OidIsValid(relid)) return 0;
     AttrNumber id_att = get_attnum(relid, "id");
     AttrNumber version_att = get_attnum(relid, "schema_version");
     if (id_att == InvalidAttrNumber || version_att == InvalidAttrNumber) return 0;  // before the update to 0.3
-    Relation rel = table_open(relid, AccessShareLock);
+    // Never wait on it: a writer must not queue behind a lock on the catalog
+    // (an admin's LOCK TABLE, a VACUUM FULL).  Then the row goes in without a
+    // version, read as the first: the column allow-list still holds.
+    if (!ConditionalLockRelationOid(relid, AccessShareLock)) {
+        *known = false;
+        return 0;
+    }
+    Relation rel = table_open(relid, NoLock);
     ScanKeyData key;
     ScanKeyInit(&key, id_att, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(collection_id));
     SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, GetLatestSnapshot(), 1, &key);
@@ -71,7 +80,9 @@ int32 changefeed_schema_version(int32 collection_id) {
         CacheRegisterRelcacheCallback(forget_all, (Datum)0);
         callback_registered = true;
     }
-    int32 version = lookup(collection_id);
+    bool known;
+    int32 version = lookup(collection_id, &known);
+    if (!known) return version;  // asked again by the next statement
     if (ncached == kCached) ncached = 0;
     cached[ncached++] = Cached{collection_id, version};
     return version;
