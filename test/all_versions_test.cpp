@@ -72,6 +72,60 @@ changefeed::Processor running_audit(const std::string& table, cftest::Recorder& 
     return p;
 }
 
+// With schema_changes, a migration is a change in every range, in order with
+// the data: each range's rows before it have the old shape, those after the
+// new one.  Without it nothing of the kind arrives.
+TEST(AllVersions, SchemaChangesArriveInOrderWithTheData) {
+    cftest::create_table(cluster(), "av_schema", 2);
+    cftest::Recorder rec, plain;
+    changefeed::AllVersionsOptions o(cftest::fast_options("one"));
+    o.schema_changes = true;
+    auto p = changefeed::make_processor({cluster().conninfo(), "av_schema"}, "schema-audit", rec.handler(), o);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p));
+    auto q = running_audit("av_schema", plain);
+    cluster().exec("INSERT INTO av_schema (id, v) VALUES (1, 'a')");
+    cluster().exec("ALTER TABLE av_schema ADD COLUMN note text");
+    cluster().exec("UPDATE av_schema SET note = 'n' WHERE id = 1");
+    cluster().exec("ALTER TABLE av_schema RENAME COLUMN note TO remark");
+    cluster().exec("UPDATE av_schema SET remark = 'm' WHERE id = 1");
+    cluster().exec("ALTER TABLE av_schema DROP COLUMN remark");
+    cluster().exec("DELETE FROM av_schema WHERE id = 1");
+    ASSERT_TRUE(cftest::eventually([&] { return rec.size() == 4 + 3 * 2 && plain.size() == 4; }));
+    for (const auto& h : plain.all()) EXPECT_NE(h.change.operation, Operation::schema);
+
+    const int range = rec.of("1").front().range_id;
+    std::vector<changefeed::Change> mine, other;
+    for (const auto& h : rec.all()) (h.change.range_id == range ? mine : other).push_back(h.change);
+    ASSERT_EQ(mine.size(), 7u);
+    const std::vector<Operation> ops{Operation::create, Operation::schema,  Operation::replace, Operation::schema,
+                                     Operation::replace, Operation::schema, Operation::delete_};
+    for (std::size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(mine[i].operation, ops[i]) << i;
+    ASSERT_EQ(other.size(), 3u);
+    for (const auto& c : other) EXPECT_EQ(c.operation, Operation::schema);
+
+    const auto& added = mine[1].current.as_object();
+    const auto version = added.at("version").as_int64();
+    EXPECT_EQ(added.at("previous_version").as_int64(), version - 1);
+    EXPECT_TRUE(mine[1].doc_id.empty());
+    EXPECT_EQ(added.at("added").as_array().at(0).at("name").as_string(), "note");
+    EXPECT_EQ(added.at("added").as_array().at(0).at("type").as_string(), "text");
+    EXPECT_EQ(mine[2].current.at("note").as_string(), "n");
+    const auto& renamed = mine[3].current.as_object();
+    EXPECT_EQ(renamed.at("version").as_int64(), version + 1);
+    EXPECT_EQ(renamed.at("renamed").as_array().at(0).at("from").as_string(), "note");
+    EXPECT_EQ(renamed.at("renamed").as_array().at(0).at("to").as_string(), "remark");
+    EXPECT_EQ(mine[4].current.at("remark").as_string(), "m");
+    const auto& dropped = mine[5].current.as_object();
+    EXPECT_EQ(dropped.at("version").as_int64(), version + 2);
+    EXPECT_EQ(dropped.at("dropped").as_array().at(0).at("name").as_string(), "remark");
+    EXPECT_EQ(dropped.at("key").as_array().at(0).as_string(), "id");
+    EXPECT_FALSE(mine[6].previous.as_object().contains("remark"));
+    // Every range's copy of a schema change is the same change.
+    EXPECT_EQ(other[0].current, mine[1].current);
+    EXPECT_EQ(other[2].current, mine[5].current);
+}
+
 TEST(AllVersions, PreviousImagesSeqAndCommitWindow) {
     cftest::create_table(cluster(), "av_images", 4);
     cftest::Recorder rec;

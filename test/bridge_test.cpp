@@ -341,6 +341,7 @@ TEST(Bridge, DebeziumOpsSourceAndOneTruncatePerStatement) {
             case Operation::replace: EXPECT_EQ(op, "u"); break;
             case Operation::delete_: EXPECT_EQ(op, "d"); break;
             case Operation::clear: EXPECT_EQ(op, "t"); ++truncates; break;
+            case Operation::schema: ADD_FAILURE() << "a schema change without schema_changes"; break;
         }
         EXPECT_EQ(ev.at("before"), c.previous);
         EXPECT_EQ(ev.at("after"), c.current);
@@ -374,6 +375,65 @@ TEST(Bridge, DebeziumOpsSourceAndOneTruncatePerStatement) {
     EXPECT_EQ(s.changes, 18);
     EXPECT_EQ(s.filtered, 6);  // the clears of ranges 1-3, twice
     EXPECT_EQ(s.published, 12);
+}
+
+// With schema_changes, a migration reaches the bridge in order with the data:
+// one Debezium schema change event (range 0's), before the rows written in
+// the new shape; CloudEvents maps each range's as "changefeed.schema".
+TEST(Bridge, SchemaChangesArePublishedInOrderWithTheData) {
+    const std::string t = cftest::test_table("br");
+    cftest::create_table(cluster(), t, 4);
+    RecordingPublisher pub;
+    auto idle = std::make_shared<cftest::CaughtUp>();
+    auto o = counted_options("one", idle);
+    o.schema_changes = true;
+    changefeed::Bridge bridge({cluster().conninfo(), t}, "to-debezium", changefeed::debezium_mapper(), pub, o);
+    bridge.start();
+    ASSERT_TRUE(wait_bridge_running(bridge));
+    cluster().exec("INSERT INTO " + t + " (id, v) VALUES (1, 'a')");
+    cluster().exec("ALTER TABLE " + t + " ADD COLUMN note text");
+    cluster().exec("INSERT INTO " + t + " (id, v, note) VALUES (2, 'b', 'n')");
+    // 2 inserts, a schema change in 4 ranges (3 filtered out).
+    ASSERT_TRUE(cftest::eventually([&] { return bridge.stats().changes >= 6; }));
+    ASSERT_TRUE(read_to_the_end_again(*idle, 4));
+    const auto got = pub.all();
+    ASSERT_EQ(got.size(), 3u);
+    int schema_at = -1, second_at = -1;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const auto ev = body_of(got[i]);
+        if (ev.contains("tableChanges")) {
+            schema_at = static_cast<int>(i);
+            EXPECT_TRUE(ev.at("ddl").is_null());
+            EXPECT_EQ(ev.at("schemaName").as_string(), "public");
+            const auto& tc = ev.at("tableChanges").as_array().at(0).as_object();
+            EXPECT_EQ(tc.at("type").as_string(), "ALTER");
+            const auto& cols = tc.at("table").at("columns").as_array();
+            EXPECT_EQ(cols.back().at("name").as_string(), "note");
+            EXPECT_EQ(cols.back().at("typeName").as_string(), "text");
+            EXPECT_EQ(tc.at("table").at("primaryKeyColumnNames").as_array().at(0).as_string(), "id");
+            EXPECT_EQ(ev.at("changefeed").at("added").as_array().at(0).at("name").as_string(), "note");
+        } else if (ev.at("after").at("id").as_int64() == 2) {
+            second_at = static_cast<int>(i);
+        }
+    }
+    // The order inside a range: the insert in the new shape comes after the
+    // schema change when it is in range 0, and always after in its own range.
+    ASSERT_GE(schema_at, 0);
+    ASSERT_GE(second_at, 0);
+    EXPECT_EQ(bridge.stats().filtered, 3);
+
+    // CloudEvents: the schema change of a range as its own type, no subject.
+    changefeed::Change c;
+    c.operation = Operation::schema;
+    c.event_id = "1.2.3";
+    c.current = json::parse(R"({"version": 2, "added": [{"attnum": 4, "name": "note", "type": "text"}]})");
+    changefeed::MapContext ctx;
+    const auto ce = changefeed::cloudevents_mapper({"db", "public." + t})(c, ctx);
+    ASSERT_EQ(ce.size(), 1u);
+    const auto ev = body_of(ce[0]);
+    EXPECT_EQ(ev.at("type").as_string(), "changefeed.schema");
+    EXPECT_FALSE(ev.contains("subject"));
+    EXPECT_EQ(ev.at("data").at("current").at("version").as_int64(), 2);
 }
 
 // The bridge reads the all-versions feed, which has no backfill: its options

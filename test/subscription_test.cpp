@@ -30,6 +30,30 @@ changefeed::SubscriptionOptions fast(std::optional<changefeed::Predicate> filter
     return o;
 }
 
+// schema_changes: one schema change per migration (not one per range), in
+// order with the data; without it none.
+TEST(Subscription, SchemaChangesOncePerMigrationInOrder) {
+    cftest::create_table(cluster(), "sub_schema", 4);
+    cftest::ChangeSink sink, plain;
+    auto o = fast();
+    o.schema_changes = true;
+    auto sub = changefeed::subscribe(coll("sub_schema"), sink.callback(), o);
+    auto sub_plain = changefeed::subscribe(coll("sub_schema"), plain.callback(), fast());
+    cluster().exec("INSERT INTO sub_schema (id, v) VALUES (1, 'a')");
+    cluster().exec("ALTER TABLE sub_schema ADD COLUMN note text");
+    cluster().exec("INSERT INTO sub_schema (id, v, note) VALUES (2, 'b', 'n')");
+    ASSERT_TRUE(cftest::eventually([&] { return sink.has("2") && plain.has("2"); }));
+    const auto got = sink.all();
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[0].operation, Operation::create);
+    EXPECT_EQ(got[1].operation, Operation::schema);
+    EXPECT_TRUE(got[1].doc_id.empty());
+    EXPECT_EQ(got[1].current.at("added").as_array().at(0).at("name").as_string(), "note");
+    EXPECT_EQ(got[2].operation, Operation::create);
+    EXPECT_EQ(got[2].current.at("note").as_string(), "n");
+    EXPECT_EQ(plain.all().size(), 2u);
+}
+
 TEST(Subscription, IsHotAndCarriesEveryOperation) {
     cftest::create_table(cluster(), "sub_types", 4);
     cluster().exec("INSERT INTO sub_types (id, v) VALUES (1, 'before')");

@@ -45,10 +45,7 @@ std::string rfc3339(long long micros) {
 }
 
 Operation operation_of(const std::string& op) {
-    if (op == "create") return Operation::create;
-    if (op == "replace") return Operation::replace;
-    if (op == "delete") return Operation::delete_;
-    return Operation::clear;
+    return operation_named(op).value_or(Operation::clear);
 }
 
 class Printer {
@@ -186,8 +183,10 @@ void add_tail(Wiring w) {
     sub->add_option("--filter-vars", o->filter_vars, "the filter's variables as a JSON object, e.g. '{\"s\": \"open\"}'");
     sub->add_option("--format", o->format, "text (default), json (one object per line) or cloudevents")
         ->check(CLI::IsMember({"text", "json", "cloudevents"}));
-    sub->add_option("--mode", o->mode, "all (every version, default) or latest (per window, the latest version)")
-        ->check(CLI::IsMember({"all", "latest"}));
+    sub->add_option("--mode", o->mode,
+                    "all (every version, default), all_with_schema (and the table's schema changes) or latest "
+                    "(per window, the latest version)")
+        ->check(CLI::IsMember({"all", "all_with_schema", "latest"}));
     sub->add_option("--tenant", o->tenant, "only this tenant's changes");
     sub->add_option("--count", o->count, "stop after this many changes (exit 7 if --timeout comes first)")
         ->check(CLI::PositiveNumber);

@@ -6,6 +6,7 @@
 
 #include "time_text.hpp"
 
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -94,8 +95,48 @@ const char* debezium_op(const Change& c) {
         case Operation::replace: return "u";
         case Operation::delete_: return "d";
         case Operation::clear: return "t";
+        case Operation::schema: break;  // not a change event (debezium_schema_change)
     }
     return "c";
+}
+
+// A schema change as Debezium's schema change topic carries it: "tableChanges"
+// with the table's columns and key after the change ("ddl" is null: the feed
+// records the shape, not the statement), and the change itself, as the feed
+// describes it, under "changefeed".
+json::object debezium_schema_change(const Change& c, const Source& s, json::object src) {
+    const auto* change = c.current.if_object();
+    json::array columns;
+    json::array key;
+    if (change) {
+        if (const auto* cols = change->if_contains("columns"); cols && cols->is_array())
+            for (const auto& col : cols->get_array()) {
+                const auto* o = col.if_object();
+                if (!o) continue;
+                json::object out;
+                out["name"] = o->contains("name") ? o->at("name") : json::value();
+                out["typeName"] = o->contains("type") ? o->at("type") : json::value();
+                out["position"] = o->contains("attnum") ? o->at("attnum") : json::value();
+                columns.push_back(std::move(out));
+            }
+        if (const auto* k = change->if_contains("key"); k && k->is_array()) key = k->get_array();
+    }
+    json::object table;
+    table["primaryKeyColumnNames"] = std::move(key);
+    table["columns"] = std::move(columns);
+    json::object tc;
+    tc["type"] = "ALTER";
+    tc["id"] = "\"" + s.database + "\".\"" + s.schema + "\".\"" + s.table + "\"";
+    tc["table"] = std::move(table);
+    json::object ev;
+    ev["source"] = std::move(src);
+    ev["ts_ms"] = epoch_ms(system_clock::now());
+    ev["databaseName"] = s.database;
+    ev["schemaName"] = s.schema;
+    ev["ddl"] = nullptr;
+    ev["tableChanges"] = json::array{std::move(tc)};
+    ev["changefeed"] = c.current;
+    return ev;
 }
 
 }  // namespace
@@ -120,8 +161,10 @@ Mapper cloudevents_mapper(EnvelopeSource source) {
 
 Mapper debezium_mapper(EnvelopeSource source) {
     return [given = checked(std::move(source))](const Change& c, const MapContext& ctx) {
-        // A TRUNCATE is logged as a clear in every range: range 0's stands for it.
-        if (c.operation == Operation::clear && c.range_id != 0) return std::vector<Envelope>{};
+        // A TRUNCATE is logged as a clear in every range, a schema change too:
+        // range 0's stands for it.
+        if ((c.operation == Operation::clear || c.operation == Operation::schema) && c.range_id != 0)
+            return std::vector<Envelope>{};
         const Source s = source_of(given, ctx);
         const auto now = system_clock::now();
         json::object src;
@@ -141,6 +184,8 @@ Mapper debezium_mapper(EnvelopeSource source) {
             src["txId"] = nullptr;
         else
             src["txId"] = c.txid;
+        if (c.operation == Operation::schema)
+            return std::vector<Envelope>{envelope(c, s, "application/json", debezium_schema_change(c, s, std::move(src)))};
         json::object ev;
         ev["before"] = c.previous;
         ev["after"] = c.current;

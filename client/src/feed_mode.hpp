@@ -15,7 +15,18 @@ namespace changefeed::detail {
 enum class FeedMode {
     latest_version,            // the current version of each changed document; no deletes
     all_versions_and_deletes,  // every write, deletes and clears included
+    all_versions_and_schema,   // the same and the table's schema changes (AllVersionsOptions::schema_changes)
 };
+
+// The mode as changefeed.read() takes it.
+inline const char* read_mode(FeedMode mode) noexcept {
+    switch (mode) {
+    case FeedMode::latest_version: return "latest";
+    case FeedMode::all_versions_and_deletes: return "all";
+    case FeedMode::all_versions_and_schema: return "all_with_schema";
+    }
+    return "all";
+}
 
 // The options of either feed, with the feed they were given for.
 struct FeedSettings {
@@ -38,8 +49,9 @@ struct FeedSettings {
             s.start_from_beginning = o->start_from_beginning;
             s.resync = o->resync;
         } else {
-            s.common = options.common();
-            s.mode = FeedMode::all_versions_and_deletes;
+            const auto& all = std::get<AllVersionsOptions>(options.feed());
+            s.common = all;
+            s.mode = all.schema_changes ? FeedMode::all_versions_and_schema : FeedMode::all_versions_and_deletes;
         }
         return s;
     }

@@ -22,11 +22,9 @@ boost::json::value json_of(const FieldView& f) {
     return boost::json::parse(f.c_str());
 }
 
+// read() names nothing else (a schema change only in mode 'all_with_schema').
 Operation operation_of(const std::string& s) {
-    if (s == "create") return Operation::create;
-    if (s == "replace") return Operation::replace;
-    if (s == "delete") return Operation::delete_;
-    return Operation::clear;
+    return operation_named(s).value_or(Operation::clear);
 }
 
 }  // namespace
@@ -106,7 +104,7 @@ ReadResult read_ranges(pqxx::connection& c, const std::string& table, const std:
         ReadTx tx(c);
         auto r = tx.exec_params(std::string(read_columns) +
                                     "  FROM changefeed.read($1::regclass, $2, $3, $4::int[], $5, tenant => $6)",
-                                table, since, max, list, mode == FeedMode::latest_version ? "latest" : "all",
+                                table, since, max, list, read_mode(mode),
                                 scope.scoped() ? scope.tenant.c_str() : nullptr);
         auto out = collect(tx, r, scope);
         tx.commit();
@@ -121,12 +119,13 @@ pqxx::result exec_filtered(Tx& tx, const std::string& table, const std::string& 
                            const ReadFilter& filter) {
     return tx.exec_params(
         std::string(read_columns) +
-            "  FROM changefeed.read($1::regclass, $2, $3, NULL, 'all', $4::jsonpath, $5::jsonb,"
+            "  FROM changefeed.read($1::regclass, $2, $3, NULL, $8, $4::jsonpath, $5::jsonb,"
             "                       CASE WHEN $6::text IS NULL THEN NULL ELSE ARRAY[$6::text] END,"
             "                       tenant => $7)",
         table, since, max, filter.jsonpath ? filter.jsonpath->c_str() : nullptr,
         filter.vars ? filter.vars->c_str() : nullptr, filter.doc_id ? filter.doc_id->c_str() : nullptr,
-        filter.tenant.scoped() ? filter.tenant.tenant.c_str() : nullptr);
+        filter.tenant.scoped() ? filter.tenant.tenant.c_str() : nullptr,
+        read_mode(filter.schema_changes ? FeedMode::all_versions_and_schema : FeedMode::all_versions_and_deletes));
 }
 
 }  // namespace
@@ -195,14 +194,14 @@ BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int ra
     });
 }
 
-void probe_read(pqxx::connection& c, const std::string& table, const std::string& tenant, bool latest) {
+void probe_read(pqxx::connection& c, const std::string& table, const std::string& tenant, FeedMode mode) {
     translated([&] {
         pqxx::read_transaction tx(c);
         // In the feed's mode: the all-versions feed of a collection that logs
         // keys alone is refused here (CF021), the latest-version one is not.
         tx.exec_params("SELECT count(*) FROM changefeed.read($1::regclass, changefeed.current_position(), 1,"
                        "                                     mode => $3, tenant => $2)",
-                       table, tenant.empty() ? nullptr : tenant.c_str(), latest ? "latest" : "all");
+                       table, tenant.empty() ? nullptr : tenant.c_str(), read_mode(mode));
     });
 }
 
@@ -265,12 +264,12 @@ pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, cons
         // One statement, no transaction block: read_ranges() reads in the
         // statement's snapshot, where idle ranges resume too.
         pqxx::nontransaction tx(c);
-        const char* latest = mode == FeedMode::latest_version ? "latest" : "all";
+        const char* mode_name = read_mode(mode);
         const char* tenant = scope.scoped() ? scope.tenant.c_str() : nullptr;
         const int every = std::max(1, positions_every);
-        auto r = waits ? tx.exec_prepared(name, table, int_array(since), json_positions(since), max, latest, tenant,
+        auto r = waits ? tx.exec_prepared(name, table, int_array(since), json_positions(since), max, mode_name, tenant,
                                           every, std::to_string(wait.count()) + " milliseconds")
-                       : tx.exec_prepared(name, table, int_array(since), json_positions(since), max, latest, tenant,
+                       : tx.exec_prepared(name, table, int_array(since), json_positions(since), max, mode_name, tenant,
                                           every);
         tx.commit();
         return r;

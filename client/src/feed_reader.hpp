@@ -76,12 +76,14 @@ MultiReadResult resume_of(const pqxx::result& rows);
 void parse_positions(const pqxx::result& rows, const TenantScope& scope, MultiReadResult& out);
 
 // What a subscription reads: every version of all ranges, filtered in the
-// database by a jsonpath (with its variables as jsonb text) and/or one document id.
+// database by a jsonpath (with its variables as jsonb text) and/or one document id;
+// with `schema_changes`, the table's schema changes too (mode 'all_with_schema').
 struct ReadFilter {
     std::optional<std::string> jsonpath;
     std::optional<std::string> vars;
     std::optional<std::string> doc_id;
     TenantScope tenant;
+    bool schema_changes = false;
 };
 // Filtered reads of one table in one REPEATABLE READ transaction, so in one
 // snapshot: a read that comes back short (fewer than `max` changes) has read
@@ -115,7 +117,7 @@ BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int ra
 // Checks that the connecting role may read the feed as asked (SELECT on the
 // table, row-level security, tenant bindings, the tenant's own rights) by
 // reading nothing from now.  Throws Error (permission_denied, ...).
-void probe_read(pqxx::connection& c, const std::string& table, const std::string& tenant, bool latest);
+void probe_read(pqxx::connection& c, const std::string& table, const std::string& tenant, FeedMode mode);
 
 std::int64_t estimated_rows(pqxx::connection& c, const std::string& table);
 

@@ -413,7 +413,7 @@ private:
             for (auto e = from; e != store_->log.end() && e->seq <= pos.hi; ++e)
                 if (e->range == range) window.push_back(&*e);
             std::vector<const Entry*> picked;
-            if (mode_ == FeedMode::all_versions_and_deletes) {
+            if (mode_ != FeedMode::latest_version) {
                 picked = window;
             } else {
                 // Per document the latest version; none when it is a delete or

@@ -97,11 +97,10 @@ public:
             conn = connect(collection_.conninfo());
             require_primary(*conn);
             // Refused reads fail here, before lease_init files the name under this role.
-            const bool latest = feed_.mode == FeedMode::latest_version;
-            probe_read(*conn, collection_.table(), opt.tenant, latest);
+            probe_read(*conn, collection_.table(), opt.tenant, feed_.mode);
             // The standby to read from: reachable and readable, now rather than at the first read.
             if (!opt.read_connection.empty())
-                probe_read(*connect(opt.read_connection), collection_.table(), opt.tenant, latest);
+                probe_read(*connect(opt.read_connection), collection_.table(), opt.tenant, feed_.mode);
             translated([&] {
                 pqxx::nontransaction tx(*conn);
                 tx.exec("SELECT changefeed.ensure_notifier()");

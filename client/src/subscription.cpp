@@ -78,6 +78,7 @@ std::shared_ptr<detail::SubscriptionState> make_state(const Collection& collecti
         s->filter.vars = boost::json::serialize(f.vars);
     }
     s->filter.doc_id = options.document_id;
+    s->filter.schema_changes = options.schema_changes;
     s->filter.tenant.tenant = options.tenant;  // the rest of the scope is set by Hub::add
     s->options = std::move(options);
     s->callback = std::move(callback);

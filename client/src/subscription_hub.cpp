@@ -47,6 +47,7 @@ std::string filter_key(const ReadFilter& f) {
     add(f.tenant.tenant);
     add(f.tenant.tenant_column);
     k += f.tenant.strip_partition_prefix ? '1' : '0';
+    k += f.schema_changes ? '1' : '0';
     return k;
 }
 
@@ -129,7 +130,8 @@ void Hub::add(const std::shared_ptr<SubscriptionState>& s, const Collection& col
         });
         // A role that may not read the feed (as asked) is refused now, not on the first read.
         // Subscriptions read every version (CF021 on a collection that logs keys alone).
-        probe_read(c, collection.table(), s->filter.tenant.tenant, false);
+        probe_read(c, collection.table(), s->filter.tenant.tenant,
+                   s->filter.schema_changes ? FeedMode::all_versions_and_schema : FeedMode::all_versions_and_deletes);
         return 0;
     });
     s->read_key = filter_key(s->filter);
@@ -198,15 +200,22 @@ struct SharedRead {
 };
 
 // Hands one read's changes to every member, each change built once and
-// shared; only clears are told apart per member (a TRUNCATE logs one clear
-// per range: each subscription gets one).
+// shared; only clears and schema changes are told apart per member (a
+// TRUNCATE logs one clear per range, a schema change one row per range: each
+// subscription gets one).
+std::int64_t schema_version_of(const Change& c) {
+    const auto* o = c.current.if_object();
+    const auto* v = o ? o->if_contains("version") : nullptr;
+    return v && v->is_int64() ? v->as_int64() : 0;
+}
+
 void deliver(SharedRead& g, ReadResult& rr) {
     std::vector<std::shared_ptr<const Change>> out;
     out.reserve(rr.changes.size());
     bool clears = false;
     for (auto& c : rr.changes) {
-        if (c.operation == Operation::clear) {
-            c.doc_id.clear();  // a clear is of no one document
+        if (c.operation == Operation::clear || c.operation == Operation::schema) {
+            c.doc_id.clear();  // of no one document
             clears = true;
         }
         out.push_back(std::make_shared<const Change>(std::move(c)));
@@ -224,6 +233,10 @@ void deliver(SharedRead& g, ReadResult& rr) {
             if (c->operation == Operation::clear) {
                 if (c->txid == s->last_clear_txid) continue;
                 s->last_clear_txid = c->txid;
+            } else if (c->operation == Operation::schema) {
+                const auto version = schema_version_of(*c);
+                if (version <= s->last_schema_version) continue;
+                s->last_schema_version = version;
             }
             mine.push_back(c);
         }

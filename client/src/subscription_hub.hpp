@@ -41,6 +41,7 @@ struct SubscriptionState {
     std::string position;
     Clock::time_point next_poll{};
     std::uint64_t last_clear_txid = 0;  // a TRUNCATE logs one clear per range: deliver one
+    std::int64_t last_schema_version = 0;  // so does a schema change
     std::atomic<bool> wake{true};
 
     // The consumer's side.

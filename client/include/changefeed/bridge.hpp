@@ -111,7 +111,9 @@ using Mapper = std::function<std::vector<Envelope>(const Change& change, const M
 // datacontenttype "application/json", data = {"current": ..., "previous": ...}
 // as the change carries them (null when absent), and the extension attribute
 // "changefeedrange" (integer): the range, the scope of the ordering.  One
-// event per change: a TRUNCATE is one clear per range, each in its range's order.
+// event per change: a TRUNCATE is one clear per range, each in its range's
+// order, and so is a schema change (type "changefeed.schema", with
+// BridgeOptions::schema_changes; data.current says what changed, change.hpp).
 Mapper cloudevents_mapper(EnvelopeSource source = {});
 
 // Debezium-compatible change events (the value of the message, schemaless
@@ -122,6 +124,12 @@ Mapper cloudevents_mapper(EnvelopeSource source = {});
 // (written_at), "snapshot" ("true" for backfill rows, else "false")}}.  Backfill
 // rows are "r"; a TRUNCATE is one "t" event (from range 0: the feed logs a
 // clear in every range; the others are filtered out), not one per range.
+// A schema change (BridgeOptions::schema_changes) is one event from range 0
+// too, shaped as Debezium's schema change events: {"source", "ts_ms",
+// "databaseName", "schemaName", "ddl": null, "tableChanges": [{"type":
+// "ALTER", "id": "\"db\".\"schema\".\"table\"", "table":
+// {"primaryKeyColumnNames", "columns": [{"name", "typeName", "position"}]}}],
+// "changefeed": what changed, as change.hpp describes it}.
 Mapper debezium_mapper(EnvelopeSource source = {});
 
 struct BridgeOptions : AllVersionsOptions {

@@ -17,9 +17,19 @@ enum class Operation {
     replace,  // UPDATE: `current` is the whole row, whatever columns the write touched
     delete_,  // DELETE (all-versions feed and subscriptions); `previous` holds the row if kept
     clear,    // TRUNCATE of the table (all-versions feed and subscriptions)
+    // The table changed shape (ALTER TABLE ... ADD, DROP, RENAME COLUMN, a
+    // type or key change): only where asked for (AllVersionsOptions and
+    // SubscriptionOptions::schema_changes), in order with the data.  `current`
+    // is the change: {"version", "previous_version", "columns": [{"attnum",
+    // "name", "type"}], "key", "previous_key", "added", "dropped", "renamed":
+    // [{"attnum", "from", "to"}], "retyped": [{"attnum", "name", "from",
+    // "to"}]}; doc_id and partition_key are empty.  Every range carries it.
+    schema,
 };
 
 const char* to_string(Operation op) noexcept;
+// The operation `name` names (to_string()'s inverse, read()'s operation column); none for another text.
+std::optional<Operation> operation_named(const std::string& name) noexcept;
 
 // On the all-versions feed `current` and `previous` are JSON null exactly when
 // the version does not exist or was not kept: a create has no previous, a

@@ -163,6 +163,13 @@ struct AllVersionsOptions : ProcessorOptions {
     AllVersionsOptions(ProcessorOptions common) : ProcessorOptions(std::move(common)) {}
     // Latest-version options would lose their feed's fields here unnoticed.
     AllVersionsOptions(const LatestVersionOptions&) = delete;
+
+    // Deliver the table's schema changes too (ALTER TABLE ... ADD, DROP,
+    // RENAME COLUMN, type and key changes): a Change of Operation::schema in
+    // every range, in order with the data, whose `current` says what changed
+    // (change.hpp).  Off: documents simply show the new shape.  The in-memory
+    // provider has no schema and delivers none.
+    bool schema_changes = false;
 };
 
 // The options a processor is made with, whose type says the feed:

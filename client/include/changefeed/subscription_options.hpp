@@ -24,6 +24,9 @@ struct SubscriptionOptions {
     // collection needs a tenant column (invalid_option otherwise).  Empty: all
     // (a role bound to a tenant still sees only its tenant's changes).
     std::string tenant;
+    // Deliver the table's schema changes too: one Change of Operation::schema
+    // per change of shape (change.hpp), in order with the data.
+    bool schema_changes = false;
     // Fallback read interval when no notification arrives.
     std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
     // Most changes waiting for a slow consumer; reading pauses above it (nothing is dropped).
