@@ -8,7 +8,10 @@
 # a role that row-level security lets see the even keys: all of theirs, none
 # of the others; and every replace's and delete's image from before against
 # the version it replaced (one document in three is large enough that the
-# log stores a replace's image from before as a patch).
+# log stores a replace's image from before as a patch).  Beside the writers,
+# docs is migrated (ADD, RENAME, DROP COLUMN: versions in the feed, in order)
+# and sessions of other TimeZones delete each other's timestamptz-keyed rows
+# (every delete's document id must be its create's): shape_and_zones.sh.
 #
 #   bash test/torture/run.sh [--short | --long] [options]
 #
@@ -36,6 +39,7 @@ root=$(pwd)
 
 SCRIPT=run.sh
 source test/torture/stage.sh
+source test/torture/shape_and_zones.sh
 writer_opts=()
 mode=short changes= seconds= rate= kills= crash= broken=0 preload=1 ranges=16 instances=3 port=55530 dir= build_dir=build build=1 keep=0
 parse_options "$SCRIPT" "${torture_options[@]}" --seconds=seconds --kills=kills --crash=crash:1 --no-crash=crash:0 \
@@ -103,6 +107,8 @@ start_ts=$(date +%s)
 "$writer_bin" "${writer_opts[@]+"${writer_opts[@]}"}" --writers 8 --seconds "$seconds" --changes "$changes" --rate "$rate" \
     --stats "$work/writer.stats" --progress "$work/writer.progress" >"$work/writer.log" 2>&1 &
 writer_pid=$!
+migrate_under_load "$writer_pid" & sup_pids+=($!)
+zone_writers "$writer_pid" >/dev/null 2>&1 & sup_pids+=($!)
 
 # Faults, spread over the run by the writers' progress (committed changes);
 # kills not done by the time the writers stop happen during the catch-up.
@@ -160,12 +166,16 @@ done
 catchup_s=$(( $(date +%s) - catchup_start ))
 
 echo "== checking"
+for p in "${sup_pids[@]: -2}"; do wait "$p" 2>/dev/null || true; done  # the last migration step and zone session
 result=$(psql -qXAt -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" -f test/torture/check.sql | tail -1)
+shape=$(psql -qXAt -v ON_ERROR_STOP=1 -v steps="$(wc -l <"$work/migrations")" -f test/torture/check_shape.sql | tail -1)
+result="$result $shape"
 ws=$(cat "$work/writer.stats")
 get() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
 status=PASS
 for k in lost phantom misordered stream_gaps wrong_range projection_mismatch wrong_previous \
-         exact_applied_twice exact_unapplied exact_projection_mismatch rls_lost rls_leaked; do
+         exact_applied_twice exact_unapplied exact_projection_mismatch rls_lost rls_leaked \
+         schema_versions_missing schema_rows_missing schema_misordered zone_id_mismatch zone_orphans; do
     v=$(sed -n "s/.*\(^\| \)$k=\([0-9-]*\).*/\2/p" <<<"$result")
     [ -n "$v" ] && [ "$v" = 0 ] || status=FAIL
 done

@@ -20,6 +20,11 @@ ALTER TABLE public.docs2 ATTACH PARTITION public.docs2_p1 FOR VALUES WITH (MODUL
 -- docs_ranges: run.sh --ranges (default 16, the extension's default).
 SELECT changefeed.enable('public.docs', ranges => :docs_ranges);
 SELECT changefeed.enable('public.docs2', ranges => 4);
+-- Written by sessions of other TimeZones and DateStyles (shape_and_zones.sh):
+-- a timestamptz key, as time-partitioned tables have.
+CREATE SEQUENCE torture.zone_seq;
+CREATE TABLE public.zoned (at timestamptz, n bigint, zone text NOT NULL, PRIMARY KEY (at, n));
+SELECT changefeed.enable('public.zoned', ranges => 4);
 
 -- Written by the writers in the writing transaction.  op: i insert, u update,
 -- p patch, d delete (vid is then the delete's own id, prev_vid the removed one);
