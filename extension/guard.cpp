@@ -126,6 +126,7 @@ PG_FUNCTION_INFO_V1(changefeed_suspend_guard);
 PG_FUNCTION_INFO_V1(changefeed_guard_suspended);
 PG_FUNCTION_INFO_V1(changefeed_guard_truncate);
 PG_FUNCTION_INFO_V1(changefeed_attaches_partition);
+PG_FUNCTION_INFO_V1(changefeed_renames_enum_value);
 PG_FUNCTION_INFO_V1(changefeed_replaces_trigger);
 PG_FUNCTION_INFO_V1(changefeed_guard_detach);
 PG_FUNCTION_INFO_V1(changefeed_guard_rewrite);
@@ -173,6 +174,14 @@ Datum changefeed_guard_truncate(PG_FUNCTION_ARGS) {
                          "first with changefeed.disable().")));
     }
     return PointerGetDatum(NULL);
+}
+
+// renames_enum_value(pg_ddl_command): whether an ALTER TYPE renamed a value
+// of an enum (its parse tree: RENAME VALUE has the old value).
+Datum changefeed_renames_enum_value(PG_FUNCTION_ARGS) {
+    CollectedCommand *cmd = (CollectedCommand *)PG_GETARG_POINTER(0);
+    PG_RETURN_BOOL(cmd->type == SCT_Simple && cmd->parsetree != NULL && IsA(cmd->parsetree, AlterEnumStmt) &&
+                   ((AlterEnumStmt *)cmd->parsetree)->oldVal != NULL);
 }
 
 // attaches_partition(pg_ddl_command): whether an ALTER TABLE attached a

@@ -158,12 +158,34 @@ RESET ROLE;
 SELECT table_name, intact FROM changefeed.verify() WHERE table_name = 'rw_events'::regclass;
 SET ROLE regress_rw_owner;
 
+-- ALTER TYPE ... RENAME VALUE of an enum an enabled table holds (as itself,
+-- in an array, in a domain over it) changes
+-- stored values without a row trigger: refused.  ADD VALUE passes, and so
+-- does a rename of an enum no enabled table holds.
+CREATE TYPE public.rw_state AS ENUM ('open', 'shut');
+CREATE TYPE public.rw_mood AS ENUM ('calm', 'wild');
+CREATE TYPE public.rw_other AS ENUM ('x', 'y');
+CREATE DOMAIN public.rw_moods AS public.rw_mood[];
+ALTER TABLE rw_events ADD COLUMN state public.rw_state DEFAULT 'open';
+ALTER TABLE rw_events ADD COLUMN moods public.rw_moods;
+CREATE TABLE public.rw_unwatched (id int PRIMARY KEY, o public.rw_other);
+SELECT changefeed.current_position() AS p5 \gset
+SELECT rw_try($$ALTER TYPE public.rw_state RENAME VALUE 'shut' TO 'closed'$$, true);
+SELECT rw_try($$ALTER TYPE public.rw_mood RENAME VALUE 'wild' TO 'furious'$$);
+SELECT rw_try($$ALTER TYPE public.rw_state ADD VALUE 'closed'$$);
+SELECT rw_try($$ALTER TYPE public.rw_other RENAME VALUE 'x' TO 'z'$$);
+UPDATE rw_events SET state = 'shut', moods = '{wild}' WHERE id = 2;
+SELECT operation, doc_id, current->>'state' AS state, current->'moods' AS moods FROM changefeed.read('rw_events', :'p5') ORDER BY seq;
+DROP TABLE public.rw_unwatched;
+ALTER TABLE rw_events DROP COLUMN state, DROP COLUMN moods;
+
 SELECT changefeed.disable('public.rw_orders', forget => true);
 SELECT changefeed.disable('public.rw_events', forget => true);
 RESET ROLE;
 SET client_min_messages = warning;
 DROP TABLE public.rw_orders, public.rw_plain, public.rw_events;
-DROP DOMAIN public.rw_short_text, public.rw_positive;
+DROP DOMAIN public.rw_short_text, public.rw_positive, public.rw_moods;
+DROP TYPE public.rw_state, public.rw_mood, public.rw_other;
 DROP FUNCTION public.rw_try(text, bool), public.rw_changes(regclass, text);
 REVOKE CREATE ON SCHEMA public FROM regress_rw_owner;
 DROP OWNED BY regress_rw_owner;

@@ -41,6 +41,9 @@ CREATE OR REPLACE FUNCTION changefeed.attaches_partition(cmd pg_ddl_command) RET
     AS 'MODULE_PATHNAME', 'changefeed_attaches_partition' LANGUAGE C STRICT;
 CREATE OR REPLACE FUNCTION changefeed.replaces_trigger(cmd pg_ddl_command) RETURNS bool
     AS 'MODULE_PATHNAME', 'changefeed_replaces_trigger' LANGUAGE C STRICT;
+-- Whether an ALTER TYPE renamed a value of an enum (RENAME VALUE).
+CREATE OR REPLACE FUNCTION changefeed.renames_enum_value(cmd pg_ddl_command) RETURNS bool
+    AS 'MODULE_PATHNAME', 'changefeed_renames_enum_value' LANGUAGE C STRICT;
 
 -- Whether any table of the database has a capture trigger: the guards' first,
 -- cheap question, answered from the system catalog alone, so that DDL in a
@@ -509,6 +512,62 @@ CREATE OR REPLACE FUNCTION changefeed.guard_rewrite() RETURNS event_trigger
     AS 'MODULE_PATHNAME', 'changefeed_guard_rewrite' LANGUAGE C SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp;
 
+-- The types whose values hold values of type `t`: itself, its arrays,
+-- domains over it, composite and range types of it, and so on.
+CREATE OR REPLACE FUNCTION changefeed.types_holding(t oid) RETURNS SETOF oid
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE holds(oid) AS (
+        SELECT t
+        UNION
+        SELECT y.oid FROM pg_type y, holds h
+         WHERE (y.typelem = h.oid AND y.typlen = -1 AND y.typsubscript = 'array_subscript_handler'::regproc)
+            OR y.typbasetype = h.oid
+            OR (y.typtype = 'c' AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = y.typrelid
+                                                AND a.atttypid = h.oid AND NOT a.attisdropped))
+            OR y.oid IN (SELECT r.rngtypid FROM pg_range r WHERE r.rngsubtype = h.oid)
+            OR y.oid IN (SELECT r.rngmultitypid FROM pg_range r WHERE r.rngtypid = h.oid))
+    SELECT oid FROM holds
+$$;
+
+-- ddl_command_end on ALTER TYPE: RENAME VALUE of an enum rewrites no row but
+-- changes the text of every stored value of it, with no row trigger fired:
+-- refused (CF013) when a column of an enabled table or of one of its
+-- partitions holds the enum (as itself, in an array, a domain, a composite
+-- or a range).  ADD VALUE changes no stored value and passes.  The type is
+-- the command's object, never a name looked up here.
+CREATE OR REPLACE FUNCTION changefeed.guard_enum() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cmd record;
+    hit record;
+BEGIN
+    IF changefeed.guard_suspended() OR NOT changefeed.any_capture_trigger() THEN
+        RETURN;
+    END IF;
+    FOR cmd IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE classid = 'pg_type'::regclass LOOP
+        CONTINUE WHEN NOT changefeed.renames_enum_value(cmd.command);
+        SELECT c, a.attrelid::regclass AS rel, a.attname INTO hit
+          FROM changefeed.collection c
+          CROSS JOIN LATERAL changefeed.tree_of(c.relid) t(rel)
+          JOIN pg_attribute a ON a.attrelid = t.rel AND a.attnum > 0 AND NOT a.attisdropped
+         WHERE a.atttypid IN (SELECT changefeed.types_holding(cmd.objid))
+         ORDER BY c.id, a.attrelid, a.attnum LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'ALTER TYPE % RENAME VALUE refused: it would change values of % without a change in the feed',
+                            cmd.objid::regtype, (hit.c).relid::regclass
+                USING ERRCODE = 'CF013',
+                      DETAIL = format('Column %I of %s holds values of %s and %s is enabled for changefeed '
+                                      '(collection %s); renaming a value changes every stored one without firing '
+                                      'a row trigger.', hit.attname, hit.rel, cmd.objid::regtype,
+                                      (hit.c).relid::regclass, (hit.c).id),
+                      HINT = format('Add the new value (ALTER TYPE %s ADD VALUE) and update the rows to it, or '
+                                    'disable capture first: SELECT changefeed.disable(%L);',
+                                    cmd.objid::regtype, (hit.c).relid::regclass::text);
+        END IF;
+    END LOOP;
+END
+$$;
+
 -- Partition retention (partition_drops.cpp): whether this transaction
 -- expired the rows of partition `rel` before dropping it; the TRUNCATE
 -- guards of a partition leaving collection `collection_id` by DETACH.
@@ -559,6 +618,10 @@ ALTER EVENT TRIGGER changefeed_guard_drop_partition ENABLE ALWAYS;
 CREATE EVENT TRIGGER changefeed_guard_rewrite ON table_rewrite
     EXECUTE FUNCTION changefeed.guard_rewrite();
 ALTER EVENT TRIGGER changefeed_guard_rewrite ENABLE ALWAYS;
+CREATE EVENT TRIGGER changefeed_guard_enum ON ddl_command_end
+    WHEN TAG IN ('ALTER TYPE')
+    EXECUTE FUNCTION changefeed.guard_enum();
+ALTER EVENT TRIGGER changefeed_guard_enum ENABLE ALWAYS;
 
 -- One row per enabled table (not those disabled with their state kept):
 -- whether its capture is intact, and if not, why.
