@@ -257,7 +257,8 @@ BEGIN
             USING ERRCODE = 'CF013',
                   DETAIL = array_to_string(holes, '; ') || '.',
                   HINT = 'Enable the partitioned root of a partition tree; detach inheritance children '
-                         '(ALTER TABLE ... NO INHERIT) first.';
+                         '(ALTER TABLE ... NO INHERIT) first; make an unlogged table logged (ALTER TABLE ... '
+                         'SET LOGGED).';
     END IF;
     SELECT array_agg(a.attname::text ORDER BY k.ord) INTO keys
       FROM pg_index i

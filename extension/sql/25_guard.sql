@@ -197,7 +197,8 @@ $$;
 -- Shapes of a table whose writes could escape capture: being a partition or
 -- an inheritance child, having inheritance children (its own or its
 -- partitions'), foreign partitions (written elsewhere), enabled partitions, virtual
--- generated columns.
+-- generated columns, unlogged tables (crash recovery empties them, and a
+-- standby has none of their rows, without a change in the feed).
 CREATE OR REPLACE FUNCTION changefeed.shape_problems(tbl oid) RETURNS text[]
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(array_agg(p ORDER BY n, p), '{}') FROM (
@@ -217,6 +218,9 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
          WHERE c.relid IN (SELECT changefeed.tree_of(tbl)) AND c.relid <> tbl AND c.disabled_at IS NULL
         UNION ALL
         SELECT 5, problem FROM changefeed.virtual_column_problems(tbl) problem
+        UNION ALL
+        SELECT 6, format('%s is unlogged: a crash empties it without a change in the feed', r.oid::regclass)
+          FROM pg_class r WHERE r.oid IN (SELECT changefeed.tree_of(tbl)) AND r.relpersistence = 'u'
     ) problems(n, p)
 $$;
 
