@@ -21,7 +21,8 @@ EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
                             detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
     RETURN state || ': ' || msg
-        || CASE WHEN with_hint THEN E'\nDETAIL: ' || coalesce(detail, '') || E'\nHINT: ' || coalesce(hint, '') ELSE '' END;
+        || CASE WHEN with_hint THEN E'\nDETAIL: ' || regexp_replace(coalesce(detail, ''), 'collection \d+', 'collection N')
+                                 || E'\nHINT: ' || coalesce(hint, '') ELSE '' END;
 END
 $$;
 -- Changes of `tbl` since position `pos`, in order.
