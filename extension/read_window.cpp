@@ -393,11 +393,15 @@ int32 version_in_tuple(Partition *p, HeapTuple tuple) {
 // the all-versions feed: refused, as read() refuses the collection while it
 // logs keys alone, never skipped.  (A create or replace has its image
 // otherwise.)
-void refuse_no_images(Partition *p, char op, bool current_null, Datum doc_id, int64 seq) {
+// A reader whose sight is limited (`doc_id` null) is not told which
+// document: it may be one its policies hide.
+void refuse_no_images(Partition *p, char op, bool current_null, const Datum *doc_id, int64 seq) {
     if (!current_null || (op != 'c' && op != 'r' && op != 'm')) return;
     ereport(ERROR, (errcode(changefeed::kNoImages),
-                    errmsg("a change of document %s was logged without images (images => 'keys')",
-                           TextDatumGetCString(doc_id)),
+                    doc_id != NULL
+                        ? errmsg("a change of document %s was logged without images (images => 'keys')",
+                                 TextDatumGetCString(*doc_id))
+                        : errmsg("a change was logged without images (images => 'keys')"),
                     errdetail("The all-versions feed cannot deliver it: change %lld in partition \"%s\" of the "
                               "change log holds its key alone.",
                               (long long)seq, RelationGetRelationName(p->heap)),
@@ -427,10 +431,6 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
         if (w->doc_ids.n >= 0 || w->tenants.n >= 0 || w->filter != NULL || w->sight != NULL) {
             seen = op == 'm' ? 'r' : op;
             bool nul;
-            if (!of_every_document(op) && w->doc_ids.n >= 0) {
-                Datum d = slot_getattr(slot, p->att[kDocId], &nul);
-                if (!in_set(&w->doc_ids, d, nul)) continue;
-            }
             if (!of_every_document(op) && w->tenants.n >= 0) {
                 bool prev_nul = true;
                 Datum d = slot_getattr(slot, p->att[kTenant], &nul);
@@ -440,13 +440,28 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
                 seen = seen_op(&w->tenants, op, d, nul, prev, prev_nul);
                 if (seen == 0) continue;
             }
+            // A change without images cannot be put to the reader's policies:
+            // refused whatever its document, before doc_ids, so that the
+            // error tells nothing of a document the reader names.
+            if (w->sight != NULL && !of_every_document(op)) {
+                bool current_null;
+                (void)slot_getattr(slot, p->att[kCurrent], &current_null);
+                refuse_no_images(p, op, current_null, NULL, seq);
+            }
+            if (!of_every_document(op) && w->doc_ids.n >= 0) {
+                Datum d = slot_getattr(slot, p->att[kDocId], &nul);
+                if (!in_set(&w->doc_ids, d, nul)) continue;
+            }
             if ((w->filter != NULL || w->sight != NULL) && !of_every_document(seen)) {
                 bool current_null, previous_null;
                 Datum current = slot_getattr(slot, p->att[kCurrent], &current_null);
                 Datum previous = slot_getattr(slot, p->att[kPrevious], &previous_null);
                 if (!previous_null && !current_null) previous = changefeed_previous_whole(current, previous);
                 // Not filtered out for want of the image it lacks.
-                refuse_no_images(p, op, current_null, slot_getattr(slot, p->att[kDocId], &nul), seq);
+                if (w->sight == NULL) {
+                    const Datum doc = slot_getattr(slot, p->att[kDocId], &nul);
+                    refuse_no_images(p, op, current_null, &doc, seq);
+                }
                 const int32 version = version_in_slot(p, slot);
                 seen = reader_sight_op(w->sight, seen, version, current, current_null, previous, previous_null);
                 if (seen == 0) continue;
@@ -648,7 +663,7 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
         isnull[kCurrent] = false;
         isnull[kPrevious] = true;
     } else if (out->all_versions) {
-        refuse_no_images(p, DatumGetChar(v[kOp]), isnull[kCurrent], v[kDocId], seq);
+        refuse_no_images(p, DatumGetChar(v[kOp]), isnull[kCurrent], out->sight != NULL ? NULL : &v[kDocId], seq);
     }
     values[0] = v[kSeq];
     values[1] = v[kTxid];

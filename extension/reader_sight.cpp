@@ -257,9 +257,16 @@ SPIPlanPtr prepare_policies(Oid reader, const char *sql, Oid rowtype) {
     return plan;
 }
 
-// The policies without sublinks, prepared on a row of the table.
+// The policies without sublinks, prepared on a row of the table, as the
+// reader: preparing checks EXECUTE of their functions (ExecInitFunc) for the
+// current user, which must be the reader's, as their own SELECT would.
 void prepare_quals(ReaderSight *s, Relation rel, List *quals) {
+    Oid saved_user;
+    int saved_context;
+    GetUserIdAndSecContext(&saved_user, &saved_context);
+    SetUserIdAndSecContext(s->reader, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
     s->qual = ExecPrepareQual(quals, s->estate);
+    SetUserIdAndSecContext(saved_user, saved_context);
     s->row = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(rel)), &TTSOpsHeapTuple);
 }
 

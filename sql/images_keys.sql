@@ -116,6 +116,22 @@ SELECT pos AS switch_pos FROM cursor_state WHERE name = 'ik_switch' \gset
 SELECT try(format($$SELECT * FROM changefeed.read('ik_docs', %L)$$, :'switch_pos'));
 -- A filter does not skip it for want of the image it lacks.
 SELECT try(format($$SELECT * FROM changefeed.read('ik_docs', %L, filter => '$.n > 0')$$, :'switch_pos'));
+-- A reader bound by a policy is not told which document (it may be one the
+-- policy hides), and the refusal does not depend on the documents it names:
+-- doc_ids is no oracle.
+GRANT SELECT ON ik_docs TO regress_ik_reader;
+CREATE POLICY ik_not_4 ON ik_docs FOR SELECT TO regress_ik_reader USING (id <> 4);
+ALTER TABLE ik_docs ENABLE ROW LEVEL SECURITY;
+SET ROLE regress_ik_reader;
+SELECT try(format($$SELECT * FROM changefeed.read('ik_docs', %L, doc_ids => '{4}')$$, :'switch_pos'));
+SELECT try(format($$SELECT * FROM changefeed.read('ik_docs', %L, doc_ids => '{no such}')$$, :'switch_pos'));
+RESET ROLE;
+ALTER TABLE ik_docs DISABLE ROW LEVEL SECURITY;
+DROP POLICY ik_not_4 ON ik_docs;
+-- lag() of a processor meets the change without images: it counts as the
+-- latest-version feed delivers, not refused.
+SELECT changefeed.lease_init('ik_docs', 'ik_lagger', start_position => :'switch_pos');
+SELECT sum(pending) > 0 AS pending, bool_or(history_lost) AS lost FROM changefeed.lag('ik_docs', 'ik_lagger');
 SELECT operation, doc_id, current->>'n' AS n, previous->>'n' AS previous_n FROM next_changes('ik_full', 'ik_docs');
 -- In mode 'latest' the change without images is read from the table.
 DELETE FROM ik_docs WHERE id = 6;

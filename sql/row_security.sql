@@ -314,9 +314,36 @@ SET ROLE regress_rls_a;
 SELECT try(format($$SELECT * FROM changefeed.read('rls_watched', %L)$$, :'w0'));
 RESET ROLE;
 
+-- A policy calls a function the reader may not EXECUTE: its own SELECT is
+-- refused, and so is its read of the feed, rather than the policy being
+-- evaluated with the extension owner's rights.
+SET ROLE regress_rls_owner;
+CREATE FUNCTION rls_vetted(t text) RETURNS bool LANGUAGE sql IMMUTABLE AS $$ SELECT t = 'a' $$;
+REVOKE EXECUTE ON FUNCTION rls_vetted(text) FROM PUBLIC;
+CREATE TABLE rls_vetted_docs (id int PRIMARY KEY, tenant text);
+ALTER TABLE rls_vetted_docs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY vetted ON rls_vetted_docs USING (rls_vetted(tenant));
+GRANT SELECT ON rls_vetted_docs TO regress_rls_a;
+SELECT changefeed.enable('rls_vetted_docs', ranges => 1) > 0 AS enabled;
+RESET ROLE;
+SELECT changefeed.current_position() AS v0 \gset
+SET ROLE regress_rls_owner;
+INSERT INTO rls_vetted_docs VALUES (1, 'a'), (2, 'b');
+RESET ROLE;
+SET ROLE regress_rls_a;
+SELECT try($$SELECT * FROM rls_vetted_docs$$);
+SELECT try(format($$SELECT * FROM changefeed.read('rls_vetted_docs', %L)$$, :'v0'));
+RESET ROLE;
+SET ROLE regress_rls_owner;
+GRANT EXECUTE ON FUNCTION rls_vetted(text) TO regress_rls_a;
+RESET ROLE;
+SET ROLE regress_rls_a;
+SELECT operation, doc_id FROM changefeed.read('rls_vetted_docs', :'v0');
+RESET ROLE;
+
 -- Clean up (roles are cluster-wide).
 SELECT changefeed.disable(t, forget => true) IS NOT NULL
-  FROM unnest('{rls_docs,rls_scratch,rls_mapped,rls_watched}'::regclass[]) t;
+  FROM unnest('{rls_docs,rls_scratch,rls_mapped,rls_watched,rls_vetted_docs}'::regclass[]) t;
 SET client_min_messages = warning;
 DROP OWNED BY regress_rls_owner, regress_rls_a, regress_rls_b, regress_rls_group, regress_rls_cols,
               regress_rls_keyless, regress_rls_notenant CASCADE;

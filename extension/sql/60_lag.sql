@@ -60,9 +60,18 @@ BEGIN
         BEGIN
             p := changefeed.position_decode(l.checkpoint);
             PERFORM changefeed.check_history(c, p.lo);
-            SELECT count(*), min(r.written_at) INTO pending, oldest_pending
-              FROM changefeed.read_windows(c.id, ARRAY[l.range_id], p.lo, p.hi, p.last_seq, count_limit,
-                                           NULL, tenants, false, as_caller => NOT whole) r;
+            BEGIN
+                SELECT count(*), min(r.written_at) INTO pending, oldest_pending
+                  FROM changefeed.read_windows(c.id, ARRAY[l.range_id], p.lo, p.hi, p.last_seq, count_limit,
+                                               NULL, tenants, false, as_caller => NOT whole) r;
+            EXCEPTION WHEN SQLSTATE 'CF021' THEN
+                -- Changes logged without images (images => 'keys'): only the
+                -- latest-version feed reads them, so they are counted as it
+                -- delivers them, a document's latest version per window.
+                SELECT count(*), min(r.written_at) INTO pending, oldest_pending
+                  FROM changefeed.read_windows(c.id, ARRAY[l.range_id], p.lo, p.hi, p.last_seq, count_limit,
+                                               NULL, tenants, true, as_caller => NOT whole) r;
+            END;
         EXCEPTION WHEN SQLSTATE 'CF006' OR SQLSTATE 'CF019' THEN
             history_lost := true;
             pending := NULL;
