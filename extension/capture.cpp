@@ -214,6 +214,19 @@ Datum row_jsonb(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
     return FunctionCall1(&st->to_jsonb, heap_copy_tuple_as_datum(tuple, desc));
 }
 
+// Whether the partition-key columns' bytes differ (the texts may still agree).
+bool partition_key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc) {
+    for (int i = 0; i < st->nparts; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, st->parts[i] - 1);
+        bool null_old, null_new;
+        Datum a = heap_getattr(older, st->parts[i], desc, &null_old);
+        Datum b = heap_getattr(newer, st->parts[i], desc, &null_new);
+        if (null_old != null_new) return true;
+        if (!null_old && !datumIsEqual(a, b, att->attbyval, att->attlen)) return true;
+    }
+    return false;
+}
+
 bool key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc) {
     for (int i = 0; i < st->nkeys; i++) {
         Form_pg_attribute att = TupleDescAttr(desc, st->keys[i] - 1);
@@ -259,6 +272,7 @@ struct RowChange {
     Identity of_newer;
     Identity of_older;
     char *moved_from;
+    char *previous_part;  // a replace that changed the partition key: the key before
 };
 
 void identify_row(void *arg) {
@@ -267,6 +281,12 @@ void identify_row(void *arg) {
     if (c->op == 'd' || c->op == 'k') identify(c->st, c->older, c->desc, &c->of_older);
     if (c->op == 'r' && tenant_moved(c->st, c->older, c->newer, c->desc, c->of_newer.tenant, &c->moved_from))
         c->op = 'm';
+    if ((c->op == 'r' || c->op == 'm') && !c->st->part_is_key && partition_key_changed(c->st, c->older, c->newer, c->desc)) {
+        IdentityValue values[kMaxKeys];
+        column_values(c->st->parts, c->st->part_out, c->st->nparts, c->older, c->desc, values);
+        char *was = changefeed_partition_key(values, c->st->nparts);
+        if (strcmp(was, c->of_newer.part) != 0) c->previous_part = was;
+    }
 }
 
 // Writes one row of changefeed.log in the writer's transaction.  Op 'm' is a
@@ -274,7 +294,7 @@ void identify_row(void *arg) {
 // the new image's: a tenant-scoped read shows it to the old tenant as a
 // delete and to the new one as a create (30_read.sql).
 void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, HeapTuple older, const Identity *id,
-                const char *moved_from = NULL) {
+                const char *moved_from = NULL, const char *previous_part = NULL) {
     LogRow row;
     row.collection_id = st->collection_id;
     row.range_id = (int32)(changefeed_range_hash(id->part, strlen(id->part)) % (uint32)st->ranges);
@@ -290,6 +310,7 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
     row.tenant = id->tenant ? CStringGetTextDatum(id->tenant) : (Datum)0;
     row.previous_tenant = moved_from ? CStringGetTextDatum(moved_from) : (Datum)0;
     row.schema_version = st->schema_version;
+    row.previous_partition_key = previous_part ? CStringGetTextDatum(previous_part) : (Datum)0;
     changefeed_log_write(&row);
 }
 
@@ -341,7 +362,8 @@ Datum changefeed_capture_row(PG_FUNCTION_ARGS) {
         log_change(st, c.desc, 'd', NULL, c.older, &c.of_older);
         log_change(st, c.desc, 'c', c.newer, NULL, &c.of_newer);
     } else {
-        log_change(st, c.desc, c.op, c.newer, c.older, c.op == 'd' ? &c.of_older : &c.of_newer, c.moved_from);
+        log_change(st, c.desc, c.op, c.newer, c.older, c.op == 'd' ? &c.of_older : &c.of_newer, c.moved_from,
+                   c.previous_part);
     }
     changefeed_note_capture(st->collection_id);
     return PointerGetDatum(NULL);

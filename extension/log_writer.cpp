@@ -33,7 +33,7 @@ extern "C" {
 
 namespace {
 
-constexpr int kColumns = 14;  // changefeed.log's columns, in order
+constexpr int kColumns = 15;  // changefeed.log's columns, in order
 
 struct Cache {
     bool valid;
@@ -393,9 +393,10 @@ void use_partition(TimestampTz ts) {
     Relation rel = open_partition(ts);
     TupleDesc desc = RelationGetDescr(rel);
     // A log of release 0.2 (the library is updated before ALTER EXTENSION
-    // UPDATE) has no previous_tenant and no schema_version: a tenant move is
-    // logged as a replace there, as 0.2 did.
-    bool before_0_3 = desc->natts == kColumns - 2;
+    // UPDATE) has no previous_tenant, schema_version nor
+    // previous_partition_key: a tenant move is logged as a replace there, as
+    // 0.2 did.
+    bool before_0_3 = desc->natts == kColumns - 3;
     if (desc->natts != kColumns && !before_0_3)
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                         errmsg("changefeed.log partition \"%s\" has %d columns, expected %d",
@@ -456,6 +457,8 @@ void changefeed_log_write(const LogRow *row) {
         nulls[12] = row->previous_tenant == (Datum)0;
         values[13] = Int32GetDatum(row->schema_version);
         nulls[13] = row->schema_version == 0;
+        values[14] = row->previous_partition_key;
+        nulls[14] = row->previous_partition_key == (Datum)0;
     }
 
     CommandId cid = GetCurrentCommandId(true);

@@ -14,6 +14,7 @@ struct LogRow {
     Datum tenant;         // text
     Datum previous_tenant;  // text: the tenant before a move (op m)
     int32 schema_version;   // the table's shape the images were written under (0: null)
+    Datum previous_partition_key;  // text: a replace that changed the partition key, the key before
 };
 
 // Inserts the row into today's (UTC) partition of changefeed.log, in the

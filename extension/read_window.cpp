@@ -73,10 +73,11 @@ PgSnapshot *snapshot_arg(FunctionCallInfo fcinfo, int n) {
 // changefeed.log's columns, by name: a partition attached from elsewhere may
 // number them differently.
 enum Column { kSeq, kTxid, kCollection, kRange, kDocId, kPartitionKey, kOp, kCurrent, kPrevious, kTtl, kWrittenAt,
-              kTenant, kPreviousTenant, kSchemaVersion, kColumns };
+              kTenant, kPreviousTenant, kSchemaVersion, kPreviousPartitionKey, kColumns };
 const char *const kColumnNames[kColumns] = {"seq",        "txid",       "collection_id", "range_id", "doc_id",
                                             "partition_key", "op",      "current",       "previous", "ttl_expired",
-                                            "written_at", "tenant",     "previous_tenant", "schema_version"};
+                                            "written_at", "tenant",     "previous_tenant", "schema_version",
+                                            "previous_partition_key"};
 
 struct Partition {
     Relation heap;
@@ -112,7 +113,8 @@ Partition *open_partitions(int *count, List **locked = NULL) {
             // A log of release 0.2 (before ALTER EXTENSION UPDATE) has no
             // previous_tenant, and no tenant move (op 'm') either, and no
             // schema versions.
-            if (p->att[c] == InvalidAttrNumber && c != kPreviousTenant && c != kSchemaVersion)
+            if (p->att[c] == InvalidAttrNumber && c != kPreviousTenant && c != kSchemaVersion &&
+                c != kPreviousPartitionKey)
                 ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                                 errmsg("changefeed.log partition \"%s\" has no column \"%s\"",
                                        RelationGetRelationName(heap), kColumnNames[c])));
@@ -676,7 +678,8 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
     char seen = row_seen != 0 ? row_seen
                               : seen_op(out->tenants, DatumGetChar(v[kOp]), v[kTenant], isnull[kTenant],
                                         v[kPreviousTenant], isnull[kPreviousTenant]);
-    bool moved_out = seen == 'd' && DatumGetChar(v[kOp]) == 'm';
+    const char logged = DatumGetChar(v[kOp]);
+    bool moved_out = seen == 'd' && logged == 'm';
     if (out->sight != NULL && seen == 's') {  // the columns the reader may see
         if (!isnull[kCurrent]) v[kCurrent] = reader_visible_schema(out->sight, v[kCurrent]);
     } else if (out->sight != NULL) {
@@ -691,7 +694,12 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
     values[3] = PointerGetDatum(op);
     nulls[3] = op == NULL;
     values[4] = v[kDocId], nulls[4] = isnull[kDocId];
-    values[5] = v[kPartitionKey], nulls[5] = isnull[kPartitionKey];
+    // The side of a replace that left the reader's sight (a tenant move, a
+    // row its policies no longer pass) is a delete where the row was: the
+    // partition key before, never the one it went to.
+    const bool left = seen == 'd' && (logged == 'm' || logged == 'r') && !isnull[kPreviousPartitionKey];
+    values[5] = left ? v[kPreviousPartitionKey] : v[kPartitionKey];
+    nulls[5] = left ? false : isnull[kPartitionKey];
     values[6] = v[kCurrent], nulls[6] = isnull[kCurrent] || seen == 'd';
     values[7] = v[kPrevious], nulls[7] = isnull[kPrevious] || seen == 'c';
     values[8] = v[kTtl], nulls[8] = isnull[kTtl];
@@ -708,7 +716,6 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
     len += pg_ulltoa_n((uint64)seq, event_id + len);
     // The two sides of a move are two events (a tenant-scoped bridge of each
     // may publish to one stream, deduplicated by id): ".create" / ".delete".
-    char logged = DatumGetChar(v[kOp]);
     if ((logged == 'm' || logged == 'r') && (seen == 'c' || seen == 'd')) {
         const char *side = seen == 'c' ? ".create" : ".delete";
         memcpy(event_id + len, side, 7);

@@ -341,9 +341,32 @@ SET ROLE regress_rls_a;
 SELECT operation, doc_id FROM changefeed.read('rls_vetted_docs', :'v0');
 RESET ROLE;
 
+-- A row that leaves a reader's sight by a change of its partition key is a
+-- delete where it was: the partition key before, not the one it went to
+-- (which would tell the reader where the row went).
+SET ROLE regress_rls_owner;
+CREATE TABLE rls_moving (id int PRIMARY KEY, tenant text NOT NULL, region text NOT NULL);
+ALTER TABLE rls_moving ENABLE ROW LEVEL SECURITY;
+CREATE POLICY eu_only ON rls_moving USING (region = 'eu');
+GRANT SELECT ON rls_moving TO regress_rls_a;
+SELECT changefeed.enable('rls_moving', ranges => 1, partition_key => '{tenant,region}',
+                         tenant_column => 'tenant') > 0 AS enabled;
+RESET ROLE;
+SELECT changefeed.current_position() AS m0 \gset
+SET ROLE regress_rls_owner;
+INSERT INTO rls_moving VALUES (1, 'a', 'eu'), (2, 'a', 'eu');
+UPDATE rls_moving SET region = 'us-secret' WHERE id = 1;   -- leaves the policy's sight
+UPDATE rls_moving SET tenant = 'b-secret' WHERE id = 2;    -- leaves tenant a
+RESET ROLE;
+SET ROLE regress_rls_a;
+SELECT operation, doc_id, partition_key, tenant FROM changefeed.read('rls_moving', :'m0') ORDER BY seq;
+RESET ROLE;
+SELECT operation, doc_id, partition_key, tenant FROM changefeed.read('rls_moving', :'m0', tenant => 'a') ORDER BY seq;
+SELECT operation, doc_id, partition_key, tenant FROM changefeed.read('rls_moving', :'m0') ORDER BY seq;
+
 -- Clean up (roles are cluster-wide).
 SELECT changefeed.disable(t, forget => true) IS NOT NULL
-  FROM unnest('{rls_docs,rls_scratch,rls_mapped,rls_watched,rls_vetted_docs}'::regclass[]) t;
+  FROM unnest('{rls_docs,rls_scratch,rls_mapped,rls_watched,rls_vetted_docs,rls_moving}'::regclass[]) t;
 SET client_min_messages = warning;
 DROP OWNED BY regress_rls_owner, regress_rls_a, regress_rls_b, regress_rls_group, regress_rls_cols,
               regress_rls_keyless, regress_rls_notenant CASCADE;

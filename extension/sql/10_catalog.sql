@@ -121,7 +121,11 @@ CREATE TABLE changefeed.log (
     previous_tenant text,
     -- The collection's schema version the images were written under (null:
     -- written before versions were kept, read as version 1).
-    schema_version  int
+    schema_version  int,
+    -- A replace that changed the partition key: the key before (null
+    -- otherwise).  A reader whose sight the row leaves gets a delete with it,
+    -- never the key the row went to.
+    previous_partition_key text
 ) PARTITION BY RANGE (written_at);
 
 -- Sets a partition of the log to keep rows of up to a page whole (below).

@@ -91,6 +91,7 @@ UPDATE changefeed.lease SET expires_at = NULL WHERE expires_at IS NOT NULL;
 -- the shape each table has at the update.
 ALTER TABLE changefeed.collection ADD COLUMN schema_version int NOT NULL DEFAULT 1;
 ALTER TABLE changefeed.log ADD COLUMN schema_version int;
+ALTER TABLE changefeed.log ADD COLUMN previous_partition_key text;
 -- @table changefeed.schema_version
 SELECT pg_catalog.pg_extension_config_dump('changefeed.schema_version', '');
 
