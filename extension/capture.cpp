@@ -214,13 +214,14 @@ Datum row_jsonb(CaptureState *st, HeapTuple tuple, TupleDesc desc) {
     return FunctionCall1(&st->to_jsonb, heap_copy_tuple_as_datum(tuple, desc));
 }
 
-// Whether the partition-key columns' bytes differ (the texts may still agree).
-bool partition_key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc) {
-    for (int i = 0; i < st->nparts; i++) {
-        Form_pg_attribute att = TupleDescAttr(desc, st->parts[i] - 1);
+// Whether any of columns `cols` differs between the two rows, byte for byte
+// (different bytes may still be the same text: a compressed value).
+bool columns_changed(const AttrNumber *cols, int n, HeapTuple older, HeapTuple newer, TupleDesc desc) {
+    for (int i = 0; i < n; i++) {
+        Form_pg_attribute att = TupleDescAttr(desc, cols[i] - 1);
         bool null_old, null_new;
-        Datum a = heap_getattr(older, st->parts[i], desc, &null_old);
-        Datum b = heap_getattr(newer, st->parts[i], desc, &null_new);
+        Datum a = heap_getattr(older, cols[i], desc, &null_old);
+        Datum b = heap_getattr(newer, cols[i], desc, &null_new);
         if (null_old != null_new) return true;
         if (!null_old && !datumIsEqual(a, b, att->attbyval, att->attlen)) return true;
     }
@@ -228,15 +229,11 @@ bool partition_key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, T
 }
 
 bool key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc) {
-    for (int i = 0; i < st->nkeys; i++) {
-        Form_pg_attribute att = TupleDescAttr(desc, st->keys[i] - 1);
-        bool null_old, null_new;
-        Datum a = heap_getattr(older, st->keys[i], desc, &null_old);
-        Datum b = heap_getattr(newer, st->keys[i], desc, &null_new);
-        if (null_old != null_new) return true;
-        if (!null_old && !datumIsEqual(a, b, att->attbyval, att->attlen)) return true;
-    }
-    return false;
+    return columns_changed(st->keys, st->nkeys, older, newer, desc);
+}
+
+bool partition_key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc) {
+    return columns_changed(st->parts, st->nparts, older, newer, desc);
 }
 
 // The old tenant of an update that moves the row to another tenant (its text,
