@@ -376,19 +376,24 @@ struct Window {
 // document and tenant filters pass it.
 bool of_every_document(char op) { return op == 't' || op == 's'; }
 
-// The schema version the row's images were written under (0: unknown).
-int32 version_in_slot(Partition *p, TupleTableSlot *slot) {
-    if (p->att[kSchemaVersion] == InvalidAttrNumber) return 0;
-    bool isnull;
-    Datum v = slot_getattr(slot, p->att[kSchemaVersion], &isnull);
-    return isnull ? 0 : DatumGetInt32(v);
+// The schema version the row's images were written under; one logged
+// without it is placed by its seq (reader_version_at()).
+int32 version_of(ReaderSight *sight, bool isnull, Datum logged, int64 seq) {
+    return isnull ? reader_version_at(sight, seq) : DatumGetInt32(logged);
 }
 
-int32 version_in_tuple(Partition *p, HeapTuple tuple) {
-    if (p->att[kSchemaVersion] == InvalidAttrNumber) return 0;
-    bool isnull;
-    Datum v = heap_getattr(tuple, p->att[kSchemaVersion], RelationGetDescr(p->heap), &isnull);
-    return isnull ? 0 : DatumGetInt32(v);
+int32 version_in_slot(ReaderSight *sight, Partition *p, TupleTableSlot *slot, int64 seq) {
+    bool isnull = true;
+    Datum v = p->att[kSchemaVersion] == InvalidAttrNumber ? (Datum)0 : slot_getattr(slot, p->att[kSchemaVersion], &isnull);
+    return version_of(sight, isnull, v, seq);
+}
+
+int32 version_in_tuple(ReaderSight *sight, Partition *p, HeapTuple tuple, int64 seq) {
+    bool isnull = true;
+    Datum v = p->att[kSchemaVersion] == InvalidAttrNumber
+                  ? (Datum)0
+                  : heap_getattr(tuple, p->att[kSchemaVersion], RelationGetDescr(p->heap), &isnull);
+    return version_of(sight, isnull, v, seq);
 }
 
 // A change logged without images (images => 'keys') cannot be one version of
@@ -464,7 +469,7 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
                     const Datum doc = slot_getattr(slot, p->att[kDocId], &nul);
                     refuse_no_images(p, op, current_null, &doc, seq);
                 }
-                const int32 version = version_in_slot(p, slot);
+                const int32 version = version_in_slot(w->sight, p, slot, seq);
                 seen = reader_sight_op(w->sight, seen, version, current, current_null, previous, previous_null);
                 if (seen == 0) continue;
                 if (w->filter != NULL) {
@@ -685,7 +690,7 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
     } else if (out->sight != NULL) {
         // A document read from the table has the table's shape now.
         const int32 version = current != (Datum)0 ? kShapeNow
-                              : isnull[kSchemaVersion] ? 0 : DatumGetInt32(v[kSchemaVersion]);
+                                                  : version_of(out->sight, isnull[kSchemaVersion], v[kSchemaVersion], seq);
         if (!isnull[kCurrent]) v[kCurrent] = reader_visible_image(out->sight, version, v[kCurrent]);
         if (!isnull[kPrevious]) v[kPrevious] = reader_visible_image(out->sight, version, v[kPrevious]);
         if (!reader_sees_tenant(out->sight)) isnull[kTenant] = isnull[kPreviousTenant] = true;
@@ -849,7 +854,7 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg, int keep) {
             Datum previous = heap_getattr(row->tuple, p->att[kPrevious], desc, &previous_null);
             if (!previous_null && !current_null) previous = changefeed_previous_whole(current, previous);
             if (w->sight != NULL) {
-                const int32 version = version_in_tuple(p, row->tuple);
+                const int32 version = version_in_tuple(w->sight, p, row->tuple, v[i].seq);
                 seen = reader_sight_op(w->sight, seen, version, current, current_null, previous, previous_null);
                 if (seen == 0 || seen == 'd') continue;
                 pg->rows[v[i].row].seen = seen;

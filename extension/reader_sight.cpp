@@ -88,6 +88,7 @@ struct ReaderSight {
 // One schema version of the table: its columns' names and numbers.
 struct Shape {
     int32 version;
+    int64 since_seq;  // rows logged without a version after this seq are of it (0: from the start)
     int n;
     char **names;
     AttrNumber *attnums;
@@ -381,7 +382,7 @@ void load_shapes(ReaderSight *s) {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
     if (plan == NULL) {
         Oid types[1] = {INT4OID};
-        plan = SPI_prepare("SELECT v.version, v.attnums FROM changefeed.schema_attnums($1) v", 1, types);
+        plan = SPI_prepare("SELECT v.version, v.attnums, v.since_seq FROM changefeed.schema_attnums($1) v", 1, types);
         if (plan == NULL || SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot prepare the schema versions lookup");
     }
     Datum args[1] = {Int32GetDatum(s->collection)};
@@ -394,6 +395,8 @@ void load_shapes(ReaderSight *s) {
         bool isnull;
         Shape *shape = &shapes[i];
         shape->version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+        Datum since = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull);
+        shape->since_seq = isnull ? 0 : DatumGetInt64(since);
         Jsonb *attnums = DatumGetJsonbP(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
         int n = (int)JB_ROOT_COUNT(attnums);
         shape->names = (char **)palloc(sizeof(char *) * Max(n, 1));
@@ -429,7 +432,7 @@ void load_shapes(ReaderSight *s) {
 // The shape of `version` (0: the first); an unknown version has no columns,
 // so nothing of its images is shown or tested as a known column.
 const Shape *shape_of(ReaderSight *s, int32 version) {
-    static const Shape unknown = {0, 0, NULL, NULL, false};
+    static const Shape unknown = {0, 0, 0, NULL, NULL, false};
     if (version == kShapeNow) return s->now;
     if (s->shapes == NULL) load_shapes(s);
     if (version == 0) return s->nshapes > 0 ? &s->shapes[0] : &unknown;
@@ -437,6 +440,22 @@ const Shape *shape_of(ReaderSight *s, int32 version) {
         if (s->shapes[i].version == version) return &s->shapes[i];
     return &unknown;
 }
+
+}  // namespace
+
+// A row logged without a version (its writer could not look it up, or it was
+// logged before versions were kept): the last version whose schema change
+// came before it in the log, else the first.
+int32 reader_version_at(ReaderSight *s, int64 seq) {
+    if (s == NULL) return 0;
+    if (s->shapes == NULL) load_shapes(s);
+    int32 version = 0;
+    for (int i = 0; i < s->nshapes; i++)  // in version order, their seqs rising
+        if (s->shapes[i].since_seq < seq) version = s->shapes[i].version;
+    return version;
+}
+
+namespace {
 
 // The attribute number of key `name` in `shape`, or 0.
 AttrNumber attnum_in(const Shape *shape, const char *name, int len) {

@@ -36,6 +36,8 @@ char reader_sight_op(ReaderSight *sight, char seen, int32 version, Datum current
 // a key whose column is gone or unknown is left out), under the names they
 // had when it was logged; the same datum when it may SELECT the table.
 Datum reader_visible_image(ReaderSight *sight, int32 version, Datum image);
+// The version of a row logged without one, by its seq (0: none known).
+int32 reader_version_at(ReaderSight *sight, int64 seq);
 
 // A schema change (operation 's') as the reader may see it: its lists of
 // columns without those it may not SELECT now (dropped ones included).

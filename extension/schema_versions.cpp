@@ -50,7 +50,7 @@ int32 lookup(int32 collection_id, bool *known) {
     if (id_att == InvalidAttrNumber || version_att == InvalidAttrNumber) return 0;  // before the update to 0.3
     // Never wait on it: a writer must not queue behind a lock on the catalog
     // (an admin's LOCK TABLE, a VACUUM FULL).  Then the row goes in without a
-    // version, read as the first: the column allow-list still holds.
+    // version, read as the version in force at its seq (schema_version.since_seq).
     if (!ConditionalLockRelationOid(relid, AccessShareLock)) {
         *known = false;
         return 0;

@@ -83,6 +83,27 @@ RESET ROLE;
 SELECT max(version) AS versions FROM changefeed.schema_version s JOIN changefeed.collection c ON c.id = s.collection_id
  WHERE c.relid = 'emp'::regclass;
 
+-- A row logged without a version (its writer could not look the version up:
+-- the catalog was locked) is of the last version whose schema change came
+-- before it in the log, not of the first.
+SET ROLE regress_sc_owner;
+CREATE TABLE sc_late (id int PRIMARY KEY, name text, secret text);
+GRANT SELECT (id, name) ON sc_late TO regress_sc_cols;
+SELECT changefeed.enable('sc_late', ranges => 1) > 0 AS enabled;
+SELECT changefeed.current_position() AS late0 \gset
+INSERT INTO sc_late VALUES (1, 'one', 's1');
+ALTER TABLE sc_late RENAME COLUMN name TO full_name;
+INSERT INTO sc_late VALUES (2, 'two', 's2');
+ALTER TABLE sc_late RENAME COLUMN secret TO name;   -- a hidden column takes the old name
+INSERT INTO sc_late VALUES (3, 'three', 's3');
+RESET ROLE;
+UPDATE changefeed.log l SET schema_version = NULL FROM changefeed.collection c
+ WHERE c.id = l.collection_id AND c.relid = 'sc_late'::regclass AND l.op = 'c';
+SET ROLE regress_sc_cols;
+SELECT doc_id, current FROM changefeed.read('sc_late', :'late0') WHERE operation = 'create' ORDER BY seq;
+RESET ROLE;
+SELECT changefeed.disable('sc_late', forget => true);
+
 -- Clean up (roles are cluster-wide).
 SELECT changefeed.disable('emp', forget => true);
 SELECT count(*) AS versions_left FROM changefeed.schema_version

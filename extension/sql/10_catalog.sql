@@ -64,6 +64,11 @@ CREATE TABLE changefeed.schema_version (
     columns         jsonb NOT NULL,
     key             text[] NOT NULL,
     recorded_at     timestamptz NOT NULL DEFAULT now(),
+    -- The seq of a schema change row of the version (null for the first):
+    -- rows of the table logged before it have smaller seqs, those after it
+    -- larger ones (the DDL holds the table's lock meanwhile), so a row
+    -- logged without a version is of the last version since before its seq.
+    since_seq       bigint,
     PRIMARY KEY (collection_id, version)
 );
 
@@ -120,7 +125,8 @@ CREATE TABLE changefeed.log (
     tenant          text,
     previous_tenant text,
     -- The collection's schema version the images were written under (null:
-    -- written before versions were kept, read as version 1).
+    -- written before versions were kept, or by a writer that found the
+    -- catalog locked: read as the version in force at its seq, since_seq).
     schema_version  int,
     -- A replace that changed the partition key: the key before (null
     -- otherwise).  A reader whose sight the row leaves gets a delete with it,

@@ -82,18 +82,21 @@ BEGIN
     IF last.version IS NOT NULL THEN
         PERFORM changefeed.log_schema_change(c.id, c.relid, c.ranges, v,
             changefeed.schema_change(last.columns, now_columns, last.key, c.key_columns, v));
+        UPDATE changefeed.schema_version s SET since_seq = currval('changefeed.log_seq')
+         WHERE s.collection_id = c.id AND s.version = v;
     END IF;
     RETURN v;
 END
 $$;
 
 -- The versions of collection `collection_id`, for the reader's sight
--- (reader_sight.cpp): each version's columns as {"name": attnum}.
+-- (reader_sight.cpp): each version's columns as {"name": attnum}, and the
+-- seq it holds from.
 CREATE OR REPLACE FUNCTION changefeed.schema_attnums(collection_id int)
-RETURNS TABLE (version int, attnums jsonb)
+RETURNS TABLE (version int, attnums jsonb, since_seq bigint)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT s.version, (SELECT coalesce(jsonb_object_agg(e->>'name', (e->>'attnum')::int), '{}')
-                         FROM jsonb_array_elements(s.columns) e)
+                         FROM jsonb_array_elements(s.columns) e), s.since_seq
       FROM changefeed.schema_version s
      WHERE s.collection_id = schema_attnums.collection_id
      ORDER BY s.version
