@@ -40,7 +40,7 @@ EXTVERSION = 0.3
 # the SQL surface (entry points, privileges) generated from
 # extension/surface.manifest; each upgrade script to this version from its
 # hand-written delta (tables, data) and the concern files' functions
-# (extension/build_sql.py, docs/internals.md).
+# (extension/build_sql.py, whose header says how).
 SQL_PARTS = $(sort $(wildcard extension/sql/*.sql))
 SQL_BUILD = extension/build_sql.py extension/surface.manifest $(SQL_PARTS)
 UPGRADE_DELTAS = $(wildcard extension/upgrade/delta/*--$(EXTVERSION).sql)

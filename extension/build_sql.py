@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Assembles the extension's SQL scripts (see the Makefile and docs/internals.md).
+"""Assembles the extension's SQL scripts (the Makefile runs it).
 
   build_sql.py install              the install script, on stdout
   build_sql.py upgrade DELTA        the upgrade script made from DELTA, on stdout

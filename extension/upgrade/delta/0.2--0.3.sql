@@ -2,17 +2,17 @@
 --
 -- The upgrade script (extension/changefeed--0.2--0.3.sql) is built from this
 -- delta and extension/sql/ (extension/build_sql.py): at the line
--- `-- ---- read(): jsonpath filters in the C reader ----
--- read_windows() evaluates read()'s filter in its scan; the SQL twin of its
--- filter test is gone (30_read.sql).
-DROP FUNCTION changefeed.filter_matches("char", jsonb, jsonb, jsonpath, jsonb);
-
--- @functions` below go every function, view and event trigger of the
+-- `-- @functions` below go every function, view and event trigger of the
 -- concern files and the SQL surface of extension/surface.manifest.
 -- What CREATE OR REPLACE cannot do is written here: tables, columns and their
 -- data, objects that went, functions whose arguments or result changed (the
 -- old one is dropped first).  test/upgrade.sh checks that an
 -- upgraded database ends with the objects of a fresh install.
+
+-- ---- read(): jsonpath filters in the C reader ----
+-- read_windows() evaluates read()'s filter in its scan; the SQL twin of its
+-- filter test is gone (30_read.sql).
+DROP FUNCTION changefeed.filter_matches("char", jsonb, jsonb, jsonpath, jsonb);
 
 -- ---- disable() keeps, ranges change ----
 -- disable() keeps the collection (its id, channel, processors' leases and
