@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The registry of SQLSTATEs (extension/sql/00_sqlstates.sql) is the one place
 # each code is documented.  Fails when
-#   - the SQL files or the C++ sources raise a CF code the registry lacks,
+#   - the SQL files or the C++ sources raise a CF code the registry lacks, or the
+#     client (client/src, client/cli) maps one it lacks,
 #   - the C++ sources define a CF code outside extension/sqlstates.hpp,
 #   - the README's Errors table differs from the registry.
 # Usage: bash test/sqlstates.sh            check
@@ -25,7 +26,9 @@ known=$(entries | cut -f1 | sort -u)
 used_sql=$(grep -ho "ERRCODE = 'CF[0-9]\{3\}'" extension/sql/*.sql | grep -o 'CF[0-9]\{3\}' | sort -u)
 used_cpp=$(grep -ho "MAKE_SQLSTATE('C', 'F', '[0-9]', '[0-9]', '[0-9]')" extension/*.cpp extension/*.hpp |
     sed "s/MAKE_SQLSTATE('C', 'F', '\([0-9]\)', '\([0-9]\)', '\([0-9]\)')/CF\1\2\3/" | sort -u)
-for code in $used_sql $used_cpp; do
+# CF codes the client library and CLI map (db.cpp and others: "CFnnn").
+used_client=$(grep -rho '"CF[0-9]\{3\}"' client/src client/cli client/include | tr -d '"' | sort -u)
+for code in $used_sql $used_cpp $used_client; do
     if ! grep -qx "$code" <<<"$known"; then
         echo "sqlstates: $code is raised but not in $registry" >&2
         failed=1
