@@ -4,8 +4,11 @@
 #include "as_owner.hpp"
 
 extern "C" {
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/syscache.h"
 }
 
 void as_owner_begin(Oid owner, AsOwner *saved) {
@@ -19,4 +22,13 @@ void as_owner_begin(Oid owner, AsOwner *saved) {
 void as_owner_end(const AsOwner *saved) {
     AtEOXact_GUC(false, saved->guc_nestlevel);
     SetUserIdAndSecContext(saved->saved_userid, saved->saved_sec_context);
+}
+
+Oid changefeed_catalog_owner(void) {
+    Oid relid = get_relname_relid("collection", get_namespace_oid("changefeed", false));
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+    if (!HeapTupleIsValid(tuple)) elog(ERROR, "changefeed: the catalog table changefeed.collection is missing");
+    Oid owner = ((Form_pg_class)GETSTRUCT(tuple))->relowner;
+    ReleaseSysCache(tuple);
+    return owner;
 }

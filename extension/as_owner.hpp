@@ -16,3 +16,8 @@ struct AsOwner {
 // both, so end is only for the way out without one.
 void as_owner_begin(Oid owner, AsOwner *saved);
 void as_owner_end(const AsOwner *saved);
+
+// The owner of the extension's catalog (changefeed.collection): whom code
+// that runs as its caller becomes for the catalog work alone, after it has
+// resolved every name of the caller's command as the caller.
+Oid changefeed_catalog_owner(void);

@@ -17,6 +17,7 @@
 //    change not approved at ddl_command_start, a column added with a volatile
 //    default) of an enabled table or one of its partitions is refused.
 #include "pg.hpp"
+#include "as_owner.hpp"
 #include "partition_drops.hpp"
 #include "rewrites.hpp"
 #include "sqlstates.hpp"
@@ -68,37 +69,42 @@ void register_callbacks(void) {
 }
 
 // Whether `rel` or one of its ancestors is an enabled table (asked in SQL,
-// where the collection catalog lives).  Returns the enabled table's name or NULL.
+// where the collection catalog lives, as the catalog's owner).  Returns the
+// enabled table's name or NULL.
 char *enabled_table_above(Oid rel) {
+    AsOwner as_owner;
+    as_owner_begin(changefeed_catalog_owner(), &as_owner);
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
     Oid argtypes[1] = {OIDOID};
     Datum args[1] = {ObjectIdGetDatum(rel)};
     int rc = SPI_execute_with_args(
-        "SELECT c.relid::pg_catalog.regclass::pg_catalog.text FROM changefeed.enabled_above($1) c",
+        "SELECT c.relid::pg_catalog.oid FROM changefeed.enabled_above($1) c",
         1, argtypes, args, NULL, true, 1);
-    char *name = NULL;
+    Oid enabled = InvalidOid;
     if (rc == SPI_OK_SELECT && SPI_processed == 1) {
-        char *value = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-        if (value != NULL) name = MemoryContextStrdup(TopTransactionContext, value);
+        bool isnull;
+        Datum value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+        if (!isnull) enabled = DatumGetObjectId(value);
     }
     SPI_finish();
-    return name;
+    as_owner_end(&as_owner);
+    // Named as the caller's search_path shows it.
+    return OidIsValid(enabled) ? DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(enabled))) : NULL;
 }
 
 // The table of an ALTER TABLE that changes a column's type, locked so that no
 // concurrent type change slips between the judgment here and the command.
 // Its owner takes the command's own lock at once; anyone else ACCESS SHARE
 // only (what a SELECT takes): PostgreSQL will refuse a stranger's ALTER, which
-// must not queue an exclusive lock on someone else's table meanwhile.  (This
-// function runs as the extension's owner; the session's role is the outer one.)
-Oid lock_retyped_table(AlterTableStmt *stmt) {
+// must not queue an exclusive lock on someone else's table meanwhile.
+Oid lock_retyped_table(AlterTableStmt *stmt, Oid caller) {
     Oid rel = RangeVarGetRelid(stmt->relation, NoLock, true);
     if (!OidIsValid(rel)) return InvalidOid;
     HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
     if (!HeapTupleIsValid(tuple)) return InvalidOid;
     Oid owner = ((Form_pg_class)GETSTRUCT(tuple))->relowner;
     ReleaseSysCache(tuple);
-    LOCKMODE mode = has_privs_of_role(GetOuterUserId(), owner) ? AccessExclusiveLock : AccessShareLock;
+    LOCKMODE mode = has_privs_of_role(caller, owner) ? AccessExclusiveLock : AccessShareLock;
     return RangeVarGetRelid(stmt->relation, mode, true);
 }
 
@@ -221,9 +227,10 @@ Datum changefeed_replaces_trigger(PG_FUNCTION_ARGS) {
 //    (rewrites.cpp); one that keeps them is approved, so that its rewrite (a
 //    domain's check) passes the table_rewrite backstop.  Only here are the
 //    column's old type and the USING expression both known.
-// Declared SECURITY DEFINER without a pinned search_path: the table and type
-// names are resolved as the user's command will resolve them, and the one
-// query it runs is fully schema-qualified.
+// It runs as the role whose command it is (not SECURITY DEFINER): the table
+// and type names resolve with that role's search_path, "$user" included, as
+// the command will resolve them; only the catalog work runs as the catalog's
+// owner (enabled_table_above, partition_drops.cpp).
 Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
     if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
@@ -246,7 +253,8 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
     }
     if ((!detaches && !retypes && new_expression_of == NULL) || stmt->relation == NULL) PG_RETURN_VOID();
     if (stmt->relation->relpersistence == RELPERSISTENCE_TEMP) PG_RETURN_VOID();
-    Oid parent = retypes ? lock_retyped_table(stmt) : RangeVarGetRelid(stmt->relation, NoLock, true);
+    Oid caller = GetUserId();
+    Oid parent = retypes ? lock_retyped_table(stmt, caller) : RangeVarGetRelid(stmt->relation, NoLock, true);
     if (!OidIsValid(parent)) PG_RETURN_VOID();
     char *enabled = enabled_table_above(parent);
     if (enabled == NULL) PG_RETURN_VOID();
@@ -280,7 +288,7 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
     }
     if (!detaches) PG_RETURN_VOID();
     // Unless the collection expires or forgets detached partitions.
-    if (!changefeed_partition_detach(stmt, parent))
+    if (!changefeed_partition_detach(stmt, parent, caller))
         ereport(ERROR,
                 (errcode(changefeed::kDdlRefused),
                  errmsg("DETACH PARTITION from %s would let rows leave an enabled table without a change",

@@ -11,6 +11,8 @@
 //  - 'forget': nothing is logged (an event table whose consumers keep their
 //    own history); the horizon does not move: no position reports loss.
 //
+// The guards run as the role whose DDL it is: the partition is the one its
+// search_path names.  The collection catalog is read as the catalog's owner.
 // The rows are read as the partition's owner inside a security-restricted
 // operation with search_path pinned (to_jsonb may run the owner's casts), the
 // way the TTL sweep deletes (ttl.cpp), and written to the log as capture
@@ -65,6 +67,7 @@ struct Collection {
     char *mode;
     int32 ranges;
     bool keep_previous;
+    Oid relid;
     char *table;
     int nkeys;
     Datum *keys;
@@ -88,11 +91,13 @@ void text_array(HeapTuple tuple, TupleDesc desc, int col, Datum **items, int *n)
 
 // The enabled table above partition `rel` (not `rel` itself), if any.
 bool collection_above(Oid rel, Collection *c) {
+    AsOwner as_owner;
+    as_owner_begin(changefeed_catalog_owner(), &as_owner);
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
     Oid argtypes[1] = {OIDOID};
     Datum args[1] = {ObjectIdGetDatum(rel)};
     int rc = SPI_execute_with_args(
-        "SELECT c.id, c.partition_drops, c.ranges, c.keep_previous, c.relid::pg_catalog.regclass::pg_catalog.text,"
+        "SELECT c.id, c.partition_drops, c.ranges, c.keep_previous, c.relid::pg_catalog.oid,"
         " c.key_columns, c.partition_key, c.tenant_column"
         " FROM changefeed.enabled_above($1) c WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.<>) $1",
         1, argtypes, args, NULL, true, 1);
@@ -105,12 +110,15 @@ bool collection_above(Oid rel, Collection *c) {
         c->mode = copy_text(t, d, 2);
         c->ranges = DatumGetInt32(SPI_getbinval(t, d, 3, &isnull));
         c->keep_previous = DatumGetBool(SPI_getbinval(t, d, 4, &isnull));
-        c->table = copy_text(t, d, 5);
+        c->relid = DatumGetObjectId(SPI_getbinval(t, d, 5, &isnull));
         text_array(t, d, 6, &c->keys, &c->nkeys);
         text_array(t, d, 7, &c->parts, &c->nparts);
         c->tenant = copy_text(t, d, 8);
     }
     SPI_finish();
+    as_owner_end(&as_owner);
+    // Named as the caller's search_path shows it.
+    if (found) c->table = DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(c->relid)));
     return found;
 }
 
@@ -193,8 +201,8 @@ void expire_batch(ExpiryBatch *b) {
 }
 
 // Logs every row of partition `part` (locked by the caller) as an expired
-// delete of collection `c`.  Returns how many.
-int64 expire_rows(const Collection *c, Oid part) {
+// delete of collection `c`, for `command`.  Returns how many.
+int64 expire_rows(const Collection *c, Oid part, const char *command) {
     HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(part));
     if (!HeapTupleIsValid(tuple)) elog(ERROR, "changefeed: cache lookup failed for relation %u", part);
     Form_pg_class form = (Form_pg_class)GETSTRUCT(tuple);
@@ -267,13 +275,13 @@ void note_expired(Oid rel) {
 
 // Only for a role that may drop the partition: the DDL checks that after
 // ddl_command_start, and nobody else may make us lock and read its table.
-bool outer_user_owns(Oid rel) {
+bool caller_owns(Oid caller, Oid rel) {
     Oid owner;
     HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
     if (!HeapTupleIsValid(tuple)) return false;
     owner = ((Form_pg_class)GETSTRUCT(tuple))->relowner;
     ReleaseSysCache(tuple);
-    return has_privs_of_role(GetOuterUserId(), owner);
+    return has_privs_of_role(caller, owner);
 }
 
 // The snapshot of REPEATABLE READ may miss rows committed before the lock.
@@ -290,16 +298,18 @@ void require_read_committed(const char *command, const Collection *c) {
 
 // Locks the partition tree of `part` (after its parent, in the order the DDL
 // locks them) and expires its rows; remembers them as expired.
-void expire_partition(const Collection *c, Oid part) {
+void expire_partition(const Collection *c, Oid part, const char *command) {
     Oid parent = get_partition_parent(part, true);
     if (OidIsValid(parent)) LockRelationOid(parent, AccessExclusiveLock);
     List *tree = find_all_inheritors(part, AccessExclusiveLock, NULL);
-    expire_rows(c, part);
+    expire_rows(c, part, command);
     ListCell *lc;
     foreach (lc, tree) note_expired(lfirst_oid(lc));
 }
 
 void drop_truncate_guards(const Collection *c, Oid part) {
+    AsOwner as_owner;
+    as_owner_begin(changefeed_catalog_owner(), &as_owner);
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
     Oid argtypes[2] = {INT4OID, OIDOID};
     Datum args[2] = {Int32GetDatum(c->id), ObjectIdGetDatum(part)};
@@ -307,11 +317,12 @@ void drop_truncate_guards(const Collection *c, Oid part) {
         SPI_OK_SELECT)
         elog(ERROR, "changefeed: dropping the TRUNCATE guards of a detached partition failed");
     SPI_finish();
+    as_owner_end(&as_owner);
 }
 
 }  // namespace
 
-bool changefeed_partition_detach(AlterTableStmt *stmt, Oid parent) {
+bool changefeed_partition_detach(AlterTableStmt *stmt, Oid parent, Oid caller) {
     ListCell *lc;
     foreach (lc, stmt->cmds) {
         AlterTableCmd *at = (AlterTableCmd *)lfirst(lc);
@@ -336,9 +347,9 @@ bool changefeed_partition_detach(AlterTableStmt *stmt, Oid parent) {
                                    c.id),
                          errhint("Detach it without CONCURRENTLY.")));
             require_read_committed("DETACH PARTITION", &c);
-            if (!outer_user_owns(parent)) return false;
-            expire_partition(&c, part);
-        } else if (!outer_user_owns(parent)) {
+            if (!caller_owns(caller, parent)) return false;
+            expire_partition(&c, part, "DETACH PARTITION");
+        } else if (!caller_owns(caller, parent)) {
             return false;
         }
         drop_truncate_guards(&c, part);
@@ -350,8 +361,8 @@ extern "C" {
 
 // ddl_command_start on DROP TABLE: expires the rows of each partition it
 // names under a table with partition_drops = 'expire'.  (What is refused is
-// refused at sql_drop, changefeed.guard_drop().)  SECURITY DEFINER without a
-// pinned search_path: names resolve as the user's command resolves them.
+// refused at sql_drop, changefeed.guard_drop().)  It runs as the role whose
+// command it is, so the names resolve as the command resolves them.
 Datum changefeed_guard_drop_partition(PG_FUNCTION_ARGS) {
     if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
@@ -361,6 +372,7 @@ Datum changefeed_guard_drop_partition(PG_FUNCTION_ARGS) {
     if (data->parsetree == NULL || !IsA(data->parsetree, DropStmt)) PG_RETURN_VOID();
     DropStmt *stmt = (DropStmt *)data->parsetree;
     if (stmt->removeType != OBJECT_TABLE) PG_RETURN_VOID();
+    Oid caller = GetUserId();
     ListCell *lc;
     foreach (lc, stmt->objects) {
         RangeVar *name = makeRangeVarFromNameList((List *)lfirst(lc));
@@ -368,9 +380,9 @@ Datum changefeed_guard_drop_partition(PG_FUNCTION_ARGS) {
         if (!OidIsValid(rel) || !get_rel_relispartition(rel) || get_rel_persistence(rel) == RELPERSISTENCE_TEMP)
             continue;
         Collection c;
-        if (!collection_above(rel, &c) || strcmp(c.mode, "expire") != 0 || !outer_user_owns(rel)) continue;
+        if (!collection_above(rel, &c) || strcmp(c.mode, "expire") != 0 || !caller_owns(caller, rel)) continue;
         require_read_committed("DROP TABLE", &c);
-        expire_partition(&c, rel);
+        expire_partition(&c, rel, "DROP TABLE");
     }
     PG_RETURN_VOID();
 }

@@ -27,6 +27,14 @@ SELECT p.oid::regprocedure AS unpinned
   FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
  WHERE p.pronamespace = 'changefeed'::regnamespace AND l.lanname IN ('sql', 'plpgsql')
    AND NOT 'search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}'));
+-- Every SECURITY DEFINER function of the extension, in any language, pins
+-- its search_path: a definer that resolved a name with the session's path
+-- would expand "$user" to itself, not to the role that called.
+SELECT p.oid::regprocedure AS unpinned_definer
+  FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+  JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
+ WHERE e.extname = 'changefeed' AND d.deptype = 'e' AND p.prosecdef
+   AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%');
 
 -- Catalog hygiene PostgreSQL's own opr_sanity asks of every function.
 SELECT p.oid::regprocedure AS immutable_but_parallel_unsafe

@@ -500,11 +500,12 @@ $$;
 -- parse tree; CONCURRENTLY commits its first step before ddl_command_end),
 -- SET EXPRESSION and an ALTER COLUMN ... TYPE that changes stored values
 -- (rewrites.cpp; the old type and the USING expression are known only here).
--- SECURITY DEFINER without a pinned search_path: it resolves the table and
--- type names as the user's command will; its one query is fully
--- schema-qualified.
+-- Not SECURITY DEFINER, and its search_path not pinned: it resolves the
+-- table and type names as the role whose command it is, with that role's
+-- search_path (a definer's "$user" would be the definer), and reads the
+-- catalog as the catalog's owner only then (guard.cpp).
 CREATE OR REPLACE FUNCTION changefeed.guard_detach() RETURNS event_trigger
-    AS 'MODULE_PATHNAME', 'changefeed_guard_detach' LANGUAGE C SECURITY DEFINER;
+    AS 'MODULE_PATHNAME', 'changefeed_guard_detach' LANGUAGE C;
 
 -- table_rewrite: the backstop of the above.  A rewrite of an enabled table or
 -- of one of its partitions that writes computed values into its rows (a
@@ -596,10 +597,10 @@ END
 $$;
 
 -- ddl_command_start on DROP TABLE: expires the rows of a partition of a
--- table with partition_drops = 'expire' before they go.  SECURITY DEFINER
--- without a pinned search_path, as guard_detach().
+-- table with partition_drops = 'expire' before they go.  Not SECURITY
+-- DEFINER, as guard_detach(): the names are the command's, resolved as its role.
 CREATE OR REPLACE FUNCTION changefeed.guard_drop_partition() RETURNS event_trigger
-    AS 'MODULE_PATHNAME', 'changefeed_guard_drop_partition' LANGUAGE C SECURITY DEFINER;
+    AS 'MODULE_PATHNAME', 'changefeed_guard_drop_partition' LANGUAGE C;
 
 CREATE EVENT TRIGGER changefeed_guard_ddl ON ddl_command_end
     WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'ALTER FOREIGN TABLE', 'CREATE FOREIGN TABLE',
