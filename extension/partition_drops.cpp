@@ -16,7 +16,10 @@
 // The rows are read as the partition's owner inside a security-restricted
 // operation with search_path pinned (to_jsonb may run the owner's casts), the
 // way the TTL sweep deletes (ttl.cpp), and written to the log as capture
-// writes them (log_writer.cpp), batch by batch from one scan.
+// writes them (log_writer.cpp), batch by batch from one scan.  Every row must
+// be read: a partition whose row-level security binds its owner (FORCE ROW
+// LEVEL SECURITY) is refused, and row_security is off while reading, so a
+// policy can never hide a row from the expiry, only fail it.
 #include "pg.hpp"
 #include "as_owner.hpp"
 #include "identity.hpp"
@@ -38,6 +41,8 @@ extern "C" {
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/array.h"
+#include "utils/guc.h"
+#include "utils/rls.h"
 #include "utils/syscache.h"
 
 PG_FUNCTION_INFO_V1(changefeed_guard_drop_partition);
@@ -210,11 +215,25 @@ int64 expire_rows(const Collection *c, Oid part, const char *command) {
     char *qualified = pstrdup(quote_qualified_identifier(get_namespace_name(form->relnamespace),
                                                          NameStr(form->relname)));
     ReleaseSysCache(tuple);
+    // Forced row-level security would hide rows from the owner: they would
+    // leave without a change.  (Partitions below are read through `part`,
+    // whose policies alone apply.)
+    if (check_enable_rls(part, owner, true) == RLS_ENABLED)
+        ereport(ERROR,
+                (errcode(changefeed::kDdlRefused),
+                 errmsg("%s of partition %s refused: its row-level security may hide rows from the expiry",
+                        command, qualified),
+                 errdetail("Collection %d expires the rows of dropped partitions (partition_drops = 'expire'), "
+                           "read as the partition's owner, whom its policies bind (FORCE ROW LEVEL SECURITY).",
+                           c->id),
+                 errhint("ALTER TABLE %s NO FORCE ROW LEVEL SECURITY first.", qualified)));
     char *sql = expiry_query(c, qualified);
 
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
     AsOwner as_owner;
     as_owner_begin(owner, &as_owner);
+    // A policy that applies after all fails the read instead of hiding rows.
+    (void)set_config_option("row_security", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 
     // On error the (sub)transaction abort restores user and settings.
     int64 logged = 0;
@@ -348,7 +367,7 @@ bool changefeed_partition_detach(AlterTableStmt *stmt, Oid parent, Oid caller) {
                          errhint("Detach it without CONCURRENTLY.")));
             require_read_committed("DETACH PARTITION", &c);
             if (!caller_owns(caller, parent)) return false;
-            expire_partition(&c, part, "DETACH PARTITION");
+            expire_partition(&c, part, "DETACH");
         } else if (!caller_owns(caller, parent)) {
             return false;
         }

@@ -76,8 +76,29 @@ RESET ROLE;
 SELECT count(*) AS app_5_rows FROM regress_tp_app.tp_orders_5;
 SELECT table_name, intact FROM changefeed.verify() WHERE table_name::text LIKE '%tp\_orders' ORDER BY 1::text;
 
+-- ---- partition expiry reads every row ----
+-- Forced row-level security binds the owner, who reads the partition for the
+-- expiry: a policy that hides rows refuses the drop instead of hiding them.
+SET ROLE regress_tp_app;
+CREATE TABLE tp_secret (id int PRIMARY KEY) PARTITION BY RANGE (id);
+CREATE TABLE tp_secret_1 PARTITION OF tp_secret FOR VALUES FROM (0) TO (10);
+CREATE TABLE tp_secret_2 PARTITION OF tp_secret FOR VALUES FROM (10) TO (20);
+INSERT INTO tp_secret SELECT generate_series(1, 5);
+SELECT changefeed.enable('tp_secret', partition_drops => 'expire') IS NOT NULL AS enabled;
+ALTER TABLE tp_secret_1 ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY tp_hide ON tp_secret_1 USING (false);
+SELECT count(*) AS rows_the_owner_sees FROM tp_secret_1;
+SELECT try_tp('DROP TABLE tp_secret_1');
+SELECT try_tp('ALTER TABLE tp_secret DETACH PARTITION tp_secret_1');
+SELECT expired_of('tp_secret') AS expired, to_regclass('tp_secret_1') IS NOT NULL AS still_there;
+-- Not forced, the owner reads every row: all five are expired.
+ALTER TABLE tp_secret_1 NO FORCE ROW LEVEL SECURITY;
+SELECT try_tp('DROP TABLE tp_secret_1');
+SELECT expired_of('tp_secret') AS expired;
+RESET ROLE;
+
 -- ---- clean up ----
-DROP TABLE public.tp_orders, regress_tp_app.tp_orders, regress_tp_app.tp_orders_2, regress_tp_app.tp_orders_4;
+DROP TABLE public.tp_orders, regress_tp_app.tp_orders, regress_tp_app.tp_secret, regress_tp_app.tp_orders_2, regress_tp_app.tp_orders_4;
 DROP SCHEMA regress_tp_app;
 REVOKE CREATE ON SCHEMA public FROM regress_tp_app;
 DROP ROLE regress_tp_app;
