@@ -35,7 +35,8 @@ MARKER = "-- @functions"
 TABLE = "-- @table "
 # What an upgrade runs again of the concern files below 90.
 AGAIN = ("CREATE OR REPLACE FUNCTION", "CREATE OR REPLACE VIEW", "CREATE EVENT TRIGGER", "ALTER EVENT TRIGGER")
-ROLES = {"reader": "changefeed_reader", "processor": "changefeed_processor", "admin": "changefeed_admin"}
+ROLES = {"reader": "changefeed_reader", "processor": "changefeed_processor", "admin": "changefeed_admin",
+         "public": "PUBLIC"}
 KINDS = ("entry", "definer", "grant")
 
 
@@ -345,7 +346,7 @@ class Sources:
                 out.append(f.entry_point(e.renames))
             elif e.kind == "definer":
                 out.append(f"ALTER FUNCTION {e.signature()} SECURITY DEFINER;\n")
-        out.append("\n-- PUBLIC gets no function; each role the ones the manifest gives it.\n")
+        out.append("\n-- PUBLIC gets no function but those the manifest gives it; each role the ones it gives the role.\n")
         out.append("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA changefeed FROM PUBLIC;\n")
         for role, grantee in ROLES.items():
             granted = [e for e in self.entries if e.role == role]

@@ -15,6 +15,7 @@
 #include "xact_tracking.hpp"
 
 extern "C" {
+#include "catalog/partition.h"
 #include "nodes/makefuncs.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -83,6 +84,28 @@ AttrNumber resolve_column(Relation rel, const char *name, const char *what) {
     return InvalidAttrNumber;
 }
 
+// A capture trigger fires on its collection's table or a partition of it.
+// Any role may hold a clone of capture_row() (a partition made or attached by
+// its owner gets one with the owner's rights), so a trigger a role made on a
+// table of its own, naming another collection, must not file changes under
+// it.  The DDL guard refuses such a trigger when it is made; this holds
+// whenever the catalog can be read without waiting.
+void check_collection_table(int32 collection_id, Relation rel, const char *function) {
+    bool known;
+    Oid table = changefeed_collection_table(collection_id, &known);
+    if (!known) return;
+    Oid relid = RelationGetRelid(rel);
+    if (OidIsValid(table) &&
+        (table == relid || (rel->rd_rel->relispartition && list_member_oid(get_partition_ancestors(relid), table))))
+        return;
+    ereport(ERROR, (errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+                    errmsg("%s on %s is not a capture trigger of collection %d", function, relation_name(rel),
+                           collection_id),
+                    errdetail("Collection %d captures another table.", collection_id),
+                    errhint("Capture triggers are made by changefeed.enable(); changefeed.verify() shows what "
+                            "is wrong.")));
+}
+
 int32 count_argument(Trigger *t, int at, int *next) {
     if (at >= t->tgnargs) bad_arguments("An argument count is missing.");
     int32 n = pg_strtoint32(t->tgargs[at]);
@@ -126,6 +149,7 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
     st->keys_only = t->tgargs[2][0] == 'k';
     st->replicated = t->tgargs[3][0] == 't';
     if (st->ranges < 1) bad_arguments("The number of ranges must be positive.");
+    check_collection_table(st->collection_id, rel, "changefeed.capture_row()");
     st->schema_version = changefeed_schema_version(st->collection_id);
     int at;
     st->nkeys = count_argument(t, 4, &at);
@@ -380,6 +404,7 @@ Datum changefeed_capture_truncate(PG_FUNCTION_ARGS) {
                         errhint("Install it with changefeed.enable().")));
     int32 collection_id = pg_strtoint32(t->tgargs[0]);
     int32 ranges = pg_strtoint32(t->tgargs[1]);
+    check_collection_table(collection_id, trig->tg_relation, "changefeed.capture_truncate()");
     check_replica_mode(t->tgargs[2][0] == 't', trig->tg_relation);
 
     for (int32 range = 0; range < ranges; range++) {

@@ -39,15 +39,34 @@ bool callback_registered = false;
 
 void forget_all(Datum, Oid) { ncached = 0; }
 
+// A collection's table never changes (ids are not reused): kept until the
+// backend ends, not dropped at invalidations.
+struct CachedTable {
+    int32 collection_id;
+    Oid table;
+};
+
+CachedTable tables[kCached];
+int ntables = 0;
+
+void remember_table(int32 collection_id, Oid table) {
+    for (int i = 0; i < ntables; i++)
+        if (tables[i].collection_id == collection_id) return;
+    if (ntables == kCached) ntables = 0;
+    tables[ntables++] = CachedTable{collection_id, table};
+}
+
 // Read directly, as the catalog it is: the writer may not read the table.
+// Also notes the collection's table, when there is one.
 int32 lookup(int32 collection_id, bool *known) {
     *known = true;
     Oid ns = get_namespace_oid("changefeed", false);
     Oid relid = get_relname_relid("collection", ns);
     if (!OidIsValid(relid)) return 0;
     AttrNumber id_att = get_attnum(relid, "id");
-    AttrNumber version_att = get_attnum(relid, "schema_version");
-    if (id_att == InvalidAttrNumber || version_att == InvalidAttrNumber) return 0;  // before the update to 0.3
+    AttrNumber relid_att = get_attnum(relid, "relid");
+    AttrNumber version_att = get_attnum(relid, "schema_version");  // none before the update to 0.3
+    if (id_att == InvalidAttrNumber || relid_att == InvalidAttrNumber) return 0;
     // Never wait on it: a writer must not queue behind a lock on the catalog
     // (an admin's LOCK TABLE, a VACUUM FULL).  Then the row goes in without a
     // version, read as the version in force at its seq (schema_version.since_seq).
@@ -63,8 +82,12 @@ int32 lookup(int32 collection_id, bool *known) {
     HeapTuple tuple = systable_getnext(scan);
     if (HeapTupleIsValid(tuple)) {
         bool isnull;
-        Datum d = heap_getattr(tuple, version_att, RelationGetDescr(rel), &isnull);
-        if (!isnull) version = DatumGetInt32(d);
+        Datum d = heap_getattr(tuple, relid_att, RelationGetDescr(rel), &isnull);
+        if (!isnull) remember_table(collection_id, DatumGetObjectId(d));
+        if (version_att != InvalidAttrNumber) {
+            d = heap_getattr(tuple, version_att, RelationGetDescr(rel), &isnull);
+            if (!isnull) version = DatumGetInt32(d);
+        }
     }
     systable_endscan(scan);
     table_close(rel, AccessShareLock);
@@ -86,6 +109,18 @@ int32 changefeed_schema_version(int32 collection_id) {
     if (ncached == kCached) ncached = 0;
     cached[ncached++] = Cached{collection_id, version};
     return version;
+}
+
+Oid changefeed_collection_table(int32 collection_id, bool *known) {
+    for (int i = 0; i < ntables; i++)
+        if (tables[i].collection_id == collection_id) {
+            *known = true;
+            return tables[i].table;
+        }
+    (void)lookup(collection_id, known);
+    for (int i = 0; i < ntables; i++)
+        if (tables[i].collection_id == collection_id) return tables[i].table;
+    return InvalidOid;
 }
 
 extern "C" {

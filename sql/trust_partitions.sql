@@ -97,7 +97,66 @@ SELECT try_tp('DROP TABLE tp_secret_1');
 SELECT expired_of('tp_secret') AS expired;
 RESET ROLE;
 
+-- ---- owners run their partitions ----
+-- A partition created or attached under an enabled table gets a clone of the
+-- capture trigger, made with the rights of the role that runs the DDL.
+SET ROLE regress_tp_app;
+CREATE TABLE tp_rotated (day int, id int, PRIMARY KEY (day, id)) PARTITION BY RANGE (day);
+CREATE TABLE tp_rotated_1 PARTITION OF tp_rotated FOR VALUES FROM (1) TO (2);
+SELECT changefeed.enable('tp_rotated', partition_drops => 'expire') IS NOT NULL AS enabled;
+SELECT changefeed.current_position() AS rotated_start \gset
+INSERT INTO tp_rotated VALUES (1, 1);
+SELECT try_tp('CREATE TABLE tp_rotated_2 PARTITION OF tp_rotated FOR VALUES FROM (2) TO (3)');
+CREATE TABLE tp_rotated_3 (day int NOT NULL, id int NOT NULL);
+SELECT try_tp('ALTER TABLE tp_rotated ATTACH PARTITION tp_rotated_3 FOR VALUES FROM (3) TO (4)');
+INSERT INTO tp_rotated VALUES (2, 1), (3, 1);
+SELECT p.relid AS partition, regexp_replace(t.tgname, '[0-9]+$', 'N') AS trigger
+  FROM pg_partition_tree('tp_rotated') p JOIN pg_trigger t ON t.tgrelid = p.relid ORDER BY p.relid::text, 2;
+SELECT try_tp('ALTER TABLE tp_rotated DETACH PARTITION tp_rotated_2');
+SELECT try_tp('DROP TABLE tp_rotated_1');
+SELECT changefeed.alter('tp_rotated', partition_drops => 'forget') IS NOT NULL AS altered;
+SELECT try_tp('ALTER TABLE tp_rotated DETACH PARTITION tp_rotated_3');
+SELECT try_tp('DROP TABLE tp_rotated_2, tp_rotated_3');
+SELECT operation, doc_id, ttl_expired FROM changefeed.read('tp_rotated', :'rotated_start') ORDER BY seq;
+RESET ROLE;
+SELECT intact FROM changefeed.verify() WHERE table_name = 'regress_tp_app.tp_rotated'::regclass;
+
+-- An owner outside the extension's roles, whose table an admin enabled.
+CREATE ROLE regress_tp_plain;
+GRANT CREATE ON SCHEMA public TO regress_tp_plain;
+CREATE TABLE tp_plain (day int, id int, PRIMARY KEY (day, id)) PARTITION BY RANGE (day);
+ALTER TABLE tp_plain OWNER TO regress_tp_plain;
+SELECT changefeed.enable('tp_plain') IS NOT NULL AS enabled;
+SELECT changefeed.current_position() AS plain_start \gset
+SET ROLE regress_tp_plain;
+SELECT try_tp('CREATE TABLE tp_plain_1 PARTITION OF tp_plain FOR VALUES FROM (1) TO (2)');
+INSERT INTO tp_plain VALUES (1, 7);
+RESET ROLE;
+SELECT operation, doc_id FROM changefeed.read('tp_plain', :'plain_start') ORDER BY seq;
+
+-- Nobody files changes under another table's collection with capture_row():
+-- the guard refuses the trigger, and capture refuses to fire as one.
+SELECT id AS orders_id FROM changefeed.collection WHERE relid = 'public.tp_orders'::regclass \gset
+SET ROLE regress_tp_app;
+CREATE TABLE tp_forge (id int PRIMARY KEY);
+SELECT try_tp(format($$CREATE TRIGGER changefeed_capture AFTER INSERT OR UPDATE OR DELETE ON tp_forge FOR EACH ROW
+                       EXECUTE FUNCTION changefeed.capture_row(%s, '16', 't', 'f', '1', 'id', '1', 'id', '')$$,
+                     :orders_id));
+RESET ROLE;
+BEGIN;
+SELECT changefeed.suspend_guard(true);
+CREATE TRIGGER changefeed_capture AFTER INSERT ON regress_tp_app.tp_forge FOR EACH ROW
+    EXECUTE FUNCTION changefeed.capture_row(:'orders_id', '16', 't', 'f', '1', 'id', '1', 'id', '');
+COMMIT;
+SET ROLE regress_tp_app;
+SELECT try_tp('INSERT INTO tp_forge VALUES (1)');
+RESET ROLE;
+SELECT count(*) AS forged FROM changefeed.log WHERE collection_id = :orders_id AND NOT ttl_expired;
+
 -- ---- clean up ----
+DROP TABLE tp_plain, regress_tp_app.tp_forge, regress_tp_app.tp_rotated;
+REVOKE CREATE ON SCHEMA public FROM regress_tp_plain;
+DROP ROLE regress_tp_plain;
 DROP TABLE public.tp_orders, regress_tp_app.tp_orders, regress_tp_app.tp_secret, regress_tp_app.tp_orders_2, regress_tp_app.tp_orders_4;
 DROP SCHEMA regress_tp_app;
 REVOKE CREATE ON SCHEMA public FROM regress_tp_app;

@@ -132,6 +132,35 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                     'changefeed.guard_truncate()'::regprocedure)
 $$;
 
+-- Why a trigger that runs one of capture's functions is not on the tree of
+-- the collection its first argument names, or null.  Any role may hold a
+-- clone of capture_row() (20_enable.sql), so one made on a role's own table
+-- naming another collection would file changes under it.
+CREATE OR REPLACE FUNCTION changefeed.foreign_trigger_problem(t pg_trigger) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    first text;
+    table_of oid;
+BEGIN
+    IF t.tgfoid NOT IN ('changefeed.capture_row()'::regprocedure, 'changefeed.capture_truncate()'::regprocedure,
+                        'changefeed.guard_truncate()'::regprocedure) THEN
+        RETURN NULL;
+    END IF;
+    IF t.tgnargs > 0 THEN
+        first := convert_from(substring(t.tgargs FROM 1 FOR position('\x00'::bytea IN t.tgargs) - 1),
+                              getdatabaseencoding());
+    END IF;
+    IF first ~ '^[0-9]{1,9}$' THEN
+        SELECT x.relid INTO table_of FROM changefeed.collection x WHERE x.id = first::int;
+        IF t.tgrelid IN (SELECT changefeed.tree_of(table_of)) THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    RETURN format('trigger %I on %s runs %s for collection %s, which captures another table',
+                  t.tgname, t.tgrelid::regclass, t.tgfoid::regprocedure, coalesce(first, '(none)'));
+END
+$$;
+
 -- What is wrong with one trigger of an enabled table's tree, or null.
 -- `created`: it was just created (a restore enables it ALWAYS by the next statement).
 CREATE OR REPLACE FUNCTION changefeed.trigger_problem(trigger_oid oid, c changefeed.collection, created bool DEFAULT false)
@@ -393,6 +422,12 @@ BEGIN
                     PERFORM changefeed.refuse_hole(cmd.command_tag, c, ARRAY[q]);
                 END IF;
             END LOOP;
+            -- Anywhere else: only on the tree of the collection it names.
+            q := changefeed.foreign_trigger_problem(t);
+            IF q IS NOT NULL THEN
+                RAISE EXCEPTION '% refused: %', cmd.command_tag, q
+                    USING ERRCODE = 'CF013', HINT = 'Capture triggers are made by changefeed.enable().';
+            END IF;
             CONTINUE;
         END IF;
         -- ATTACH PARTITION: the whole tree under the ALTER TABLE's target

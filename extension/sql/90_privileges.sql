@@ -9,7 +9,8 @@
 CREATE OR REPLACE VIEW changefeed.processor_status AS
 SELECT * FROM changefeed.processor_status_rows();
 
--- PUBLIC gets nothing: not the schema, not a function, not a table.
+-- PUBLIC gets nothing: not the schema, not a table, no function but
+-- capture_row() (surface.manifest).
 REVOKE ALL ON ALL TABLES IN SCHEMA changefeed FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA changefeed FROM PUBLIC;
 REVOKE ALL ON SCHEMA changefeed FROM PUBLIC;
