@@ -350,8 +350,10 @@ bool changefeed_partition_detach(AlterTableStmt *stmt, Oid parent, Oid caller) {
             continue;
         PartitionCmd *pc = (PartitionCmd *)at->def;
         Oid part = pc && pc->name ? RangeVarGetRelid(pc->name, NoLock, true) : InvalidOid;
-        // A partition that is not there, or not under `parent`: the DDL fails by itself.
-        if (!OidIsValid(part) || get_partition_parent(part, true) != parent) continue;
+        // A partition that is not there, not a partition (get_partition_parent
+        // would fail on it) or not under `parent`: the DDL fails by itself.
+        if (!OidIsValid(part) || !get_rel_relispartition(part) || get_partition_parent(part, true) != parent)
+            continue;
         Collection c;
         if (!collection_above(part, &c)) continue;
         if (strcmp(c.mode, "refuse") == 0) return false;
