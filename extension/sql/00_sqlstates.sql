@@ -31,4 +31,4 @@
 --   42501  not allowed: no `SELECT` on the table, a processor of another role or reserved for one, not the table's owner, a TTL column set without `DELETE` on the table, another tenant
 --   42809  not a table (a view, a sequence…)
 --   22023  a bad read argument (mode, max_changes, a range id twice, arrays of different lengths, a `wait` outside 0..60 s)
---   25000  a long-poll read (`read_ranges(..., wait)`) in a transaction that would hold back vacuum while it waits: REPEATABLE READ or SERIALIZABLE, one that has written, or one with a cursor open
+--   25000  a long-poll read (`read_ranges(..., wait)`) in a transaction that would hold back vacuum while it waits: REPEATABLE READ or SERIALIZABLE, one that has written, or one with a cursor open; `reserve_processor()` or `drop_processor()` under REPEATABLE READ or SERIALIZABLE
