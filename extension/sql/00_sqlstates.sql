@@ -23,7 +23,7 @@
 --   CF015  another live instance of the processor runs under this instance name
 --   CF016  a position this standby has not replayed yet (taken later on the primary, or on a timeline the standby has not reached): retry, it passes once the standby catches up
 --   CF017  a position of a history this server did not follow (a point-in-time restore, or a standby promoted from an earlier point): resume from a checkpoint taken on this history or from position_at(), never from now
---   CF018  a per-processor limit reached: too many live instances, too many event ids in one deduplication call
+--   CF018  a per-processor limit reached: too many live instances, too many event ids in one deduplication call, too many processor names one role claimed on one table (`changefeed.max_processors_per_role`)
 --   CF019  history lost: capture was off (disable, then enable) after the position or the start time, so writes of that time were never logged
 --   CF020  a range id the collection does not have: its number of ranges changed (changefeed.alter ranges) since the caller learnt it, or a wrong id
 --   CF021  no images to read: the all-versions feed (mode `all`) of a collection enabled with `images => 'keys'`, or a change logged while it was (read in mode `latest`, or resume past it)

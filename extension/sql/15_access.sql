@@ -237,6 +237,27 @@ BEGIN
 END
 $$;
 
+-- CF018 when `who` owns changefeed.max_processors_per_role names on the
+-- collection already: names are cheap to claim for anyone who may read the
+-- table, and monitoring and the reservation of names scale with them.
+CREATE OR REPLACE FUNCTION changefeed.check_processor_cap(tbl regclass, collection_id int, who oid) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    cap int := coalesce(current_setting('changefeed.max_processors_per_role', true)::int, 100);
+BEGIN
+    IF (SELECT count(*) FROM (SELECT 1 FROM changefeed.processor p
+                               WHERE p.collection_id = collection_id AND p.owner_role = who
+                               LIMIT cap) x) >= cap THEN
+        RAISE EXCEPTION 'role % has % processor names on % already', changefeed.role_name(who), cap, tbl
+            USING ERRCODE = 'CF018',
+                  DETAIL = 'changefeed.max_processors_per_role limits the processor names one role claims per table.',
+                  HINT = 'Drop processors no longer used (changefeed.drop_processor()), or ask the '
+                         'server''s administrator to raise changefeed.max_processors_per_role.';
+    END IF;
+END
+$$;
+
 -- 42501 unless `who` owns processor `name` on collection `collection_id`
 -- (or is an admin); CF012 when no role claimed the name yet.  With `claim`,
 -- an unknown processor becomes `who`'s (a name an admin reserved is the
@@ -254,6 +275,7 @@ BEGIN
         IF NOT claim THEN
             PERFORM changefeed.processor_unknown(tbl, name);
         END IF;
+        PERFORM changefeed.check_processor_cap(tbl, collection_id, who);
         -- Waits for a concurrent first claim or reservation of the name;
         -- under REPEATABLE READ one committed after the snapshot is 40001.
         INSERT INTO changefeed.processor AS p (collection_id, name, owner_role)
