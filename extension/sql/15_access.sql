@@ -241,15 +241,18 @@ $$;
 -- collection already: names are cheap to claim for anyone who may read the
 -- table, and monitoring and the reservation of names scale with them.
 CREATE OR REPLACE FUNCTION changefeed.check_processor_cap(tbl regclass, collection_id int, who oid) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     cap int := coalesce(current_setting('changefeed.max_processors_per_role', true)::int, 100);
 BEGIN
+    -- One new name of a role on a collection at a time, so that sessions
+    -- claiming together do not each count the same names and overshoot.
+    PERFORM pg_advisory_xact_lock(hashtextextended(format('changefeed.processor_cap %s %s', collection_id, who), 0));
     IF (SELECT count(*) FROM (SELECT 1 FROM changefeed.processor p
                                WHERE p.collection_id = collection_id AND p.owner_role = who
                                LIMIT cap) x) >= cap THEN
-        RAISE EXCEPTION 'role % has % processor names on % already', changefeed.role_name(who), cap, tbl
+        RAISE EXCEPTION 'processor name cap of % reached for role % on %', cap, changefeed.role_name(who), tbl
             USING ERRCODE = 'CF018',
                   DETAIL = 'changefeed.max_processors_per_role limits the processor names one role claims per table.',
                   HINT = 'Drop processors no longer used (changefeed.drop_processor()), or ask the '
