@@ -53,7 +53,7 @@ DATA = $(wildcard extension/releases/changefeed--*.sql) $(wildcard extension/upg
 
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED= ISOLATION_PRELOADED=`.
-REGRESS_COMMON = setup enable capture read positions retention lag leases instances ranges start_positions maintenance privileges integrity dedup keep range_change processor_admin status trust_tenants trust_admin partition_drops row_security
+REGRESS_COMMON = setup enable capture read positions retention lag leases instances ranges start_positions maintenance privileges integrity dedup keep range_change processor_admin status trust_tenants trust_admin processor_names partition_drops row_security
 # Write paths of newer servers (MERGE ... RETURNING, RETURNING OLD/NEW), with
 # expected outputs per major: write_paths.out 18, _1 17, _2 15 and 16.
 REGRESS_COMMON += write_paths
@@ -79,7 +79,7 @@ REGRESS_COMMON += trust_partitions
 REGRESS_PRELOADED = notifier ticks workers long_poll prepared
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=. --load-extension=changefeed
-ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence lease_expiry_race instance_names start_at read_ranges_late_commit open_xact_late_commit range_change_race disable_keep_race own_position partition_expire_race row_security_race schema_change_race $(ISOLATION_PRELOADED)
+ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence lease_expiry_race instance_names start_at read_ranges_late_commit open_xact_late_commit range_change_race disable_keep_race own_position partition_expire_race row_security_race schema_change_race reserve_race processor_cap_race $(ISOLATION_PRELOADED)
 # The long poll is woken through shared memory: preloaded only.
 ISOLATION_PRELOADED = long_poll_wakeup
 ISOLATION_OPTS = --inputdir=. --load-extension=changefeed

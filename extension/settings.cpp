@@ -14,6 +14,7 @@ int changefeed_max_retention = 365 * 24 * 3600;
 char *changefeed_delete_reason = NULL;
 char *changefeed_read_position = NULL;
 int changefeed_read_memory_kept = 16 * 1024;
+int changefeed_max_processors_per_role = 100;
 
 void changefeed_define_settings(void) {
     DefineCustomStringVariable("changefeed.delete_reason",
@@ -69,6 +70,13 @@ void changefeed_define_settings(void) {
                             "Memory a backend that reads the change feed keeps between reads for the next "
                             "(0: none).",
                             NULL, &changefeed_read_memory_kept, 16 * 1024, 0, 256 * 1024, PGC_SUSET, GUC_UNIT_KB,
+                            NULL, NULL, NULL);
+    // Set by the server's administrator (for one role: ALTER ROLE ... SET): a
+    // role that may read a table must not claim processor names without end
+    // (15_access.sql, check_processor_cap).
+    DefineCustomIntVariable("changefeed.max_processors_per_role",
+                            "The most processor names one role may claim on one table.",
+                            NULL, &changefeed_max_processors_per_role, 100, 1, 1000000, PGC_SUSET, 0,
                             NULL, NULL, NULL);
     // Last: reserving the prefix drops every changefeed.* placeholder not yet
     // defined, which would discard the values postgresql.conf gave them.

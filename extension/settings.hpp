@@ -35,3 +35,7 @@ extern char *changefeed_read_position;
 // changefeed.read_memory_kept: memory a reading backend keeps between reads
 // (kB, 0: none; read_memory.cpp).
 extern int changefeed_read_memory_kept;
+
+// changefeed.max_processors_per_role: processor names one role may claim per
+// collection (read by the SQL, check_processor_cap).
+extern int changefeed_max_processors_per_role;

@@ -23,7 +23,7 @@
 --   CF015  another live instance of the processor runs under this instance name
 --   CF016  a position this standby has not replayed yet (taken later on the primary, or on a timeline the standby has not reached): retry, it passes once the standby catches up
 --   CF017  a position of a history this server did not follow (a point-in-time restore, or a standby promoted from an earlier point): resume from a checkpoint taken on this history or from position_at(), never from now
---   CF018  a per-processor limit reached: too many live instances, too many event ids in one deduplication call
+--   CF018  a per-processor limit reached: too many live instances, too many event ids in one deduplication call, too many processor names one role claimed on one table (`changefeed.max_processors_per_role`)
 --   CF019  history lost: capture was off (disable, then enable) after the position or the start time, so writes of that time were never logged
 --   CF020  a range id the collection does not have: its number of ranges changed (changefeed.alter ranges) since the caller learnt it, or a wrong id
 --   CF021  no images to read: the all-versions feed (mode `all`) of a collection enabled with `images => 'keys'`, or a change logged while it was (read in mode `latest`, or resume past it)
@@ -31,4 +31,4 @@
 --   42501  not allowed: no `SELECT` on the table, a processor of another role or reserved for one, not the table's owner, a TTL column set without `DELETE` on the table, another tenant
 --   42809  not a table (a view, a sequence…)
 --   22023  a bad read argument (mode, max_changes, a range id twice, arrays of different lengths, a `wait` outside 0..60 s)
---   25000  a long-poll read (`read_ranges(..., wait)`) in a transaction that would hold back vacuum while it waits: REPEATABLE READ or SERIALIZABLE, one that has written, or one with a cursor open
+--   25000  a long-poll read (`read_ranges(..., wait)`) in a transaction that would hold back vacuum while it waits: REPEATABLE READ or SERIALIZABLE, one that has written, or one with a cursor open; `reserve_processor()` or `drop_processor()` under REPEATABLE READ or SERIALIZABLE

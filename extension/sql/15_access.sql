@@ -171,36 +171,46 @@ BEGIN
 END
 $$;
 
--- 42501 unless `who` owns processor `name` on collection `collection_id`
--- (or is an admin); CF012 when no role claimed the name yet.  With `claim`,
--- an unknown processor becomes `who`'s (a name an admin reserved is the
--- reserving role's already: reserve_processor()).
-CREATE OR REPLACE FUNCTION changefeed.require_processor(tbl regclass, collection_id int, name text, who oid,
-                                                        claim bool DEFAULT false) RETURNS void
+-- The role owning processor `name` on collection `collection_id`, or null.
+-- `lock` 'share' (a call that files something under the name) locks its row
+-- FOR KEY SHARE, 'exclusive' (reserve_processor, drop_processor) FOR UPDATE,
+-- which waits for every share in flight; 'none' reads it (a read-only call,
+-- which may run on a standby).  A locked row is read as it is now: in READ
+-- COMMITTED a row a reservation replaced while we waited is read again in a
+-- new snapshot; under REPEATABLE READ the lock fails with 40001 on a row
+-- replaced after the transaction's snapshot (reserve_processor deletes and
+-- inserts it, so that even KEY SHARE sees the change).  Without a lock the
+-- name could be claimed in an old snapshot after a reservation dropped it.
+CREATE OR REPLACE FUNCTION changefeed.processor_owner(collection_id int, name text, lock text) RETURNS oid
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     owner oid;
 BEGIN
-    SELECT p.owner_role INTO owner FROM changefeed.processor p
-     WHERE p.collection_id = collection_id AND p.name = name;
-    IF NOT FOUND THEN
-        IF NOT claim THEN
-            -- Nothing is filed under a name before lease_init() claimed it:
-            -- else a stranger could fill a processor's deduplication store or
-            -- register phantom instances under it before its owner starts.
-            RAISE EXCEPTION 'processor "%" has never run on %', name, tbl
-                USING ERRCODE = 'CF012',
-                      DETAIL = 'Leases, instances, checkpoints and deduplication records are filed only under a '
-                               'processor name that changefeed.lease_init() claimed for its role.',
-                      HINT = 'Start the processor first (the client calls lease_init() in start()).';
+    FOR attempt IN 1..2 LOOP
+        IF lock = 'share' THEN
+            SELECT p.owner_role INTO owner FROM changefeed.processor p
+             WHERE p.collection_id = collection_id AND p.name = name FOR KEY SHARE;
+        ELSIF lock = 'exclusive' THEN
+            SELECT p.owner_role INTO owner FROM changefeed.processor p
+             WHERE p.collection_id = collection_id AND p.name = name FOR UPDATE;
+        ELSE
+            SELECT p.owner_role INTO owner FROM changefeed.processor p
+             WHERE p.collection_id = collection_id AND p.name = name;
+            RETURN owner;
         END IF;
-        INSERT INTO changefeed.processor AS p (collection_id, name, owner_role)
-        VALUES (collection_id, name, who::regrole)
-        ON CONFLICT ON CONSTRAINT processor_pkey DO NOTHING;
-        SELECT p.owner_role INTO owner FROM changefeed.processor p
-         WHERE p.collection_id = collection_id AND p.name = name;
-    END IF;
+        IF FOUND THEN
+            RETURN owner;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+-- 42501 unless `who` is `owner` (a member of it) or an admin.
+CREATE OR REPLACE FUNCTION changefeed.require_owner(tbl regclass, name text, who oid, owner oid) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
     IF changefeed.is_admin(who)
        OR (EXISTS (SELECT 1 FROM pg_roles WHERE oid = owner) AND pg_has_role(who, owner, 'USAGE')) THEN
         RETURN;
@@ -210,6 +220,92 @@ BEGIN
               DETAIL = format('%s may not take its leases, move its checkpoints or see its lag.',
                               changefeed.role_name(who)),
               HINT = 'Run the processor as its owning role, choose another processor name, or ask a changefeed_admin.';
+END
+$$;
+
+-- CF012: nothing is filed under a name before lease_init() claimed it, else
+-- a stranger could fill a processor's deduplication store or register
+-- phantom instances under it before its owner starts.
+CREATE OR REPLACE FUNCTION changefeed.processor_unknown(tbl regclass, name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'processor "%" has never run on %', name, tbl
+        USING ERRCODE = 'CF012',
+              DETAIL = 'Leases, instances, checkpoints and deduplication records are filed only under a '
+                       'processor name that changefeed.lease_init() claimed for its role.',
+              HINT = 'Start the processor first (the client calls lease_init() in start()).';
+END
+$$;
+
+-- CF018 when `who` owns changefeed.max_processors_per_role names on the
+-- collection already: names are cheap to claim for anyone who may read the
+-- table, and monitoring and the reservation of names scale with them.
+CREATE OR REPLACE FUNCTION changefeed.check_processor_cap(tbl regclass, collection_id int, who oid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    cap int := coalesce(current_setting('changefeed.max_processors_per_role', true)::int, 100);
+BEGIN
+    -- One new name of a role on a collection at a time, so that sessions
+    -- claiming together do not each count the same names and overshoot.
+    PERFORM pg_advisory_xact_lock(hashtextextended(format('changefeed.processor_cap %s %s', collection_id, who), 0));
+    IF (SELECT count(*) FROM (SELECT 1 FROM changefeed.processor p
+                               WHERE p.collection_id = collection_id AND p.owner_role = who
+                               LIMIT cap) x) >= cap THEN
+        RAISE EXCEPTION 'processor name cap of % reached for role % on %', cap, changefeed.role_name(who), tbl
+            USING ERRCODE = 'CF018',
+                  DETAIL = 'changefeed.max_processors_per_role limits the processor names one role claims per table.',
+                  HINT = 'Drop processors no longer used (changefeed.drop_processor()), or ask the '
+                         'server''s administrator to raise changefeed.max_processors_per_role.';
+    END IF;
+END
+$$;
+
+-- 42501 unless `who` owns processor `name` on collection `collection_id`
+-- (or is an admin); CF012 when no role claimed the name yet.  With `claim`,
+-- an unknown processor becomes `who`'s (a name an admin reserved is the
+-- reserving role's already: reserve_processor()).  What a call files under
+-- the name after this holds the processor row's share lock until commit, so
+-- a reservation waits for it and then removes it (processor_owner).
+CREATE OR REPLACE FUNCTION changefeed.require_processor(tbl regclass, collection_id int, name text, who oid,
+                                                        claim bool DEFAULT false) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    owner oid := changefeed.processor_owner(collection_id, name, 'share');
+BEGIN
+    IF owner IS NULL THEN
+        IF NOT claim THEN
+            PERFORM changefeed.processor_unknown(tbl, name);
+        END IF;
+        PERFORM changefeed.check_processor_cap(tbl, collection_id, who);
+        -- Waits for a concurrent first claim or reservation of the name;
+        -- under REPEATABLE READ one committed after the snapshot is 40001.
+        INSERT INTO changefeed.processor AS p (collection_id, name, owner_role)
+        VALUES (collection_id, name, who::regrole)
+        ON CONFLICT ON CONSTRAINT processor_pkey DO NOTHING;
+        owner := changefeed.processor_owner(collection_id, name, 'share');
+        IF owner IS NULL THEN   -- dropped meanwhile
+            PERFORM changefeed.processor_unknown(tbl, name);
+        END IF;
+    END IF;
+    PERFORM changefeed.require_owner(tbl, name, who, owner);
+END
+$$;
+
+-- require_processor() for a call that only reads what is filed under the
+-- name (lag, instances, deduplication lookups): no lock, so it runs on a
+-- standby too.
+CREATE OR REPLACE FUNCTION changefeed.require_processor_read(tbl regclass, collection_id int, name text, who oid)
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    owner oid := changefeed.processor_owner(collection_id, name, 'none');
+BEGIN
+    IF owner IS NULL THEN
+        PERFORM changefeed.processor_unknown(tbl, name);
+    END IF;
+    PERFORM changefeed.require_owner(tbl, name, who, owner);
 END
 $$;
 

@@ -108,6 +108,19 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     SELECT * FROM changefeed.owned_processor(tbl, processor, NULL, false);
 $$;
 
+-- The prologue of a call that only reads what is filed under the name: the
+-- owner checked without a lock (require_processor_read).
+CREATE OR REPLACE FUNCTION changefeed.processor_seen(tbl regclass, processor text) RETURNS changefeed.collection
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.require_processor_read(tbl, c.id, processor, changefeed.caller());
+    RETURN c;
+END
+$$;
+
 -- The prologue of the calls by which an instance gives something up
 -- (lease_release, instance_unregister): no SELECT needed, so an instance
 -- whose role lost it still leaves cleanly.
@@ -164,8 +177,10 @@ BEGIN
     IF start_position IS NOT NULL THEN
         PERFORM changefeed.position_decode(start_position);
     END IF;
-    -- One first start at a time: a concurrent one waits here, then finds the leases.
-    PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
+    -- One first start at a time: a concurrent one waits here, then finds the
+    -- leases.  NO KEY UPDATE: it does not wait for the share locks of claims
+    -- (require_processor), which every starter holds itself.
+    PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR NO KEY UPDATE;
     IF EXISTS (SELECT 1 FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor) THEN
         RETURN c.ranges;
     END IF;
@@ -339,8 +354,9 @@ BEGIN
     -- result.  One row lock (the processor's), not one per lease; renewals
     -- (renew_holder) wait for it, so an expiry judged passed here is not
     -- extended before this step's takeover commits.
+    -- NO KEY UPDATE: the step holds its claim's share lock already.
     SELECT p.lease_generation INTO gen FROM changefeed.processor p
-     WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
+     WHERE p.collection_id = c.id AND p.name = processor FOR NO KEY UPDATE;
     IF NOT EXISTS (SELECT 1 FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor) THEN
         RAISE EXCEPTION 'processor "%" has no leases on %', processor, c.relid::regclass
             USING ERRCODE = 'CF003', HINT = 'Call changefeed.lease_init() first.';
@@ -700,8 +716,12 @@ RETURNS TABLE (range_id int, epoch bigint, checkpoint text, backfill_done bool,
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
+    c changefeed.collection;
 BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.check_name(instance, 'instance');
+    c := changefeed.processor_seen(tbl, processor);
+    PERFORM changefeed.require_select(tbl, changefeed.caller(), 'run a processor on');
     RETURN QUERY SELECT * FROM changefeed.leases_held(c.id, processor, instance);
 END
 $$;
@@ -759,18 +779,57 @@ BEGIN
 END
 $$;
 
+-- Removes whatever is filed under processor `processor` of collection
+-- `collection_id`: deduplication records, leases and checkpoints, holders,
+-- instances.  The caller holds the processor row's exclusive lock, taken
+-- after every claim in flight committed, and these statements read in
+-- snapshots taken after it: nothing a claim filed escapes them.
+CREATE OR REPLACE FUNCTION changefeed.forget_filed(collection_id int, processor text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+BEGIN
+    DELETE FROM changefeed.applied a WHERE a.collection_id = collection_id AND a.processor = processor;
+    DELETE FROM changefeed.lease l WHERE l.collection_id = collection_id AND l.processor = processor;
+    DELETE FROM changefeed.holder h WHERE h.collection_id = collection_id AND h.processor = processor;
+    DELETE FROM changefeed.instance i WHERE i.collection_id = collection_id AND i.processor = processor;
+END
+$$;
+
+-- 25000 in a transaction whose snapshot is older than its statement
+-- (REPEATABLE READ, SERIALIZABLE): what `what` removes would be read there,
+-- and a claim committed after it would survive.
+CREATE OR REPLACE FUNCTION changefeed.require_fresh_snapshot(what text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION '% needs a READ COMMITTED transaction', what
+            USING ERRCODE = 'invalid_transaction_state',
+                  DETAIL = format('Under %s it would read what is filed under the name in the transaction''s '
+                                  'snapshot and miss what was filed since.',
+                                  upper(current_setting('transaction_isolation'))),
+                  HINT = 'Call it in a READ COMMITTED transaction (the default) or on its own.';
+    END IF;
+END
+$$;
+
 -- Forgets a processor: its leases, checkpoints, registered instances,
 -- deduplication store (47_dedup.sql) and owner (for its owner or an admin).
+-- It waits for every call in flight under the name (processor_owner).
 CREATE OR REPLACE FUNCTION changefeed.drop_processor(tbl regclass, processor text) RETURNS bool
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor);
+    c changefeed.collection := changefeed.collection_of(tbl);
+    owner oid;
 BEGIN
-    DELETE FROM changefeed.applied a WHERE a.collection_id = c.id AND a.processor = processor;
-    DELETE FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor;
-    DELETE FROM changefeed.holder h WHERE h.collection_id = c.id AND h.processor = processor;
-    DELETE FROM changefeed.instance i WHERE i.collection_id = c.id AND i.processor = processor;
+    PERFORM changefeed.check_name(processor, 'processor');
+    PERFORM changefeed.require_fresh_snapshot('drop_processor()');
+    owner := changefeed.processor_owner(c.id, processor, 'exclusive');
+    IF owner IS NULL THEN
+        PERFORM changefeed.processor_unknown(tbl, processor);
+    END IF;
+    PERFORM changefeed.require_owner(tbl, processor, changefeed.caller(), owner);
+    PERFORM changefeed.forget_filed(c.id, processor);
     DELETE FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor;
     RETURN FOUND;
 END
@@ -784,31 +843,44 @@ $$;
 -- deduplication records) is dropped: the new owner starts afresh, from its
 -- own lease_init(), and nothing the previous holder did reaches it.  Returns
 -- whether the name changed hands (false: `owner` had it already).
+-- Claims serialize with it on the processor row: it waits for a first claim
+-- in flight (the insert below) and for every call filing under the name (the
+-- exclusive lock), removes what they filed, and replaces the row (a delete
+-- and an insert), so that a claim that comes after, even one whose snapshot
+-- is older, finds the new owner or fails (processor_owner).
 CREATE OR REPLACE FUNCTION changefeed.reserve_processor(tbl regclass, processor text, owner regrole) RETURNS bool
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.collection_of(tbl);
-    held oid;
+    held changefeed.processor;
 BEGIN
     PERFORM changefeed.require_admin(changefeed.caller(), 'reserve processor names');
     PERFORM changefeed.check_name(processor, 'processor');
     IF owner IS NULL THEN
         RAISE EXCEPTION 'owner must not be null' USING ERRCODE = 'CF003';
     END IF;
-    SELECT p.owner_role INTO held FROM changefeed.processor p
-     WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
-    IF held = owner THEN
-        RETURN false;
-    END IF;
-    DELETE FROM changefeed.applied a WHERE a.collection_id = c.id AND a.processor = processor;
-    DELETE FROM changefeed.lease l WHERE l.collection_id = c.id AND l.processor = processor;
-    DELETE FROM changefeed.holder h WHERE h.collection_id = c.id AND h.processor = processor;
-    DELETE FROM changefeed.instance i WHERE i.collection_id = c.id AND i.processor = processor;
+    PERFORM changefeed.require_fresh_snapshot('reserve_processor()');
     INSERT INTO changefeed.processor AS p (collection_id, name, owner_role)
     VALUES (c.id, processor, owner)
-    ON CONFLICT ON CONSTRAINT processor_pkey DO UPDATE
-       SET owner_role = excluded.owner_role, created_at = now(), lease_generation = p.lease_generation + 1;
+    ON CONFLICT ON CONSTRAINT processor_pkey DO NOTHING;
+    IF FOUND THEN
+        -- A new name: nothing is filed under it but what predates the claims.
+        PERFORM changefeed.forget_filed(c.id, processor);
+        RETURN true;
+    END IF;
+    FOR attempt IN 1..2 LOOP
+        SELECT * INTO held FROM changefeed.processor p
+         WHERE p.collection_id = c.id AND p.name = processor FOR UPDATE;
+        EXIT WHEN FOUND;
+    END LOOP;
+    IF held.owner_role = owner THEN
+        RETURN false;
+    END IF;
+    PERFORM changefeed.forget_filed(c.id, processor);
+    DELETE FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor;
+    INSERT INTO changefeed.processor AS p (collection_id, name, owner_role, lease_generation)
+    VALUES (c.id, processor, owner, coalesce(held.lease_generation + 1, 0));
     RETURN true;
 END
 $$;

@@ -135,7 +135,7 @@ RETURNS TABLE (instance text, registered_at timestamptz, heartbeat_at timestampt
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor);
+    c changefeed.collection := changefeed.processor_seen(tbl, processor);
 BEGIN
     RETURN QUERY
     SELECT i.instance, i.registered_at, i.heartbeat_at, changefeed.session_alive(i.backend_pid, i.backend_start)

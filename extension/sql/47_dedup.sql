@@ -39,7 +39,7 @@ CREATE OR REPLACE FUNCTION changefeed.dedup_applied(tbl regclass, processor text
 RETURNS SETOF text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor);
+    c changefeed.collection := changefeed.processor_seen(tbl, processor);
 BEGIN
     PERFORM changefeed.require_select(tbl, changefeed.caller(), 'use the deduplication store of a processor on');
     PERFORM changefeed.check_event_ids(event_ids);

@@ -26,7 +26,7 @@ RETURNS TABLE (
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_of(tbl, processor);
+    c changefeed.collection := changefeed.processor_seen(tbl, processor);
     who oid := changefeed.caller();
     l changefeed.lease;
     p record;

@@ -16,6 +16,12 @@
 -- admin or pg_monitor member; a caller bound to tenants counts only theirs
 -- (a row that moved from one of them to another tenant counts: its delete).
 -- Otherwise it is null.
+--
+-- The estimates cost two index scans per range, so they are bounded per
+-- owner: the first `counted_per_owner` (1024) ranges of each owning role on
+-- a collection, in processor and range order, get one; the rest null.  So a
+-- role that claims many names (as many as changefeed.max_processors_per_role
+-- lets it) slows the view by at most that many counts, whatever the names.
 CREATE OR REPLACE FUNCTION changefeed.processor_status_rows()
 RETURNS TABLE (
     table_name regclass,
@@ -37,6 +43,7 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     status_count_limit constant int := 1000;
+    counted_per_owner constant int := 1024;
     who oid := changefeed.caller();
     sees_all bool := changefeed.is_admin(who) OR pg_has_role(who, 'pg_monitor', 'USAGE');
     bound text[] := changefeed.tenants_of(who);
@@ -62,7 +69,8 @@ BEGIN
         SELECT * INTO h FROM changefeed.horizon x WHERE x.collection_id = c.id;
         FOR l IN
             SELECT x.processor, x.range_id, x.owner, x.epoch, hx.expires_at, x.updated_at, x.checkpoint,
-                   x.backfill_done, p.owner_role
+                   x.backfill_done, p.owner_role,
+                   row_number() OVER (PARTITION BY p.owner_role ORDER BY x.processor, x.range_id) AS owner_rank
               FROM changefeed.lease x
               LEFT JOIN changefeed.processor p ON p.collection_id = x.collection_id AND p.name = x.processor
               LEFT JOIN changefeed.holder hx ON hx.collection_id = x.collection_id AND hx.processor = x.processor
@@ -88,7 +96,7 @@ BEGIN
             pending_exact := NULL;
             lag_seconds := NULL;
             history_lost := NULL;
-            IF counts THEN
+            IF counts AND l.owner_rank <= counted_per_owner THEN
                 BEGIN
                     pos := changefeed.position_decode(l.checkpoint);
                     history_lost := h.collection_id IS NOT NULL
