@@ -313,7 +313,12 @@ void identify_row(void *arg) {
 // Writes one row of changefeed.log in the writer's transaction.  Op 'm' is a
 // replace that moved the row from tenant `moved_from` (NULL: no tenant) to
 // the new image's: a tenant-scoped read shows it to the old tenant as a
-// delete and to the new one as a create (30_read.sql).
+// delete and to the new one as a create (30_read.sql).  A replace that
+// changed the partition key (`previous_part`) is also written, the same row
+// but op 'x', into the range of the key before, under that key: a reader
+// whose sight the row left (its tenant, its policies) gets the delete there,
+// in the order of the range the document was in (read_window.cpp); every
+// other reader skips it.
 void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, HeapTuple older, const Identity *id,
                 const char *moved_from = NULL, const char *previous_part = NULL) {
     LogRow row;
@@ -333,6 +338,13 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
     row.schema_version = st->schema_version;
     row.previous_partition_key = previous_part ? CStringGetTextDatum(previous_part) : (Datum)0;
     changefeed_log_write(&row);
+    if (previous_part != NULL) {
+        row.op = 'x';
+        row.range_id = (int32)(changefeed_range_hash(previous_part, strlen(previous_part)) % (uint32)st->ranges);
+        row.partition_key = row.previous_partition_key;
+        row.previous_partition_key = (Datum)0;
+        changefeed_log_write(&row);
+    }
 }
 
 void check_trigger(FunctionCallInfo fcinfo, const char *name) {

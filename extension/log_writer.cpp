@@ -432,6 +432,7 @@ void changefeed_log_write(const LogRow *row) {
     Relation rel = open_part.rel;
     TupleDesc desc = RelationGetDescr(rel);
     bool before_0_3 = open_part.before_0_3;
+    if (before_0_3 && row->op == 'x') return;  // a 0.2 log has no such rows (nor their reader)
 
     Datum values[kColumns];
     bool nulls[kColumns] = {};

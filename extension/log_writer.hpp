@@ -7,7 +7,8 @@ struct LogRow {
     int32 range_id;
     Datum doc_id;         // text
     Datum partition_key;  // text
-    char op;              // c create, r replace, m replace to another tenant, d delete, t clear, s schema change
+    char op;              // c create, r replace, m replace to another tenant, d delete, t clear, s schema change,
+                          // x where a replace that changed the partition key left (its old range)
     Datum current;        // jsonb
     Datum previous;       // jsonb
     bool ttl_expired;

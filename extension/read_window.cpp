@@ -416,6 +416,21 @@ void refuse_no_images(Partition *p, char op, bool current_null, const Datum *doc
                             "changefeed.alter(tbl, images => 'full').")));
 }
 
+// A replace that changed the partition key is logged twice: where the row
+// is now (op r or m, with previous_partition_key) and, as op 'x', in the
+// range and under the key it had before (capture.cpp).  Both are judged as
+// the replace (logical_op()); a reader whose sight the row left (its tenant,
+// its policies) gets the delete from the 'x' copy, in the order of the range
+// the document was in, and the other sides from the first; everyone else
+// skips the copy.
+char logical_op(char logged, bool previous_tenant_null) {
+    return logged == 'x' ? (previous_tenant_null ? 'r' : 'm') : logged;
+}
+
+bool side_kept(bool copy, bool moved, char seen) {
+    return copy ? seen == 'd' : !(moved && seen == 'd');
+}
+
 void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData *keys, int nkeys,
               TupleTableSlot *slot, Kept *pg) {
     IndexScanDesc scan = index_beginscan(p->heap, p->index, GetActiveSnapshot(), nkeys, 0);
@@ -427,13 +442,27 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
         int64 seq = DatumGetInt64(slot_getattr(slot, p->att[kSeq], &isnull));
         if (isnull) continue;
         CHECK_FOR_INTERRUPTS();
-        const char op = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull));
-        if (op == 's' && !w->with_schema) continue;  // asked for by mode 'all_with_schema' alone
+        const char logged = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull));
+        if (logged == 's' && !w->with_schema) continue;  // asked for by mode 'all_with_schema' alone
         if (w->latest) {  // coalesced once the whole window is in (latest_versions)
             page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, range, 0);
             continue;
         }
         if (seq <= w->after || seq >= pg->bound) continue;
+        const bool copy = logged == 'x';
+        if (copy && w->tenants.n < 0 && w->sight == NULL) continue;  // no one's sight to leave
+        bool moved = false;
+        char op = logged;
+        if (copy || logged == 'r' || logged == 'm') {
+            bool nul = true;
+            if (copy)
+                (void)(p->att[kPreviousTenant] != InvalidAttrNumber ? slot_getattr(slot, p->att[kPreviousTenant], &nul)
+                                                                    : (Datum)0);
+            else if (p->att[kPreviousPartitionKey] != InvalidAttrNumber)
+                (void)slot_getattr(slot, p->att[kPreviousPartitionKey], &nul);
+            if (copy) op = logical_op(logged, nul);
+            else moved = !nul;
+        }
         char seen = 0;
         if (w->doc_ids.n >= 0 || w->tenants.n >= 0 || w->filter != NULL || w->sight != NULL) {
             seen = op == 'm' ? 'r' : op;
@@ -447,6 +476,7 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
                 seen = seen_op(&w->tenants, op, d, nul, prev, prev_nul);
                 if (seen == 0) continue;
             }
+            if (w->sight == NULL && !side_kept(copy, moved, seen)) continue;
             // A change without images cannot be put to the reader's policies:
             // refused whatever its document, before doc_ids, so that the
             // error tells nothing of a document the reader names.
@@ -471,7 +501,7 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
                 }
                 const int32 version = version_in_slot(w->sight, p, slot, seq);
                 seen = reader_sight_op(w->sight, seen, version, current, current_null, previous, previous_null);
-                if (seen == 0) continue;
+                if (seen == 0 || !side_kept(copy, moved, seen)) continue;
                 if (w->filter != NULL) {
                     // Tested on what the reader may see of the images.
                     if (!current_null) current = reader_visible_image(w->sight, version, current);
@@ -680,10 +710,10 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
     // without the image after (the scans let nothing else through).
     // Row-level security may turn a replace into either side too
     // (reader_sight_op()).
+    const char logged = logical_op(DatumGetChar(v[kOp]), isnull[kPreviousTenant]);
     char seen = row_seen != 0 ? row_seen
-                              : seen_op(out->tenants, DatumGetChar(v[kOp]), v[kTenant], isnull[kTenant],
-                                        v[kPreviousTenant], isnull[kPreviousTenant]);
-    const char logged = DatumGetChar(v[kOp]);
+                              : seen_op(out->tenants, logged, v[kTenant], isnull[kTenant], v[kPreviousTenant],
+                                        isnull[kPreviousTenant]);
     bool moved_out = seen == 'd' && logged == 'm';
     if (out->sight != NULL && seen == 's') {  // the columns the reader may see
         if (!isnull[kCurrent]) v[kCurrent] = reader_visible_schema(out->sight, v[kCurrent]);
@@ -699,12 +729,7 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
     values[3] = PointerGetDatum(op);
     nulls[3] = op == NULL;
     values[4] = v[kDocId], nulls[4] = isnull[kDocId];
-    // The side of a replace that left the reader's sight (a tenant move, a
-    // row its policies no longer pass) is a delete where the row was: the
-    // partition key before, never the one it went to.
-    const bool left = seen == 'd' && (logged == 'm' || logged == 'r') && !isnull[kPreviousPartitionKey];
-    values[5] = left ? v[kPreviousPartitionKey] : v[kPartitionKey];
-    nulls[5] = left ? false : isnull[kPartitionKey];
+    values[5] = v[kPartitionKey], nulls[5] = isnull[kPartitionKey];
     values[6] = v[kCurrent], nulls[6] = isnull[kCurrent] || seen == 'd';
     values[7] = v[kPrevious], nulls[7] = isnull[kPrevious] || seen == 'c';
     values[8] = v[kTtl], nulls[8] = isnull[kTtl];
@@ -803,6 +828,7 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg, int keep) {
         HeapTuple t = pg->rows[i].tuple;
         bool isnull;
         char op = DatumGetChar(heap_getattr(t, p->att[kOp], desc, &isnull));
+        if (op == 'x') op = 'd';  // the document left this range (for its new one: logical_op())
         int32 range = DatumGetInt32(heap_getattr(t, p->att[kRange], desc, &isnull));
         if (op == 't') {
             int32 *at = (int32 *)bsearch(&range, w->ranges, w->nranges, sizeof(int32), by_int32);

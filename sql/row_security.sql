@@ -342,14 +342,15 @@ SELECT operation, doc_id FROM changefeed.read('rls_vetted_docs', :'v0');
 RESET ROLE;
 
 -- A row that leaves a reader's sight by a change of its partition key is a
--- delete where it was: the partition key before, not the one it went to
--- (which would tell the reader where the row went).
+-- delete where it was: the partition key and the range before, not the ones
+-- it went to (which would tell the reader where the row went), in the order
+-- of the range the document was in.
 SET ROLE regress_rls_owner;
 CREATE TABLE rls_moving (id int PRIMARY KEY, tenant text NOT NULL, region text NOT NULL);
 ALTER TABLE rls_moving ENABLE ROW LEVEL SECURITY;
 CREATE POLICY eu_only ON rls_moving USING (region = 'eu');
 GRANT SELECT ON rls_moving TO regress_rls_a;
-SELECT changefeed.enable('rls_moving', ranges => 1, partition_key => '{tenant,region}',
+SELECT changefeed.enable('rls_moving', ranges => 16, partition_key => '{tenant,region}',
                          tenant_column => 'tenant') > 0 AS enabled;
 RESET ROLE;
 SELECT changefeed.current_position() AS m0 \gset
@@ -359,10 +360,16 @@ UPDATE rls_moving SET region = 'us-secret' WHERE id = 1;   -- leaves the policy'
 UPDATE rls_moving SET tenant = 'b-secret' WHERE id = 2;    -- leaves tenant a
 RESET ROLE;
 SET ROLE regress_rls_a;
-SELECT operation, doc_id, partition_key, tenant FROM changefeed.read('rls_moving', :'m0') ORDER BY seq;
+SELECT operation, doc_id, partition_key, tenant, range_id = changefeed.range_of(partition_key, 16) AS in_its_range
+  FROM changefeed.read('rls_moving', :'m0') ORDER BY seq;
 RESET ROLE;
-SELECT operation, doc_id, partition_key, tenant FROM changefeed.read('rls_moving', :'m0', tenant => 'a') ORDER BY seq;
-SELECT operation, doc_id, partition_key, tenant FROM changefeed.read('rls_moving', :'m0') ORDER BY seq;
+SELECT operation, doc_id, partition_key, tenant, range_id = changefeed.range_of(partition_key, 16) AS in_its_range
+  FROM changefeed.read('rls_moving', :'m0', tenant => 'a') ORDER BY seq;
+SELECT operation, doc_id, partition_key, tenant, range_id = changefeed.range_of(partition_key, 16) AS in_its_range
+  FROM changefeed.read('rls_moving', :'m0') ORDER BY seq;
+-- In mode 'latest' the range a document left no longer gives its older version.
+SELECT doc_id, partition_key, range_id = changefeed.range_of(partition_key, 16) AS in_its_range
+  FROM changefeed.read('rls_moving', :'m0', mode => 'latest') ORDER BY doc_id;
 
 -- Clean up (roles are cluster-wide).
 SELECT changefeed.disable(t, forget => true) IS NOT NULL

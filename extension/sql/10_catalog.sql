@@ -116,7 +116,10 @@ CREATE TABLE changefeed.log (
     partition_key   text,
     -- c create, r replace, d delete, t clear, s schema change (current holds
     -- the change, one row per range); m a replace that moved the row
-    -- to another tenant (previous_tenant: the one it left, null for none)
+    -- to another tenant (previous_tenant: the one it left, null for none);
+    -- x the copy of a replace that changed the partition key, in the range
+    -- and under the key it had before (delivered only as the delete of a
+    -- reader whose sight the row left)
     op              "char" NOT NULL,
     current         jsonb,
     previous        jsonb,
