@@ -1,4 +1,5 @@
-# PGXS build of the changefeed extension (C++ sources in extension/).
+# PGXS build of the changefeed extension (extension/: one folder a stage of
+# the pipeline, each with its C++ and its SQL; extension/README.md).
 # `make && make install`, then `make installcheck` against a running server
 # (test/run-all.sh starts one; see README.md).
 
@@ -6,42 +7,43 @@ MODULE_big = changefeed
 OBJS = \
 	extension/module.o \
 	extension/settings.o \
-	extension/xact_tracking.o \
-	extension/caller.o \
-	extension/identity.o \
-	extension/capture.o \
-	extension/schema_versions.o \
-	extension/row_image.o \
-	extension/previous_patch.o \
-	extension/range_hash.o \
-	extension/position.o \
-	extension/position_codec.o \
-	extension/position_key.o \
-	extension/position_history.o \
-	extension/notifier.o \
-	extension/maintainer.o \
-	extension/maintenance_limits.o \
-	extension/worker_transaction.o \
-	extension/as_owner.o \
-	extension/ttl.o \
-	extension/log_writer.o \
-	extension/guard.o \
-	extension/rewrites.o \
-	extension/partition_drops.o \
-	extension/current_rows.o \
-	extension/reader_sight.o \
-	extension/read_memory.o \
-	extension/wait_alone.o \
-	extension/read_window.o
+	extension/capture/xact_tracking.o \
+	extension/capture/identity.o \
+	extension/capture/capture.o \
+	extension/capture/schema_versions.o \
+	extension/capture/row_image.o \
+	extension/capture/previous_patch.o \
+	extension/capture/range_hash.o \
+	extension/log/log_writer.o \
+	extension/read/current_rows.o \
+	extension/read/read_memory.o \
+	extension/read/read_window.o \
+	extension/wake/notifier.o \
+	extension/wake/wait_alone.o \
+	extension/position/position.o \
+	extension/position/position_codec.o \
+	extension/position/position_key.o \
+	extension/position/position_history.o \
+	extension/guard/guard.o \
+	extension/guard/rewrites.o \
+	extension/guard/partition_drops.o \
+	extension/access/caller.o \
+	extension/access/as_owner.o \
+	extension/access/reader_sight.o \
+	extension/maintenance/maintainer.o \
+	extension/maintenance/maintenance_limits.o \
+	extension/maintenance/worker_transaction.o \
+	extension/maintenance/ttl.o
 
 EXTENSION = extension/changefeed
 EXTVERSION = 0.3
-# The install script is assembled from one file per concern, in order, and
+# The install script is assembled from one file per concern, in the order of
+# the manifest's `sql` lines, and
 # the SQL surface (entry points, privileges) generated from
 # extension/surface.manifest; each upgrade script to this version from its
 # hand-written delta (tables, data) and the concern files' functions
 # (extension/build_sql.py, whose header says how).
-SQL_PARTS = $(sort $(wildcard extension/sql/*.sql))
+SQL_PARTS = extension/sqlstates.sql $(filter-out extension/releases/% extension/upgrade/%,$(wildcard extension/*/*.sql))
 SQL_BUILD = extension/build_sql.py extension/surface.manifest $(SQL_PARTS)
 UPGRADE_DELTAS = $(wildcard extension/upgrade/delta/*--$(EXTVERSION).sql)
 DATA_built = extension/changefeed--$(EXTVERSION).sql \
@@ -69,7 +71,7 @@ REGRESS_COMMON += row_images
 REGRESS_COMMON += previous_patch
 # Reads keep their memory between calls (read_memory.cpp).
 REGRESS_COMMON += read_memory
-# Schema versions, schema changes in the feed, images by column identity (27_schema.sql).
+# Schema versions, schema changes in the feed, images by column identity (capture/schema.sql).
 REGRESS_COMMON += schema_changes
 # DDL that would change stored values without a row trigger (rewrites.cpp, guard.cpp).
 REGRESS_COMMON += rewrites
@@ -85,6 +87,8 @@ ISOLATION_PRELOADED = long_poll_wakeup
 ISOLATION_OPTS = --inputdir=. --load-extension=changefeed
 
 PG_CXXFLAGS = -std=c++17 -Wno-register -MMD -MP
+# Sources include each other's headers by wing: "capture/identity.hpp".
+PG_CPPFLAGS += -I$(CURDIR)/extension
 EXTRA_CLEAN = $(OBJS:.o=.d) $(DATA_built:=.tmp)
 SHLIB_LINK = -lstdc++
 # Positions are tagged with OpenSSL's SHA-256 (libssl-dev; PostgreSQL links
@@ -109,7 +113,7 @@ extension/changefeed--%--$(EXTVERSION).sql: extension/upgrade/delta/%--$(EXTVERS
 	python3 extension/build_sql.py upgrade $< > $@.tmp && mv $@.tmp $@
 
 # Each object depends on every header it includes: the compiler writes those
-# lists (-MMD, into extension/*.d) and make reads them back, so touching a
+# lists (-MMD, into extension/**/*.d) and make reads them back, so touching a
 # header rebuilds exactly its dependants.  An object built before it had a .d
 # file is rebuilt when this Makefile changes.  test/incremental_build.sh checks.
 $(OBJS): Makefile

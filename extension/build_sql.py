@@ -4,13 +4,15 @@
   build_sql.py install              the install script, on stdout
   build_sql.py upgrade DELTA        the upgrade script made from DELTA, on stdout
   build_sql.py surface              the generated surface alone (test/options_doc.sh)
+  build_sql.py parts                the concern files in order, one path a line
 
-The install script is the concern files of extension/sql/ in order, with the
-SQL surface of extension/surface.manifest generated between the files
-numbered below 90 and those from 90 on: each entry point's definition
+The install script is the concern files (the SQL half of each wing of
+extension/) in the order of the manifest's `sql` lines, with the SQL surface
+of extension/surface.manifest generated where its `surface` line stands,
+between the files above it and those below: each entry point's definition
 becomes its implementation `_name` (SECURITY DEFINER), the entry point a C
 function of the same signature that runs as its caller and calls it
-(extension/caller.cpp), and every function the manifest names is granted to
+(extension/access/caller.cpp), and every function the manifest names is granted to
 its role.  A `RETURNS TABLE (LIKE name, ...)` of a concern file gets the
 columns of the manifest's `columns name(...)` line in place of `LIKE name`
 (a result row several functions share).
@@ -18,8 +20,8 @@ columns of the manifest's `columns name(...)` line in place of `LIKE name`
 An upgrade script is its hand-written delta (tables, columns, data, DROPs of
 what went or cannot be replaced) with, at its line `-- @functions`, every
 CREATE OR REPLACE FUNCTION and VIEW and every event trigger (dropped and made
-again) of the concern files below 90, the generated surface and the files
-from 90 on, whole (they hold only statements that may run again).  So a
+again) of the concern files above `surface`, the generated surface and the
+files below it, whole (they hold only statements that may run again).  So a
 function, view or event trigger is written once, in its concern file; a table
 new in a release too: the delta names it in a line `-- @table NAME`.
 """
@@ -30,10 +32,11 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MANIFEST = os.path.join(HERE, "surface.manifest")
-PARTS = sorted(glob.glob(os.path.join(HERE, "sql", "*.sql")))
+# Released and built scripts are not concern files.
+NOT_PARTS = ("releases/", "upgrade/", "changefeed--")
 MARKER = "-- @functions"
 TABLE = "-- @table "
-# What an upgrade runs again of the concern files below 90.
+# What an upgrade runs again of the concern files above the surface.
 AGAIN = ("CREATE OR REPLACE FUNCTION", "CREATE OR REPLACE VIEW", "CREATE EVENT TRIGGER", "ALTER EVENT TRIGGER")
 ROLES = {"reader": "changefeed_reader", "processor": "changefeed_processor", "admin": "changefeed_admin",
          "public": "PUBLIC"}
@@ -255,13 +258,26 @@ class Entry:
 
 
 def read_manifest(path):
-    """The manifest's entries, and its shared result rows: name -> columns."""
-    entries, rows = [], {}
+    """The manifest's entries, its shared result rows (name -> columns), and
+    its concern files in order: (path from extension/, whether it comes after
+    the surface)."""
+    entries, rows, parts, after = [], {}, [], None
     for n, line in enumerate(open(path, encoding="utf-8"), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         where = f"{os.path.basename(path)}:{n}"
+        m = re.match(r"sql\s+(\S+\.sql)$", line)
+        if m:
+            if m.group(1) in [p for p, _ in parts]:
+                raise Error(f"{where}: sql {m.group(1)} listed twice")
+            parts.append((m.group(1), after is not None))
+            continue
+        if line == "surface":
+            if after is not None:
+                raise Error(f"{where}: surface listed twice")
+            after = n
+            continue
         m = re.match(r"columns\s+(\w+)\((.*)\)$", line)
         if m:
             if m.group(1) in rows:
@@ -280,7 +296,17 @@ def read_manifest(path):
     names = [e.name for e in entries]
     for d in sorted({x for x in names if names.count(x) > 1}):
         raise Error(f"{os.path.basename(path)}: {d} listed twice")
-    return entries, rows
+    if after is None:
+        raise Error(f"{os.path.basename(path)}: needs one line `surface` among its `sql` lines")
+    here = os.path.dirname(path)
+    found = {os.path.relpath(f, here) for f in glob.glob(os.path.join(here, "*.sql"))
+             + glob.glob(os.path.join(here, "*", "*.sql"))}
+    found = {f for f in found if not f.startswith(NOT_PARTS)}
+    for f in sorted(found - {p for p, _ in parts}):
+        raise Error(f"{os.path.basename(path)}: extension/{f} has no `sql` line")
+    for f in sorted({p for p, _ in parts} - found):
+        raise Error(f"{os.path.basename(path)}: sql {f}: no such file")
+    return entries, rows, parts
 
 
 def with_rows(stmt, rows, where):
@@ -298,16 +324,18 @@ def with_rows(stmt, rows, where):
 class Sources:
     """The concern files, read and checked against the manifest."""
 
-    def __init__(self, manifest=MANIFEST, parts=PARTS):
-        self.entries, rows = read_manifest(manifest)
-        self.parts = [(p, [with_rows(s, rows, os.path.basename(p)) for s in statements(open(p, encoding="utf-8").read())])
-                      for p in parts]
+    def __init__(self, manifest=MANIFEST):
+        self.entries, rows, parts = read_manifest(manifest)
+        here = os.path.dirname(manifest)
+        self.parts = [(p, [with_rows(s, rows, p) for s in statements(open(os.path.join(here, p), encoding="utf-8").read())])
+                      for p, _ in parts]
+        self.after = {p for p, after in parts if after}
         self.defined = {}
         for path, stmts in self.parts:
             for i, s in enumerate(stmts):
                 h = head(s)
                 if h.startswith("CREATE FUNCTION") or h.startswith("CREATE VIEW"):
-                    raise Error(f"{os.path.basename(path)}: write CREATE OR REPLACE: {one_line(s)[:70]}")
+                    raise Error(f"{path}: write CREATE OR REPLACE: {one_line(s)[:70]}")
                 if h.startswith("CREATE OR REPLACE FUNCTION"):
                     f = Function(s)
                     self.defined.setdefault(f.name, []).append((path, i, f))
@@ -315,14 +343,14 @@ class Sources:
         for e in self.entries:
             found = self.defined.get(e.name, [])
             if len(found) != 1:
-                raise Error(f"{e.where}: {e.name} is defined {len(found)} times in extension/sql/")
+                raise Error(f"{e.where}: {e.name} is defined {len(found)} times in the concern files")
             path, i, f = found[0]
             if f.in_types() != [normal_type(t) for t in e.types]:
-                raise Error(f"{e.where}: {e.signature()} but {os.path.basename(path)} declares "
+                raise Error(f"{e.where}: {e.signature()} but {path} declares "
                             f"({', '.join(f.in_types())})")
             if e.kind == "entry":
-                if not os.path.basename(path) < "90":
-                    raise Error(f"{e.where}: an entry point's implementation belongs below 90_")
+                if path in self.after:
+                    raise Error(f"{e.where}: an entry point's implementation belongs above `surface`")
                 declared = {arg_parts(a)[1] for a in f.args}
                 for old in e.renames:
                     if old not in declared:
@@ -358,7 +386,7 @@ class Sources:
     def install(self):
         out, placed = [], False
         for path, stmts in self.parts:
-            if not placed and os.path.basename(path) >= "90":
+            if not placed and path in self.after:
                 out.append(self.surface())
                 placed = True
             out.extend(self.renamed(path, i, s) for i, s in enumerate(stmts))
@@ -370,15 +398,14 @@ class Sources:
         """What an upgrade takes from the concern files."""
         out = []
         for path, stmts in self.parts:
-            base = os.path.basename(path)
-            if base >= "90":
+            if path in self.after:
                 out.append(self.surface() if not any(x.startswith("-- ---- the SQL surface") for x in out) else "")
-                out.append(f"-- ---- extension/sql/{base} ----\n")
+                out.append(f"-- ---- extension/{path} ----\n")
                 out.extend(stmts)
                 continue
             taken = [(i, s) for i, s in enumerate(stmts) if head(s).startswith(AGAIN)]
             if taken:
-                out.append(f"-- ---- extension/sql/{base} ----\n")
+                out.append(f"-- ---- extension/{path} ----\n")
                 out.extend(self.again(path, i, s) for i, s in taken)
         if not any(x.startswith("-- ---- the SQL surface") for x in out):
             out.append(self.surface())
@@ -400,7 +427,7 @@ class Sources:
         found = [s for _, stmts in self.parts for s in stmts
                  if re.match(rf"\s*CREATE\s+TABLE\s+{re.escape(name)}\s*\(", code(s), re.I)]
         if len(found) != 1:
-            raise Error(f"{delta_path}: {line.strip()}: {len(found)} CREATE TABLE {name} in extension/sql/")
+            raise Error(f"{delta_path}: {line.strip()}: {len(found)} CREATE TABLE {name} in the concern files")
         return found[0].strip("\n")
 
     def upgrade(self, delta_path):
@@ -412,7 +439,7 @@ class Sources:
         lines = [self.table(l, delta_path) if l.startswith(TABLE) else l for l in lines]
         before, after = "\n".join(lines[:at[0]]), "\n".join(lines[at[0] + 1:])
         name = os.path.basename(delta_path)
-        return (f"-- Built from extension/upgrade/delta/{name} and extension/sql/ (extension/build_sql.py).\n"
+        return (f"-- Built from extension/upgrade/delta/{name} and the concern files (extension/build_sql.py).\n"
                 + before + "\n" + self.replaceable() + after)
 
 
@@ -420,6 +447,9 @@ def main(argv):
     try:
         if argv[1:] == ["install"]:
             sys.stdout.write(Sources().install())
+        elif argv[1:] == ["parts"]:
+            here = os.path.relpath(HERE)
+            sys.stdout.write("".join(os.path.join(here, p) + "\n" for p, _ in read_manifest(MANIFEST)[2]))
         elif argv[1:] == ["surface"]:
             sys.stdout.write(Sources().surface())
         elif len(argv) == 3 and argv[1] == "upgrade":

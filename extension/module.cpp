@@ -2,10 +2,10 @@
 // notifier's hooks) and small SQL helpers.
 #include "pg.hpp"
 #include "module.hpp"
-#include "notifier.hpp"
-#include "read_memory.hpp"
+#include "wake/notifier.hpp"
+#include "read/read_memory.hpp"
 #include "settings.hpp"
-#include "xact_tracking.hpp"
+#include "capture/xact_tracking.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;

@@ -73,7 +73,7 @@ void changefeed_define_settings(void) {
                             NULL, NULL, NULL);
     // Set by the server's administrator (for one role: ALTER ROLE ... SET): a
     // role that may read a table must not claim processor names without end
-    // (15_access.sql, check_processor_cap).
+    // (access/access.sql, check_processor_cap).
     DefineCustomIntVariable("changefeed.max_processors_per_role",
                             "The most processor names one role may claim on one table.",
                             NULL, &changefeed_max_processors_per_role, 100, 1, 1000000, PGC_SUSET, 0,

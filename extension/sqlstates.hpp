@@ -1,5 +1,5 @@
 // The SQLSTATEs of ours raised from C++: every one is here, and its meaning is
-// documented once, in the registry extension/sql/00_sqlstates.sql.  Include
+// documented once, in the registry extension/sqlstates.sql.  Include
 // after pg.hpp.
 #pragma once
 

@@ -1,4 +1,4 @@
--- Capture builds row images straight from the tuple (extension/row_image.cpp).
+-- Capture builds row images straight from the tuple (extension/capture/row_image.cpp).
 -- Each image must be the value to_jsonb() gives for the same row, on every
 -- column type the direct form covers, and on those it leaves to to_jsonb().
 CREATE DOMAIN ri_positive AS int CHECK (VALUE > 0);

@@ -1,4 +1,4 @@
--- Schema changes of an enabled table: each is a version (27_schema.sql), in
+-- Schema changes of an enabled table: each is a version (capture/schema.sql), in
 -- the feed in order with the data for readers that ask (mode
 -- 'all_with_schema'), and images written under an older version are judged
 -- by column identity: a column-restricted reader never sees a column it may

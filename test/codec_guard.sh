@@ -8,7 +8,7 @@
 #    pure file (only their C wrappers, which catch every exception); or
 #  - pure C++ (the position codec): it throws, so it must refuse PostgreSQL's
 #    headers with its own #error when pg.hpp is forced in front of it.
-# Usage: bash test/codec_guard.sh [file.cpp ...]   (default: extension/*.cpp;
+# Usage: bash test/codec_guard.sh [file.cpp ...]   (default: every extension/**/*.cpp;
 # uses PG_CONFIG like the Makefile)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ pg_config=${PG_CONFIG:-pg_config}
 cxx=${CXX:-g++}
 includes=(-Wno-register -I "$("$pg_config" --includedir-server)" -I extension)
 files=("$@")
-[ ${#files[@]} -gt 0 ] || files=(extension/*.cpp)
+[ ${#files[@]} -gt 0 ] || files=(extension/*.cpp extension/*/*.cpp)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

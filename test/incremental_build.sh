@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # An incremental build after touching a header rebuilds every object whose
 # source includes it (directly or through another header), and nothing else.
-# Checks extension/log_writer.hpp (included by some sources) and
+# Checks extension/log/log_writer.hpp (included by some sources) and
 # extension/pg.hpp (included by all but the pure position codec).
 # Usage: bash test/incremental_build.sh   (uses PG_CONFIG like the Makefile)
 set -euo pipefail
@@ -11,12 +11,13 @@ cd "$(dirname "$0")/.."
 dependants() {
     local header=$1 found=() h
     local headers=("$header")
-    for h in extension/*.hpp; do
-        grep -q "#include \"$(basename "$header")\"" "$h" && headers+=("$h")
+    # An include names a header by its path from extension/ ("log/log_writer.hpp").
+    for h in extension/*.hpp extension/*/*.hpp; do
+        grep -q "#include \"${header#extension/}\"" "$h" && headers+=("$h")
     done
-    for src in extension/*.cpp; do
+    for src in extension/*.cpp extension/*/*.cpp; do
         for h in "${headers[@]}"; do
-            if grep -q "#include \"$(basename "$h")\"" "$src"; then found+=("${src%.cpp}.o"); break; fi
+            if grep -q "#include \"${h#extension/}\"" "$src"; then found+=("${src%.cpp}.o"); break; fi
         done
     done
     printf '%s\n' "${found[@]}" | sort -u
@@ -26,11 +27,11 @@ make -s >/dev/null
 make -q || { echo "incremental build: tree not up to date after make" >&2; exit 1; }
 
 failed=0
-for header in extension/log_writer.hpp extension/pg.hpp; do
+for header in extension/log/log_writer.hpp extension/pg.hpp; do
     expected=$(dependants "$header")
     touch "$header"
     # The objects make would compile now (-n: print, do not run).
-    would=$(make -n 2>/dev/null | grep -o -- '-o extension/[a-z_]*\.o' | sed 's/^-o //' | sort -u)
+    would=$(make -n 2>/dev/null | grep -o -- '-o extension/[a-z_/]*\.o' | sed 's/^-o //' | sort -u)
     make -s >/dev/null
     if [ "$would" != "$expected" ]; then
         echo "incremental build: after touching $header" >&2

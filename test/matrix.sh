@@ -50,7 +50,7 @@ leg_steps() {
     rm -rf --one-file-system "$root/src"
     mkdir -p "$root/src"
     tar -C "$checkout" --exclude-vcs --exclude='./build*' --exclude='./results' --exclude='./output_iso' \
-        --exclude='./extension/*.o' --exclude='./extension/*.d' --exclude='./*.so' -cf - . \
+        --exclude='./extension/*.o' --exclude='./extension/*.d' --exclude='./extension/*/*.o' --exclude='./extension/*/*.d' --exclude='./*.so' -cf - . \
         | tar -C "$root/src" -xf -
     mount_in "$root"
     echo "matrix: PostgreSQL $major ($suite): building and installing the extension"

@@ -3,7 +3,7 @@
 #   - an argument of a SQL function a role is granted (extension/surface.manifest,
 #     GRANT EXECUTE in the surface extension/build_sql.py makes of it) is missing from that function's section
 #     (a heading naming `changefeed.NAME(`, a table row "| `argument` |"),
-#   - a changefeed.* setting defined in extension/*.cpp has no row "| `changefeed.NAME` |",
+#   - a changefeed.* setting defined in extension/**/*.cpp has no row "| `changefeed.NAME` |",
 #   - a field of an option struct of the client (client/include/changefeed/*.hpp,
 #     every struct whose name ends in Options) is missing from that struct's
 #     section (a heading naming it, a table row "| `field` |").
@@ -38,7 +38,8 @@ def rows(body):
 
 # SQL: the functions roles are granted, with the argument names of their last
 # definition (the generated surface, last, spells out the entry points).
-sql_files = sorted(glob.glob("extension/sql/*.sql"))
+sql_files = subprocess.run([sys.executable, "extension/build_sql.py", "parts"], check=True,
+                           capture_output=True, text=True).stdout.split()
 sql = "\n".join(open(f, encoding="utf-8").read() for f in sql_files)
 sql += "\n" + subprocess.run([sys.executable, "extension/build_sql.py", "surface"], check=True,
                              capture_output=True, text=True).stdout
@@ -92,7 +93,7 @@ for name in dict.fromkeys(granted):
 
 # Settings.
 settings = sorted(set(re.findall(r'DefineCustom\w+Variable\(\s*"(changefeed\.\w+)"',
-                                 "\n".join(open(f).read() for f in glob.glob("extension/*.cpp")))))
+                                 "\n".join(open(f).read() for f in glob.glob("extension/**/*.cpp", recursive=True)))))
 documented = set().union(*(rows(b) for b in sections(r"[Ss]ettings"))) if sections(r"[Ss]ettings") else set()
 for s in settings:
     if s not in documented:

@@ -92,7 +92,7 @@ build_packages() {
     rm -rf --one-file-system "$root/build"
     mkdir -p "$root/build/changefeed"
     tar -C "$checkout" --exclude-vcs --exclude='./build*' --exclude='./results' --exclude='./output_iso' \
-        --exclude='./obj-*' --exclude='./debian/tmp' --exclude='./extension/*.o' --exclude='./extension/*.d' \
+        --exclude='./obj-*' --exclude='./debian/tmp' --exclude='./extension/*.o' --exclude='./extension/*.d' --exclude='./extension/*/*.o' --exclude='./extension/*/*.d' \
         --exclude='./*.so' -cf - . | tar -C "$root/build/changefeed" -xf -
     mount_in "$root"
     # Build-Depends added since the root was made.

@@ -11,7 +11,7 @@
 #     built from extension/upgrade/delta/; ALTER EXTENSION changefeed UPDATE
 #     would fail there);
 #   - the working version is itself a release whose script differs from what
-#     extension/sql/ builds (frozen, then changed without a new version);
+#     the concern files build (frozen, then changed without a new version);
 #   - the library (when built) lacks a C symbol that a release or an upgrade
 #     script names: an installed old version must keep loading.
 # Usage: bash test/releases.sh              check
@@ -52,7 +52,7 @@ makefile=$(sed -n 's/^EXTVERSION = //p' Makefile)
 if grep -qx "$current" <<<"$releases"; then
     # Released: the sources must still build exactly the frozen script.
     python3 extension/build_sql.py install | cmp -s - "extension/releases/changefeed--$current.sql" ||
-        fail "version $current is released but extension/sql/ no longer builds its script: start the next version"
+        fail "version $current is released but the concern files no longer build its script: start the next version"
 else
     # Every release reaches the working version through upgrade scripts.
     edges=$({ (cd extension/upgrade && ls changefeed--*--*.sql 2>/dev/null) || true

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The registry of SQLSTATEs (extension/sql/00_sqlstates.sql) is the one place
+# The registry of SQLSTATEs (extension/sqlstates.sql) is the one place
 # each code is documented.  Fails when
 #   - the SQL files or the C++ sources raise a CF code the registry lacks, or the
 #     client (client/src, client/cli) maps one it lacks,
@@ -9,7 +9,7 @@
 #        bash test/sqlstates.sh --readme   print the README's table from the registry
 set -euo pipefail
 cd "$(dirname "$0")/.."
-registry=extension/sql/00_sqlstates.sql
+registry=extension/sqlstates.sql
 
 # "CODE<TAB>meaning" lines of the registry.
 entries() { sed -n 's/^--   \([A-Z0-9]\{5\}\)  \(.*\)$/\1\t\2/p' "$registry"; }
@@ -23,8 +23,8 @@ if [ "${1:-}" = --readme ]; then readme_table; exit 0; fi
 failed=0
 known=$(entries | cut -f1 | sort -u)
 # CF codes raised in SQL ('CFnnn') and built in C++ (MAKE_SQLSTATE('C', 'F', ...)).
-used_sql=$(grep -ho "ERRCODE = 'CF[0-9]\{3\}'" extension/sql/*.sql | grep -o 'CF[0-9]\{3\}' | sort -u)
-used_cpp=$(grep -ho "MAKE_SQLSTATE('C', 'F', '[0-9]', '[0-9]', '[0-9]')" extension/*.cpp extension/*.hpp |
+used_sql=$(grep -ho "ERRCODE = 'CF[0-9]\{3\}'" $(python3 extension/build_sql.py parts) | grep -o 'CF[0-9]\{3\}' | sort -u)
+used_cpp=$(grep -ho "MAKE_SQLSTATE('C', 'F', '[0-9]', '[0-9]', '[0-9]')" extension/*.cpp extension/*.hpp extension/*/*.cpp extension/*/*.hpp |
     sed "s/MAKE_SQLSTATE('C', 'F', '\([0-9]\)', '\([0-9]\)', '\([0-9]\)')/CF\1\2\3/" | sort -u)
 # CF codes the client library and CLI map (db.cpp and others: "CFnnn").
 used_client=$(grep -rho '"CF[0-9]\{3\}"' client/src client/cli client/include | tr -d '"' | sort -u)
@@ -34,7 +34,7 @@ for code in $used_sql $used_cpp $used_client; do
         failed=1
     fi
 done
-if grep -ln "MAKE_SQLSTATE('C', 'F'" extension/*.cpp extension/*.hpp | grep -vx extension/sqlstates.hpp; then
+if grep -ln "MAKE_SQLSTATE('C', 'F'" extension/*.cpp extension/*.hpp extension/*/*.cpp extension/*/*.hpp | grep -vx extension/sqlstates.hpp; then
     echo "sqlstates: the files above define a CF code outside extension/sqlstates.hpp" >&2
     failed=1
 fi

@@ -85,7 +85,7 @@ if diff -u --label "fresh install ($current)" --label "upgraded ($release -> $cu
         "$scratch/fresh.txt" "$scratch/upgraded.txt" >"$scratch/catalog.diff"; then
     pass "fresh and upgraded describe alike ($(wc -l <"$scratch/fresh.txt") lines: $(grep -c '^members: ' "$scratch/fresh.txt") members)"
 else
-    fail "fresh and upgraded describe alike: the upgrade script misses what extension/sql/ changed ($(grep -c '^[-+][^-+]' "$scratch/catalog.diff") lines differ)" \
+    fail "fresh and upgraded describe alike: the upgrade script misses what the concern files changed ($(grep -c '^[-+][^-+]' "$scratch/catalog.diff") lines differ)" \
         "$(head -n 80 "$scratch/catalog.diff")"
 fi
 

@@ -1,4 +1,4 @@
-// Internal: the lease functions of the extension (extension/sql/40_leases.sql).
+// Internal: the lease functions of the extension (extension/processors/leases.sql).
 #pragma once
 
 #include <chrono>

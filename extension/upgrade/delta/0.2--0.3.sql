@@ -11,7 +11,7 @@
 
 -- ---- read(): jsonpath filters in the C reader ----
 -- read_windows() evaluates read()'s filter in its scan; the SQL twin of its
--- filter test is gone (30_read.sql).
+-- filter test is gone (read/read.sql).
 DROP FUNCTION changefeed.filter_matches("char", jsonb, jsonb, jsonpath, jsonb);
 
 -- ---- disable() keeps, ranges change ----
@@ -19,7 +19,7 @@ DROP FUNCTION changefeed.filter_matches("char", jsonb, jsonb, jsonpath, jsonb);
 -- checkpoints, deduplication records, logged changes) unless forget => true;
 -- enable() resumes it; a gap in capture is recorded in the horizon (cause
 -- 'disabled') and reported as history lost.  The ranges of a live collection
--- change with alter(..., ranges => n) (55_ranges.sql).
+-- change with alter(..., ranges => n) (maintenance/ranges.sql).
 ALTER TABLE changefeed.collection ADD COLUMN disabled_at timestamptz, ADD COLUMN disabled_txid xid8,
                                    ADD COLUMN disabled_marks jsonb;
 ALTER TABLE changefeed.horizon ADD COLUMN cause text NOT NULL DEFAULT 'retention',
@@ -42,18 +42,18 @@ CREATE TABLE changefeed.position_key (
 
 -- ---- canonical document identity ----
 -- Capture, expiry and backfill make doc_id, partition_key and tenant with
--- fixed output settings from now on (18_identity.sql, identity.cpp).  Logged
+-- fixed output settings from now on (capture/identity.sql, identity.cpp).  Logged
 -- rows keep the ids they were written with: nothing to convert here
 -- (CHANGELOG.md says what changes for keys of date/time, float and bytea
 -- types).  canonical_text() and the enable() check come with @functions.
 
 -- ---- tenants: a row that moves between tenants ----
--- It is logged as op 'm' with the tenant it left (30_read.sql, 65_status.sql).
+-- It is logged as op 'm' with the tenant it left (read/read.sql, processors/status.sql).
 ALTER TABLE changefeed.log ADD COLUMN previous_tenant text;
 
 -- ---- partition retention: partition_drops ----
 -- A DROP or DETACH of a partition of an enabled table is refused, expired or
--- forgotten as the collection says (25_guard.sql, partition_drops.cpp);
+-- forgotten as the collection says (guard/guard.sql, partition_drops.cpp);
 -- enable() and alter() take the option.
 ALTER TABLE changefeed.collection ADD COLUMN partition_drops text NOT NULL DEFAULT 'refuse'
     CHECK (partition_drops IN ('refuse', 'expire', 'forget'));
@@ -70,7 +70,7 @@ ALTER TABLE changefeed.collection ADD COLUMN images text NOT NULL DEFAULT 'full'
 
 -- ---- one expiry per instance, balancing steps that answer "unchanged" ----
 -- A lease is live while its owner's row in changefeed.holder is unexpired
--- (40_leases.sql): a renewal is one row update, not one per range.  The
+-- (processors/leases.sql): a renewal is one row update, not one per range.  The
 -- processor's lease_generation moves with every change of owner or epoch,
 -- so an idle step or renewal answers "unchanged" without reading the leases.
 ALTER TABLE changefeed.processor ADD COLUMN lease_generation bigint NOT NULL DEFAULT 0;
@@ -85,7 +85,7 @@ SELECT l.collection_id, l.processor, l.owner, pg_catalog.max(l.expires_at)
 -- of 0.2 restore).
 UPDATE changefeed.lease SET expires_at = NULL WHERE expires_at IS NOT NULL;
 -- ---- schema versions ----
--- Every shape of an enabled table is a version (27_schema.sql); each log row
+-- Every shape of an enabled table is a version (capture/schema.sql); each log row
 -- records the one it was written under, and the collection the one in force.
 -- Rows logged before the update have none and are read as the first version,
 -- the shape each table has at the update.
@@ -115,7 +115,7 @@ $$;
 
 -- ---- tenants: bindings that hold ----
 -- Bound roles hold a grant that makes DROP ROLE refuse them, and DROP OWNED
--- gives it back (15_access.sql).  Bindings of roles dropped before this
+-- gives it back (access/access.sql).  Bindings of roles dropped before this
 -- version go; the others get the grant.
 DELETE FROM changefeed.tenant_binding b WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = b.role_id);
 DO $$
@@ -129,14 +129,14 @@ END
 $$;
 
 -- ---- read_ranges(): a long poll ----
--- read_ranges() takes `wait` (extension/read_window.cpp): its entry point and
+-- read_ranges() takes `wait` (extension/read/read_window.cpp): its entry point and
 -- implementation of 0.2 go.
 DROP FUNCTION changefeed.read_ranges(regclass, int[], text[], int, text, text);
 DROP FUNCTION changefeed._read_ranges(regclass, int[], text[], int, text, text);
 
 -- ---- the log keeps rows of up to a page whole ----
 -- The partitions of 0.2 take the toast_tuple_target new ones are made with
--- (10_catalog.sql); rows written already stay as they are.
+-- (log/catalog.sql); rows written already stay as they are.
 DO $$
 DECLARE
     p regclass;
