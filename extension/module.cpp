@@ -1,11 +1,11 @@
 // Module entry: load-time set-up (settings, transaction tracking, the
 // notifier's hooks) and small SQL helpers.
 #include "pg.hpp"
+#include "capture/xact_tracking.hpp"
 #include "module.hpp"
-#include "wake/notifier.hpp"
 #include "read/read_memory.hpp"
 #include "settings.hpp"
-#include "capture/xact_tracking.hpp"
+#include "wake/notifier.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;

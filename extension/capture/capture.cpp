@@ -3,16 +3,17 @@
 // formats the key in canonical text (identity.hpp), converts the row(s) to jsonb and hands one log row to
 // log_writer.cpp.  It never sends NOTIFY itself when preloaded.
 #include "pg.hpp"
-#include "log/log_writer.hpp"
 #include "capture/identity.hpp"
-#include "module.hpp"
 #include "capture/previous_patch.hpp"
 #include "capture/range_hash.hpp"
 #include "capture/row_image.hpp"
 #include "capture/schema_versions.hpp"
-#include "sqlstates.hpp"
-#include "maintenance/ttl.hpp"
 #include "capture/xact_tracking.hpp"
+#include "guard/guard.hpp"
+#include "log/log_writer.hpp"
+#include "maintenance/ttl.hpp"
+#include "module.hpp"
+#include "sqlstates.hpp"
 
 extern "C" {
 #include "catalog/partition.h"
@@ -23,8 +24,6 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 }
-
-void changefeed_truncate_done(void);  // guard.cpp
 
 namespace {
 

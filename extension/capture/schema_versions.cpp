@@ -9,9 +9,9 @@
 // committed version, not the writer's snapshot: a REPEATABLE READ writer
 // whose snapshot predates the DDL still writes rows of the table's new shape.
 #include "pg.hpp"
-#include "log/log_writer.hpp"
 #include "capture/schema_versions.hpp"
 #include "capture/xact_tracking.hpp"
+#include "log/log_writer.hpp"
 
 extern "C" {
 #include "access/genam.h"

@@ -7,9 +7,9 @@
 // Without the library preloaded there is no notifier: capture sends an
 // in-transaction NOTIFY instead, once per transaction and collection.
 #include "pg.hpp"
+#include "capture/xact_tracking.hpp"
 #include "module.hpp"
 #include "wake/notifier.hpp"
-#include "capture/xact_tracking.hpp"
 
 namespace {
 

@@ -18,6 +18,7 @@
 //    default) of an enabled table or one of its partitions is refused.
 #include "pg.hpp"
 #include "access/as_owner.hpp"
+#include "guard/guard.hpp"
 #include "guard/partition_drops.hpp"
 #include "guard/rewrites.hpp"
 #include "sqlstates.hpp"

@@ -23,12 +23,13 @@
 #include "pg.hpp"
 #include "access/as_owner.hpp"
 #include "capture/identity.hpp"
-#include "log/log_writer.hpp"
-#include "guard/partition_drops.hpp"
-#include "capture/schema_versions.hpp"
 #include "capture/range_hash.hpp"
-#include "sqlstates.hpp"
+#include "capture/schema_versions.hpp"
 #include "capture/xact_tracking.hpp"
+#include "guard/guard.hpp"
+#include "guard/partition_drops.hpp"
+#include "log/log_writer.hpp"
+#include "sqlstates.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -48,8 +49,6 @@ extern "C" {
 PG_FUNCTION_INFO_V1(changefeed_guard_drop_partition);
 PG_FUNCTION_INFO_V1(changefeed_partition_expired);
 }
-
-bool changefeed_guard_is_suspended(void);  // guard.cpp
 
 namespace {
 

@@ -24,9 +24,9 @@ extern "C" {
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
+#include "tcop/utility.h"
 #include "utils/datetime.h"
 #include "utils/inval.h"
-#include "tcop/utility.h"
 #include "utils/resowner.h"
 #include "utils/xid8.h"
 }

@@ -12,19 +12,19 @@
 // (changefeed_ttl_sweep_active), not by a setting a writer could set itself.
 #include "pg.hpp"
 #include "access/as_owner.hpp"
+#include "maintenance/ttl.hpp"
 #include "settings.hpp"
 #include "sqlstates.hpp"
-#include "maintenance/ttl.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "commands/extension.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
-#include "catalog/pg_class.h"
 
 PG_FUNCTION_INFO_V1(changefeed_expire_rows);
 }

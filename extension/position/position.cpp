@@ -3,6 +3,7 @@
 // plain C data, so ereport may jump out of them safely.
 #include "pg.hpp"
 #include "position/pg_snapshot.hpp"
+#include "position/position.hpp"
 #include "position/position_codec.hpp"
 #include "position/position_history.hpp"
 #include "position/position_key.hpp"

@@ -17,8 +17,8 @@
 // the reading session's.
 #include "pg.hpp"
 #include "access/caller.hpp"
-#include "read/current_rows.hpp"
 #include "capture/identity.hpp"
+#include "read/current_rows.hpp"
 #include "sqlstates.hpp"
 
 extern "C" {

@@ -20,19 +20,20 @@
 #include <cmath>
 
 #include "pg.hpp"
-#include "read/current_rows.hpp"
+#include "access/reader_sight.hpp"
+#include "capture/previous_patch.hpp"
+#include "capture/xact_tracking.hpp"
 #include "position/pg_snapshot.hpp"
+#include "position/position.hpp"
 #include "position/position_codec.hpp"
 #include "position/position_history.hpp"
 #include "position/position_key.hpp"
-#include "capture/previous_patch.hpp"
-#include "wake/notifier.hpp"
+#include "read/current_rows.hpp"
 #include "read/read_memory.hpp"
-#include "access/reader_sight.hpp"
 #include "settings.hpp"
 #include "sqlstates.hpp"
+#include "wake/notifier.hpp"
 #include "wake/wait_alone.hpp"
-#include "capture/xact_tracking.hpp"
 
 extern "C" {
 #include "access/detoast.h"
@@ -50,18 +51,16 @@ extern "C" {
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
-#include "utils/memutils.h"
-#include "utils/portal.h"
-#include "utils/timestamp.h"
 #include "utils/array.h"
 #include "utils/fmgroids.h"
+#include "utils/memutils.h"
+#include "utils/portal.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "utils/xid8.h"
 
 PG_FUNCTION_INFO_V1(changefeed_read_windows);
 PG_FUNCTION_INFO_V1(changefeed_read_ranges);
-
-Datum changefeed_snapshot_now(PG_FUNCTION_ARGS);  // position.cpp
 }
 
 namespace {

@@ -15,19 +15,20 @@
 // notifier itself only sends notifications and records ticks, each in a
 // guarded transaction: an error is logged and retried, never fatal.
 #include "pg.hpp"
-#include "module.hpp"
-#include "wake/notifier.hpp"
-#include "settings.hpp"
 #include "maintenance/worker_transaction.hpp"
+#include "module.hpp"
+#include "settings.hpp"
+#include "wake/notifier.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
-#include "common/hashfn.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
+#include "common/hashfn.h"
 #include "pgstat.h"
+#include "port/atomics.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
-#include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -39,7 +40,6 @@ extern "C" {
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
-#include "catalog/pg_database.h"
 
 #include <signal.h>
 
