@@ -23,7 +23,7 @@ $$;
 GRANT changefeed_reader TO changefeed_processor;
 GRANT changefeed_processor TO changefeed_admin;
 
--- The role that called the innermost entry point (see extension/caller.cpp).
+-- The role that called the innermost entry point (see extension/access/caller.cpp).
 CREATE OR REPLACE FUNCTION changefeed.caller() RETURNS oid
     AS 'MODULE_PATHNAME', 'changefeed_caller' LANGUAGE C STABLE PARALLEL RESTRICTED;
 
@@ -35,7 +35,7 @@ CREATE TABLE changefeed.processor (
     owner_role    regrole NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT now(),
     -- Moves on with every change of a lease's owner or epoch (leases_moved(),
-    -- 40_leases.sql): a balancing step or renewal that finds it where it was
+    -- processors/leases.sql): a balancing step or renewal that finds it where it was
     -- answers "unchanged" without reading the leases.
     lease_generation bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (collection_id, name)
@@ -106,7 +106,7 @@ $$;
 -- The tenants a read by `who` may return: null = all.  42501 when `who` may
 -- not read `tbl`'s feed: it needs SELECT on the table, or on some of its
 -- columns, the key and partition key columns among them (the read then
--- delivers only those columns, extension/reader_sight.cpp, and applies the
+-- delivers only those columns, extension/access/reader_sight.cpp, and applies the
 -- table's row-level security as `who`); a role bound to tenants reads only
 -- those, and only collections with a tenant column.
 CREATE OR REPLACE FUNCTION changefeed.require_read(tbl regclass, who oid, tenant_column text, wanted text)

@@ -5,7 +5,7 @@
 -- file and any after it run whole again in every upgrade script: they hold
 -- only statements that may.
 
--- Made after its entry point, which it calls (65_status.sql).
+-- Made after its entry point, which it calls (processors/status.sql).
 CREATE OR REPLACE VIEW changefeed.processor_status AS
 SELECT * FROM changefeed.processor_status_rows();
 

@@ -1,8 +1,8 @@
 -- changefeed: enabling capture on a table.
 --
--- SQLSTATEs: see 00_sqlstates.sql, the registry of every code we raise.
+-- SQLSTATEs: see sqlstates.sql, the registry of every code we raise.
 
--- Row and TRUNCATE capture, implemented in C++ (extension/capture.cpp).
+-- Row and TRUNCATE capture, implemented in C++ (extension/capture/capture.cpp).
 -- capture_row arguments: collection id, ranges, previous images (t keep
 -- them, f do not, k log keys alone: images => 'keys'),
 -- replicated (t/f), number of key columns, their names, number of
@@ -86,7 +86,7 @@ END
 $$;
 
 -- Removes the capture triggers and the TRUNCATE guards of the partitions.
--- The guard (25_guard.sql) is suspended meanwhile: it refuses that DDL from anyone else.
+-- The guard (guard/guard.sql) is suspended meanwhile: it refuses that DDL from anyone else.
 CREATE OR REPLACE FUNCTION changefeed.drop_triggers(tbl regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -159,7 +159,7 @@ BEGIN
 END
 $$;
 
--- partition_drops: what a DROP or DETACH of a partition does (25_guard.sql).
+-- partition_drops: what a DROP or DETACH of a partition does (guard/guard.sql).
 -- Only a partitioned table has partitions to drop.
 CREATE OR REPLACE FUNCTION changefeed.check_partition_drops(tbl regclass, partition_drops text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -216,7 +216,7 @@ $$;
 -- which held other writers off from the disable on (the lock of disable()
 -- lasts until commit) and did not write to the table itself meanwhile.  A new key or partition key counts as a gap too: the logged
 -- changes were placed in ranges by the old one.  New ranges move the logged
--- changes and checkpoints as alter() does (55_ranges.sql).
+-- changes and checkpoints as alter() does (maintenance/ranges.sql).
 CREATE OR REPLACE FUNCTION changefeed.enable(
     tbl regclass,
     partition_key text[] DEFAULT NULL,

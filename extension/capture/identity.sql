@@ -1,4 +1,4 @@
--- changefeed: canonical document identity (extension/identity.cpp).
+-- changefeed: canonical document identity (extension/capture/identity.cpp).
 --
 -- A document id, partition key and tenant are texts of the row's values made
 -- with fixed settings, whatever the session's: TimeZone UTC, DateStyle ISO

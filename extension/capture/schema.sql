@@ -2,15 +2,15 @@
 -- the feed.
 --
 -- Every shape an enabled table takes is a version (changefeed.schema_version,
--- 10_catalog.sql): its columns by attnum, with the name and type each had,
--- and its key.  enable() records the first; the DDL guard (25_guard.sql)
+-- log/catalog.sql): its columns by attnum, with the name and type each had,
+-- and its key.  enable() records the first; the DDL guard (guard/guard.sql)
 -- records a new one at the end of every command that changed the columns,
 -- their names or types, or the key, in the command's own transaction, so
 -- every row captured after it (capture.cpp, schema_versions.cpp) is written
 -- under the new version and every row before under the old one.  A new
 -- version is also a change in the feed: one row of operation 's' per range,
 -- in order with the data, which all-versions readers receive when they ask
--- for it (read_mode 'all_with_schema', 30_read.sql).
+-- for it (read_mode 'all_with_schema', read/read.sql).
 
 -- The table's columns now, in attnum order (dropped ones left out).
 CREATE OR REPLACE FUNCTION changefeed.columns_now(tbl oid) RETURNS jsonb

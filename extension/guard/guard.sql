@@ -90,7 +90,7 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
        AND a.attname = ANY (changefeed.watched_columns(c))
 $$;
 
--- Trigger arguments (see capture_row/capture_truncate in 20_enable.sql).
+-- Trigger arguments (see capture_row/capture_truncate in capture/enable.sql).
 CREATE OR REPLACE FUNCTION changefeed.capture_row_arguments(c changefeed.collection) RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT ARRAY[c.id::text, c.ranges::text,
@@ -134,7 +134,7 @@ $$;
 
 -- Why a trigger that runs one of capture's functions is not on the tree of
 -- the collection its first argument names, or null.  Any role may hold a
--- clone of capture_row() (20_enable.sql), so one made on a role's own table
+-- clone of capture_row() (capture/enable.sql), so one made on a role's own table
 -- naming another collection would file changes under it.
 CREATE OR REPLACE FUNCTION changefeed.foreign_trigger_problem(t pg_trigger) RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$

@@ -5,10 +5,10 @@
 CREATE SCHEMA changefeed;
 
 -- One row per enabled table, and per table disabled with its state kept
--- (disable(tbl), see 20_enable.sql): such a collection keeps its id, channel,
+-- (disable(tbl), see capture/enable.sql): such a collection keeps its id, channel,
 -- leases and logged changes, captures nothing, and fails reads with CF002
 -- until enable() resumes it.  The ranges change only through alter(), which
--- moves the logged changes and the checkpoints with them (55_ranges.sql).
+-- moves the logged changes and the checkpoints with them (maintenance/ranges.sql).
 -- The table is a regclass, so a dump names it and a restore finds it again;
 -- ids survive a restore with their sequence (the capture triggers carry them).
 CREATE SEQUENCE changefeed.collection_id_seq AS int;
@@ -37,7 +37,7 @@ CREATE TABLE changefeed.collection (
     disabled_at     timestamptz,
     disabled_txid   xid8,
     disabled_marks  jsonb,
-    -- What a DROP or DETACH of one of its partitions does (25_guard.sql):
+    -- What a DROP or DETACH of one of its partitions does (guard/guard.sql):
     -- 'refuse' it (CF013), 'expire' its rows (logged as deletes with
     -- ttl_expired) or 'forget' them (nothing logged).
     partition_drops text NOT NULL DEFAULT 'refuse'
@@ -48,7 +48,7 @@ CREATE TABLE changefeed.collection (
     -- time, and the all-versions feed is refused (CF021).
     images          text NOT NULL DEFAULT 'full' CHECK (images IN ('full', 'keys')),
     -- The version of the table's shape that capture writes under now
-    -- (changefeed.schema_version, 27_schema.sql).
+    -- (changefeed.schema_version, capture/schema.sql).
     schema_version  int NOT NULL DEFAULT 1
 );
 

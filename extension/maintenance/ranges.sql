@@ -1,6 +1,6 @@
 -- changefeed: changing the number of ranges of a live collection.
 --
--- A document's range is range_of(partition key, ranges) (20_enable.sql), and
+-- A document's range is range_of(partition key, ranges) (capture/enable.sql), and
 -- every log row keeps the partition-key text it was hashed from.  So a range
 -- change is done in one transaction that holds a lock stopping writers:
 --   1. the collection's logged rows are tagged with their new range (clears,

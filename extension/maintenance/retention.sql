@@ -1,4 +1,4 @@
--- changefeed: retention, history loss, TTL, changing options (the ranges: 55_ranges.sql).
+-- changefeed: retention, history loss, TTL, changing options (the ranges: maintenance/ranges.sql).
 --
 -- Retention drops whole daily partitions of changefeed.log (DROP TABLE, never
 -- DELETE) once they are older than the longest retention of any collection.
@@ -82,7 +82,7 @@ END
 $$;
 
 -- Maintenance steps.  Each step is small and stands alone, so that the
--- maintenance worker (extension/maintainer.cpp) runs each in its own
+-- maintenance worker (extension/maintenance/maintainer.cpp) runs each in its own
 -- transaction with a lock_timeout and maintain() each in its own
 -- subtransaction: a step that fails (a lock it cannot get, a user trigger that
 -- raises) is reported and retried next time, and the other steps go on.
@@ -105,7 +105,7 @@ BEGIN
 END
 $$;
 
--- changefeed.max_retention as an interval (extension/maintenance_limits.cpp):
+-- changefeed.max_retention as an interval (extension/maintenance/maintenance_limits.cpp):
 -- the longest retention a collection may have, set by the server's
 -- administrator so that no table owner keeps the shared log for everyone.
 CREATE OR REPLACE FUNCTION changefeed.max_retention() RETURNS interval
@@ -294,7 +294,7 @@ $$;
 
 -- Deletes one collection's rows whose TTL column is before `as_of`, as the
 -- table owner inside a security-restricted operation; the deletes carry
--- ttl_expired.  Returns how many rows it deleted (extension/ttl.cpp).
+-- ttl_expired.  Returns how many rows it deleted (extension/maintenance/ttl.cpp).
 CREATE OR REPLACE FUNCTION changefeed.expire_rows(collection_id int, as_of timestamptz) RETURNS bigint
     AS 'MODULE_PATHNAME', 'changefeed_expire_rows' LANGUAGE C;
 
@@ -324,7 +324,7 @@ $$;
 
 -- Bounds the maintenance step starting now by
 -- changefeed.maintenance_statement_timeout; step_timeout_end() lifts the
--- bound and says whether the step ran past it (extension/maintenance_limits.cpp).
+-- bound and says whether the step ran past it (extension/maintenance/maintenance_limits.cpp).
 CREATE OR REPLACE FUNCTION changefeed.step_timeout_begin() RETURNS void
     AS 'MODULE_PATHNAME', 'changefeed_step_timeout_begin' LANGUAGE C VOLATILE;
 CREATE OR REPLACE FUNCTION changefeed.step_timeout_end() RETURNS bool
@@ -483,7 +483,7 @@ $$;
 -- Changes a collection's retention, previous images, TTL column or number
 -- of ranges, while it runs.  New ranges move the logged changes and the
 -- processors' checkpoints with them and fence running instances, under a
--- lock that holds writers off until commit (55_ranges.sql).  (The key and the
+-- lock that holds writers off until commit (maintenance/ranges.sql).  (The key and the
 -- partition key go with disable() and enable(): the logged changes were
 -- placed in ranges by them.)
 -- images changes what is logged from the next write on; the logged changes

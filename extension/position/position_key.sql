@@ -1,4 +1,4 @@
--- changefeed: the position key (extension/position_key.cpp).
+-- changefeed: the position key (extension/position/position_key.cpp).
 --
 -- Positions carry a MAC under this database's 32-byte key.  It is a row of
 -- the database, so WAL carries it to every standby and base backup: a hot

@@ -6,7 +6,7 @@
 -- move its checkpoint again.  All times come from the server's clock, so
 -- instances with skewed clocks still agree on expiry.
 --
--- SQLSTATEs: see 00_sqlstates.sql (CF010 lease lost, CF011 bad name, CF003).
+-- SQLSTATEs: see sqlstates.sql (CF010 lease lost, CF011 bad name, CF003).
 
 CREATE TABLE changefeed.lease (
     collection_id     int NOT NULL REFERENCES changefeed.collection (id) ON DELETE CASCADE,
@@ -813,7 +813,7 @@ END
 $$;
 
 -- Forgets a processor: its leases, checkpoints, registered instances,
--- deduplication store (47_dedup.sql) and owner (for its owner or an admin).
+-- deduplication store (processors/dedup.sql) and owner (for its owner or an admin).
 -- It waits for every call in flight under the name (processor_owner).
 CREATE OR REPLACE FUNCTION changefeed.drop_processor(tbl regclass, processor text) RETURNS bool
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$

@@ -138,5 +138,5 @@ END
 $$;
 
 -- The view changefeed.processor_status over it is created in
--- 90_privileges.sql, once the entry point exists: a view made here would
+-- access/privileges.sql, once the entry point exists: a view made here would
 -- call the implementation itself.

@@ -1,13 +1,13 @@
 -- changefeed: backfill, the scan of a table's current rows that precedes its
 -- log when a processor starts from the beginning or resyncs a range.  The
--- scan's progress is kept in the range's lease (40_leases.sql,
+-- scan's progress is kept in the range's lease (processors/leases.sql,
 -- lease_backfill_checkpoint()).
 
 -- One keyset page of a range's current rows for a backfill: the rows whose
 -- primary key is greater than `after` (a jsonb object of the key columns;
 -- null = from the start), in key order.  doc_id and partition_key are
 -- formatted as the capture trigger formats them: canonical text
--- (18_identity.sql), so in any session the ids equal those it logs.
+-- (capture/identity.sql), so in any session the ids equal those it logs.
 CREATE OR REPLACE FUNCTION changefeed.backfill_page(tbl regclass, range_id int, after jsonb, max_rows int DEFAULT 1000)
 RETURNS TABLE (doc_id text, partition_key text, key jsonb, current jsonb)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$

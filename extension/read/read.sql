@@ -142,7 +142,7 @@ $$;
 --   ranges       only these range ids (null = all)
 --   mode         'all': every version, deletes and clears included;
 --                'all_with_schema': the same and the table's schema changes
---                (operation 'schema', 27_schema.sql), in order with the data;
+--                (operation 'schema', capture/schema.sql), in order with the data;
 --                'latest': per window, the latest version of each changed
 --                document; documents whose latest change is a delete or a
 --                clear do not appear.
@@ -174,22 +174,22 @@ $$;
 -- snapshot: call read() and current_position() in one REPEATABLE READ
 -- transaction.
 -- event_id is "<collection id>.<txid>.<seq>": the same on every read of the
--- change by anyone, what a consumer deduplicates on (47_dedup.sql); the two
+-- change by anyone, what a consumer deduplicates on (processors/dedup.sql); the two
 -- sides of a tenant move, as tenant-scoped reads see it, add ".create" and
 -- ".delete".
--- read() checks the call; the rows come from extension/read_window.cpp
+-- read() checks the call; the rows come from extension/read/read_window.cpp
 -- (read_windows()), which holds a page in a result set: work_mem is raised
 -- for read() and read_ranges(), as with the default 4 MB a page of 10,000
 -- changes went to a temporary file.
 
 -- A change's image from before as read() returns it, from the two images
 -- changefeed.log holds: a replace of a large row stores a patch of its image
--- after ({"": ...}, extension/previous_patch.cpp), rebuilt whole by every
+-- after ({"": ...}, extension/capture/previous_patch.cpp), rebuilt whole by every
 -- read.  For those who query the log itself.
 CREATE OR REPLACE FUNCTION changefeed.whole_previous("current" jsonb, previous jsonb) RETURNS jsonb
 AS 'MODULE_PATHNAME', 'changefeed_whole_previous' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
--- read()'s rows, in C (extension/read_window.cpp), from the position (lo,
+-- read()'s rows, in C (extension/read/read_window.cpp), from the position (lo,
 -- hi, last_seq) after the call was checked: the windows and their pages, in
 -- mode 'all' or, with `latest`, mode 'latest', with read()'s filters.
 CREATE OR REPLACE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
@@ -282,7 +282,7 @@ $$;
 --                      batches of N ends a batch); the others carry null.
 --                      Markers always carry theirs.  1 (the default): every
 --                      row carries its position.  At least 1 (22023).
--- The rows come from extension/read_window.cpp (changefeed_read_ranges):
+-- The rows come from extension/read/read_window.cpp (changefeed_read_ranges):
 -- read_ranges_plan() checks the call and plans the groups, C reads them
 -- straight into the result.
 CREATE OR REPLACE FUNCTION changefeed.read_ranges(
