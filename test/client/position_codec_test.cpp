@@ -1,7 +1,7 @@
 // The extension's position codec (extension/position/position_codec.cpp) is pure C++:
 // its MAC, its order of checks and its bounds are tested here without a
 // server.  The SQL side (key file, CF004/CF005, the 44 MB text) is in
-// sql/positions.sql.
+// test/sql/positions.sql.
 #include "position/position_codec.hpp"
 
 #include <gtest/gtest.h>
