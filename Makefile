@@ -49,7 +49,7 @@ UPGRADE_DELTAS = $(wildcard extension/upgrade/delta/*--$(EXTVERSION).sql)
 DATA_built = extension/changefeed--$(EXTVERSION).sql \
 	$(patsubst extension/upgrade/delta/%.sql,extension/changefeed--%.sql,$(UPGRADE_DELTAS))
 # Released install scripts stay installable, and each release has an upgrade
-# path to this version (test/upgrade.sh, test/releases.sh): released upgrade
+# path to this version (test/stages/upgrade.sh, test/stages/releases.sh): released upgrade
 # scripts are frozen in extension/upgrade/, those to this version built.
 DATA = $(wildcard extension/releases/changefeed--*.sql) $(wildcard extension/upgrade/changefeed--*--*.sql)
 
@@ -115,6 +115,6 @@ extension/changefeed--%--$(EXTVERSION).sql: extension/upgrade/delta/%--$(EXTVERS
 # Each object depends on every header it includes: the compiler writes those
 # lists (-MMD, into extension/**/*.d) and make reads them back, so touching a
 # header rebuilds exactly its dependants.  An object built before it had a .d
-# file is rebuilt when this Makefile changes.  test/incremental_build.sh checks.
+# file is rebuilt when this Makefile changes.  test/stages/incremental_build.sh checks.
 $(OBJS): Makefile
 -include $(OBJS:.o=.d)

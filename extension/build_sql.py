@@ -3,7 +3,7 @@
 
   build_sql.py install              the install script, on stdout
   build_sql.py upgrade DELTA        the upgrade script made from DELTA, on stdout
-  build_sql.py surface              the generated surface alone (test/options_doc.sh)
+  build_sql.py surface              the generated surface alone (test/stages/options_doc.sh)
   build_sql.py parts                the concern files in order, one path a line
 
 The install script is the concern files (the SQL half of each wing of

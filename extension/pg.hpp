@@ -8,7 +8,7 @@
 // never includes this header, and is called through C wrappers that catch
 // every exception and return a status (ChangefeedCodecStatus), which the
 // caller turns into an ereport only after the C++ frames are gone.
-// test/codec_guard.sh checks both halves on every file of extension/.
+// test/stages/codec_guard.sh checks both halves on every file of extension/.
 //
 // Each module's API is in its own header (notifier.hpp, ttl.hpp, ...), our
 // SQLSTATEs in sqlstates.hpp; include them after this one.

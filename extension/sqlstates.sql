@@ -3,7 +3,7 @@
 -- Our own codes are class CF.  The PostgreSQL codes listed are those raised
 -- with a meaning of ours.  Every other place (the SQL files, the C++ constants
 -- in extension/sqlstates.hpp, the README's Errors table) uses these codes and
--- meanings; test/sqlstates.sh fails when one raises a code not listed here or
+-- meanings; test/stages/sqlstates.sh fails when one raises a code not listed here or
 -- when the README's table differs from this one (`--readme` prints it).
 --
 -- sqlstate  meaning

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL clusters for tests, the demo and benchmarks: the host's
-# PostgreSQL 15 unless PGBIN names another major's binaries (test/matrix.sh
+# PostgreSQL 15 unless PGBIN names another major's binaries (test/stages/matrix.sh
 # runs 17 and 18 this way, inside Debian roots).
 #
 #   test/cluster.sh start DIR [--port N] [--no-preload] [--fsync-off] [--conf 'key = value']...

@@ -7,25 +7,25 @@
 #      position codec cannot include PostgreSQL's headers, and released
 #      install scripts are unchanged with an upgrade path to this version, and
 #      docs/options.md lists every option, and META.json and debian/changelog
-#      carry the project's version (test/package_meta.sh),
+#      carry the project's version (test/stages/package_meta.sh),
 #   1. pg_regress + isolation tests against a cluster with the library preloaded,
 #   2. the same SQL tests (less the notifier's) against a cluster without preload,
-#      and logical replication into enabled tables (test/replication.sh),
+#      and logical replication into enabled tables (test/stages/replication.sh),
 #      and the SQL tests again on PostgreSQL 17 and 18, each in a Debian root
 #      (trixie, forky) cached in /var/cache/changefeed-matrix, with the client
 #      built there on libpqxx 7.10 and 8.0, three of its suites and the
-#      upgrade test (test/matrix.sh), and the Debian packages built for
+#      upgrade test (test/stages/matrix.sh), and the Debian packages built for
 #      both releases, installed on a minimal root and the demo run against
-#      them (test/packages.sh; its build roots and ccache are cached there too),
+#      them (test/stages/packages.sh; its build roots and ccache are cached there too),
 #   3. PostgreSQL's own regression suite with and without the extension, a
 #      dump and restore round trip of a database using it, and an upgrade from
-#      the last release (test/upgrade.sh; it builds the client's processor
+#      the last release (test/stages/upgrade.sh; it builds the client's processor
 #      runner, which step 4 reuses), reads on a hot standby and a promotion
-#      (test/standby_read.sh), a point-in-time restore (test/pitr.sh), and the
-#      Python example of the SQL read protocol (test/python_example.sh),
-#      pg_partman retention run by pg_cron on an enabled table (test/partman.sh),
+#      (test/stages/standby_read.sh), a point-in-time restore (test/stages/pitr.sh), and the
+#      Python example of the SQL read protocol (test/stages/python_example.sh),
+#      pg_partman retention run by pg_cron on an enabled table (test/stages/partman.sh),
 #   4. the client's GoogleTest suites (they start their own clusters), and the
-#      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/asan.sh),
+#      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/stages/asan.sh),
 #   5. the torture test in its short mode, the consumer fault stage
 #      (test/consumer_faults/run.sh), and the benchmark harness on tiny sizes.
 # Usage (as root on Debian 12): bash test/run-all.sh
@@ -79,23 +79,23 @@ bench_smoke() {
 }
 
 echo "== incremental build: touching a header rebuilds its dependants"
-stage "incremental build" bash test/incremental_build.sh
+stage "incremental build" bash test/stages/incremental_build.sh
 echo "== SQLSTATE registry: every code raised is listed, the README agrees"
-stage "SQLSTATE registry" bash test/sqlstates.sh
+stage "SQLSTATE registry" bash test/stages/sqlstates.sh
 echo "== the README's Measured section agrees with bench/RESULTS.md"
-stage "measured figures" bash test/measured.sh
+stage "measured figures" bash test/stages/measured.sh
 echo "== every runbook the code names exists"
-stage "runbooks" bash test/runbooks.sh
+stage "runbooks" bash test/stages/runbooks.sh
 echo "== the position codec keeps PostgreSQL's headers out"
-stage "codec guard" bash test/codec_guard.sh
+stage "codec guard" bash test/stages/codec_guard.sh
 echo "== released install scripts are frozen, each release upgrades to this version"
-stage "releases" bash test/releases.sh
+stage "releases" bash test/stages/releases.sh
 
 echo "== docs/options.md lists every option of the SQL functions and the client"
-stage "options reference" bash test/options_doc.sh
+stage "options reference" bash test/stages/options_doc.sh
 
 echo "== META.json and debian/changelog agree with the project's version"
-stage "package metadata" bash test/package_meta.sh
+stage "package metadata" bash test/stages/package_meta.sh
 
 echo "== SQL tests, library preloaded"
 # The worker's periodic maintain() would race the retention test; the notifier
@@ -110,27 +110,27 @@ stage "SQL tests, library not preloaded" run_sql_tests "$scratch/plain" REGRESS_
 bash test/cluster.sh stop "$scratch/plain"
 
 echo "== PostgreSQL 17 and 18: the SQL tests in Debian trixie and forky roots"
-stage "PostgreSQL 17 and 18" bash test/matrix.sh --port-base 55470
+stage "PostgreSQL 17 and 18" bash test/stages/matrix.sh --port-base 55470
 echo "== Debian packages: built for trixie and forky, installed on minimal roots, the demo against them"
-stage "Debian packages" bash test/packages.sh --suites "trixie forky" --port 55498
+stage "Debian packages" bash test/stages/packages.sh --suites "trixie forky" --port 55498
 
 echo "== logical replication into enabled tables (own cluster, wal_level = logical)"
-stage "logical replication" bash test/replication.sh --port 55496
+stage "logical replication" bash test/stages/replication.sh --port 55496
 echo "== PostgreSQL's own regression suite, with and without the extension"
-stage "PostgreSQL's regression suite" bash test/core-regress.sh --port 55492
+stage "PostgreSQL's regression suite" bash test/stages/core-regress.sh --port 55492
 echo "== dump and restore of a database using the extension"
-stage "dump and restore" bash test/dump_restore.sh --port 55494
+stage "dump and restore" bash test/stages/dump_restore.sh --port 55494
 echo "== upgrade from the last release: same objects as a fresh install, consumers read on"
-stage "upgrade" bash test/upgrade.sh --port 55488 --build-dir build
+stage "upgrade" bash test/stages/upgrade.sh --port 55488 --build-dir build
 echo "== a hot standby made before CREATE EXTENSION reads the feed, and a promotion keeps every position"
-stage "standby reads and promotion" bash test/standby_read.sh --port 55470
+stage "standby reads and promotion" bash test/stages/standby_read.sh --port 55470
 echo "== a point-in-time restore refuses the abandoned branch's positions (CF017) and skips nothing"
-stage "point-in-time restore" bash test/pitr.sh --port 55474
+stage "point-in-time restore" bash test/stages/pitr.sh --port 55474
 
 echo "== the Python example of the SQL read protocol (psycopg)"
-stage "Python read-protocol example" bash test/python_example.sh --port 55486
+stage "Python read-protocol example" bash test/stages/python_example.sh --port 55486
 echo "== pg_partman retention from a pg_cron job: expired deletes, the other partman table premade"
-stage "pg_partman and pg_cron" bash test/partman.sh --port 55484
+stage "pg_partman and pg_cron" bash test/stages/partman.sh --port 55484
 
 if [ -f CMakeLists.txt ]; then
     echo "== client library and its tests"
@@ -139,7 +139,7 @@ if [ -f CMakeLists.txt ]; then
     stage "client tests" ctest --test-dir build --output-on-failure
 
     echo "== client tests under AddressSanitizer and UBSan (own build dir and ports)"
-    stage "client tests under AddressSanitizer and UBSan" bash test/asan.sh --build-dir build-asan --port-base 55600
+    stage "client tests under AddressSanitizer and UBSan" bash test/stages/asan.sh --build-dir build-asan --port-base 55600
 
     echo "== torture test (short): concurrent writers, killed consumers, a checker"
     stage "torture test" bash test/torture/run.sh --short --build-dir build --no-build

@@ -1,5 +1,5 @@
-# Shared by the stage scripts that check a running PostgreSQL (test/pitr.sh,
-# test/standby_read.sh, test/dump_restore.sh, test/upgrade.sh): sourced from
+# Shared by the stage scripts that check a running PostgreSQL (test/stages/pitr.sh,
+# test/stages/standby_read.sh, test/stages/dump_restore.sh, test/stages/upgrade.sh): sourced from
 # the repository's root, after `set -euo pipefail`.
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}

@@ -1,5 +1,5 @@
 # Debian roots for the tests on other distributions (sourced by
-# test/matrix.sh and test/packages.sh): roots made with debootstrap into a
+# test/stages/matrix.sh and test/stages/packages.sh): roots made with debootstrap into a
 # cache folder ($cache, set by the caller), chroot helpers, and the mounts
 # and servers undone on exit.  Run as root.
 

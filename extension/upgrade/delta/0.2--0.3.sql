@@ -6,7 +6,7 @@
 -- concern files and the SQL surface of extension/surface.manifest.
 -- What CREATE OR REPLACE cannot do is written here: tables, columns and their
 -- data, objects that went, functions whose arguments or result changed (the
--- old one is dropped first).  test/upgrade.sh checks that an
+-- old one is dropped first).  test/stages/upgrade.sh checks that an
 -- upgraded database ends with the objects of a fresh install.
 
 -- ---- read(): jsonpath filters in the C reader ----

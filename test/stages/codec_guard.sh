@@ -8,10 +8,10 @@
 #    pure file (only their C wrappers, which catch every exception); or
 #  - pure C++ (the position codec): it throws, so it must refuse PostgreSQL's
 #    headers with its own #error when pg.hpp is forced in front of it.
-# Usage: bash test/codec_guard.sh [file.cpp ...]   (default: every extension/**/*.cpp;
+# Usage: bash test/stages/codec_guard.sh [file.cpp ...]   (default: every extension/**/*.cpp;
 # uses PG_CONFIG like the Makefile)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 pg_config=${PG_CONFIG:-pg_config}
 cxx=${CXX:-g++}
 includes=(-Wno-register -I "$("$pg_config" --includedir-server)" -I extension)

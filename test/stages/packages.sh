@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The Debian packages (debian/), built and installed the way a user gets
-# them: for each Debian suite of test/matrix.sh (trixie: PostgreSQL 17,
+# them: for each Debian suite of test/stages/matrix.sh (trixie: PostgreSQL 17,
 # forky: PostgreSQL 18) `dpkg-buildpackage -us -uc -B` builds
 # postgresql-NN-changefeed, libchangefeed-client0.3, libchangefeed-dev and
 # changefeed-cli in a build root kept in the cache (a copy of the matrix
 # root with the rest of the Build-Depends, made when missing; its ccache
 # makes a rebuild of unchanged sources cheap; nocheck: the suites run
-# against the installed packages here and in test/matrix.sh).  Then on an
+# against the installed packages here and in test/stages/matrix.sh).  Then on an
 # overlay of a root with nothing but debootstrap's minimal base,
 # `apt-get install ./*.deb` installs them, a small program is built against
 # the installed client with find_package(changefeed) (test/find_package_project)
@@ -16,12 +16,12 @@
 # processor built with find_package and by the installed `changefeed tail`.
 # The cached roots stay as they are; the packages are left in --out.
 #
-#   test/packages.sh [--suites "trixie forky"] [--cache DIR] [--port N] [--out DIR] [--no-build]
+#   test/stages/packages.sh [--suites "trixie forky"] [--cache DIR] [--port N] [--out DIR] [--no-build]
 #
 # --no-build installs and checks the packages a previous run left in --out.
 # Run as root. Prints each step's timings; exits non-zero when a suite fails.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 checkout=$(pwd)
 
 source test/support/stage.sh

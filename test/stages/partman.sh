@@ -17,12 +17,12 @@
 # partitions and nothing else, with no CF006; verify() finds capture intact.
 #
 # Usage (as root on Debian 12, extension built and installed):
-#   bash test/partman.sh [--port N] [--keep]
+#   bash test/stages/partman.sh [--port N] [--keep]
 # Installs postgresql-15-partman and postgresql-15-cron if missing, and copies
 # their files into the PostgreSQL of PG_CONFIG when that is not the system's.
 # Prints `N passed, M failed` last; exits 1 when a check failed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 source test/support/checks.sh
 stage_options partman.sh 55484 "$@"

@@ -10,7 +10,7 @@
 # differences" below: only the rows about our own objects may differ there.
 #
 # Usage (as root on Debian 12, extension built and installed):
-#   bash test/core-regress.sh [--keep] [--port N] [--cache DIR] [--compare DIR]
+#   bash test/stages/core-regress.sh [--keep] [--port N] [--cache DIR] [--compare DIR]
 #     --keep     keep the scratch folder (results, diffs, server logs)
 #     --port N   first of the two ports used (default 56150)
 #     --cache    where the suite's sources are kept (default /var/cache/changefeed)
@@ -21,7 +21,7 @@
 # version (or the closest one available); it is downloaded once into the cache.
 set -euo pipefail
 shopt -s inherit_errexit
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 PG_CONFIG=${PG_CONFIG:-$PGBIN/pg_config}
@@ -174,7 +174,7 @@ ensure_deb_src() {
     local out=/etc/apt/sources.list.d/changefeed-deb-src.sources
     local f
     {
-        echo "# Source packages, for changefeed's test/core-regress.sh."
+        echo "# Source packages, for changefeed's test/stages/core-regress.sh."
         for f in /etc/apt/sources.list.d/*.sources; do
             [ -f "$f" ] || continue
             # deb822 stanzas: keep those of type deb, as deb-src.

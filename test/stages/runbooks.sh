@@ -2,7 +2,7 @@
 # Every runbook the code names exists under docs/runbooks/: a halt that points
 # the operator to a missing page is as bad as one that names none.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 missing=0 named=0
 # halt(State::..., "name") in the client's sources, examples and docs, and
 # docs/runbooks/<name>.md links anywhere.

@@ -14,7 +14,7 @@
 -- (attnum) and dropped columns are listed: the capture code forms log rows by
 -- position, so an upgraded table must have the layout of a fresh one.
 --
--- Usage: psql -X -At -v ON_ERROR_STOP=1 -f test/upgrade/describe.sql DB
+-- Usage: psql -X -At -v ON_ERROR_STOP=1 -f test/stages/upgrade/describe.sql DB
 SET search_path = pg_catalog;
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
@@ -226,7 +226,7 @@ lines(obj, prop, val) AS (
            || ' context ' || c.castcontext::text || ' method ' || c.castmethod::text
       FROM pg_cast c JOIN member m ON m.classid = 'pg_cast'::regclass AND m.objid = c.oid
 
-    -- The roles the install script makes (shared by the cluster: test/upgrade.sh
+    -- The roles the install script makes (shared by the cluster: test/stages/upgrade.sh
     -- updates before it installs afresh, so the upgrade must make its own).
     UNION ALL
     SELECT 'role ' || r.rolname, 'attributes',

@@ -7,9 +7,9 @@
 #   - a field of an option struct of the client (client/include/changefeed/*.hpp,
 #     every struct whose name ends in Options) is missing from that struct's
 #     section (a heading naming it, a table row "| `field` |").
-# Usage: bash test/options_doc.sh [DOC] [--list]   (default docs/options.md; --list prints what was parsed)
+# Usage: bash test/stages/options_doc.sh [DOC] [--list]   (default docs/options.md; --list prints what was parsed)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 exec python3 - "${1:-docs/options.md}" "${@:2}" <<'EOF'
 import glob, re, subprocess, sys
 

@@ -5,9 +5,9 @@
 # (CF014): the subscription's worker fails and the rows are not applied, so
 # nothing is applied without being captured.
 #
-#   bash test/replication.sh [--port N]     (needs the extension installed)
+#   bash test/stages/replication.sh [--port N]     (needs the extension installed)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 port=55492
 [ "${1:-}" = --port ] && port=$2
 

@@ -14,10 +14,10 @@
 #     the concern files build (frozen, then changed without a new version);
 #   - the library (when built) lacks a C symbol that a release or an upgrade
 #     script names: an installed old version must keep loading.
-# Usage: bash test/releases.sh              check
-#        bash test/releases.sh --record     record the checksum of a new release
+# Usage: bash test/stages/releases.sh              check
+#        bash test/stages/releases.sh --record     record the checksum of a new release
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 sums=extension/releases/SHA256SUMS
 
 if [ "${1:-}" = --record ]; then
@@ -35,7 +35,7 @@ releases=$(cd extension/releases && { ls changefeed--*.sql 2>/dev/null || true; 
 [ -f "$sums" ] || fail "$sums is missing"
 for v in $releases; do
     grep -q " changefeed--$v\.sql\$" "$sums" 2>/dev/null ||
-        fail "release $v has no checksum in $sums (bash test/releases.sh --record, once, when it is released)"
+        fail "release $v has no checksum in $sums (bash test/stages/releases.sh --record, once, when it is released)"
 done
 if [ -f "$sums" ] && ! out=$(cd extension/releases && sha256sum --quiet -c SHA256SUMS 2>&1); then
     fail "a released script changed; released scripts are frozen (put the change in an upgrade script):"

@@ -20,10 +20,10 @@
 #      CF017 (another history), never reads on with a gap.
 #
 # Usage (as root on Debian 12, extension built and installed):
-#   bash test/standby_read.sh [--port N] [--keep]     (uses ports N and N+1)
+#   bash test/stages/standby_read.sh [--port N] [--keep]     (uses ports N and N+1)
 # Prints `N passed, M failed` last; exits 1 when a check failed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 source test/support/checks.sh
 stage_options standby_read.sh 55470 "$@"

@@ -17,10 +17,10 @@
 # is refused with our error (CF005), never read as an empty success.
 #
 # Usage (as root on Debian 12, extension built and installed):
-#   bash test/dump_restore.sh [--port N] [--keep]
+#   bash test/stages/dump_restore.sh [--port N] [--keep]
 # Prints `N passed, M failed` last; exits 1 when a check failed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 source test/support/checks.sh
 stage_options dump_restore.sh 56160 "$@"

@@ -3,9 +3,9 @@
 # source includes it (directly or through another header), and nothing else.
 # Checks extension/log/log_writer.hpp (included by some sources) and
 # extension/pg.hpp (included by all but the pure position codec).
-# Usage: bash test/incremental_build.sh   (uses PG_CONFIG like the Makefile)
+# Usage: bash test/stages/incremental_build.sh   (uses PG_CONFIG like the Makefile)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 # Sources that include $1, directly or through an extension header.
 dependants() {

@@ -5,10 +5,10 @@
 #     client (client/src, client/cli) maps one it lacks,
 #   - the C++ sources define a CF code outside extension/sqlstates.hpp,
 #   - the README's Errors table differs from the registry.
-# Usage: bash test/sqlstates.sh            check
-#        bash test/sqlstates.sh --readme   print the README's table from the registry
+# Usage: bash test/stages/sqlstates.sh            check
+#        bash test/stages/sqlstates.sh --readme   print the README's table from the registry
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 registry=extension/sqlstates.sql
 
 # "CODE<TAB>meaning" lines of the registry.
@@ -43,7 +43,7 @@ readme=$(awk '/^##+ Errors$/ { on = 1; next } on && /^\|/ { print; seen = 1; nex
 if [ "$readme" != "$(readme_table)" ]; then
     echo "sqlstates: README.md's Errors table differs from $registry:" >&2
     diff <(echo "$readme") <(readme_table) >&2 || true
-    echo "(bash test/sqlstates.sh --readme prints the table to paste)" >&2
+    echo "(bash test/stages/sqlstates.sh --readme prints the table to paste)" >&2
     failed=1
 fi
 [ "$failed" -eq 0 ] && echo "sqlstates: $(wc -l <<<"$known") codes, one registry, README agrees"

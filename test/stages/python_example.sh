@@ -7,9 +7,9 @@
 # once, in the order written; a damaged position file must stop the reader (CF004)
 # instead of restarting it.
 #
-#   bash test/python_example.sh [--port N]   (needs the extension installed, python3-psycopg)
+#   bash test/stages/python_example.sh [--port N]   (needs the extension installed, python3-psycopg)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 port=55486
 [ "${1:-}" = --port ] && port=$2
 # Debian's interpreter, the one python3-psycopg installs into.

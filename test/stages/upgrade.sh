@@ -2,7 +2,7 @@
 # Extension upgrades, on a throwaway cluster with the library preloaded:
 #   1. catalog: a fresh `CREATE EXTENSION changefeed` and the last release
 #      installed then `ALTER EXTENSION changefeed UPDATE` end with the same
-#      objects (test/upgrade/describe.sql describes them; any difference fails
+#      objects (test/stages/upgrade/describe.sql describes them; any difference fails
 #      with the diff);
 #   2. continuity: with the release installed, a table with 4 ranges is
 #      enabled and written, a reader keeps a position from read() and a
@@ -18,11 +18,11 @@
 #      version with its collections, processors and checkpoints.
 #
 # Usage (as root on Debian 12, extension built and installed):
-#   bash test/upgrade.sh [--port N] [--build-dir DIR] [--no-build] [--keep]
+#   bash test/stages/upgrade.sh [--port N] [--build-dir DIR] [--no-build] [--keep]
 # --build-dir: the CMake build directory holding (or to build) cf_processor_runner.
 # Prints `N passed, M failed` last; exits 1 when a check failed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 source test/support/checks.sh
 port=55488 build_dir=build build=1 keep=0
@@ -79,8 +79,8 @@ check "upgraded: the update reaches $current" "$current" \
     "$(q upgraded "SELECT extversion FROM pg_extension WHERE extname = 'changefeed'")"
 q postgres "CREATE DATABASE fresh"
 q fresh "CREATE EXTENSION changefeed"
-"$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d fresh -f test/upgrade/describe.sql >"$scratch/fresh.txt"
-"$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d upgraded -f test/upgrade/describe.sql >"$scratch/upgraded.txt"
+"$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d fresh -f test/stages/upgrade/describe.sql >"$scratch/fresh.txt"
+"$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d upgraded -f test/stages/upgrade/describe.sql >"$scratch/upgraded.txt"
 if diff -u --label "fresh install ($current)" --label "upgraded ($release -> $current)" \
         "$scratch/fresh.txt" "$scratch/upgraded.txt" >"$scratch/catalog.diff"; then
     pass "fresh and upgraded describe alike ($(wc -l <"$scratch/fresh.txt") lines: $(grep -c '^members: ' "$scratch/fresh.txt") members)"

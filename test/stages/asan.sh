@@ -5,9 +5,9 @@
 # subscriptions, the latest-version processor and the in-memory provider.  A
 # build directory and ports of its own, so that it runs beside the ordinary
 # build.
-# Usage: bash test/asan.sh [--build-dir DIR] [--port-base N] [--test-dir DIR]
+# Usage: bash test/stages/asan.sh [--build-dir DIR] [--port-base N] [--test-dir DIR]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build_dir=build-asan port_base=55600 test_dir=/tmp/client-test-asan
 while [ $# -gt 0 ]; do
     case $1 in

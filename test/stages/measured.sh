@@ -2,10 +2,10 @@
 # The README's "Measured" section is printed from bench/RESULTS.md, the
 # figures of the last `bash bench/run.sh`.  Fails when the README's section
 # differs from what RESULTS.md gives (after a benchmark run, paste the new one).
-# Usage: bash test/measured.sh            check
-#        bash test/measured.sh --readme   print the section's body from bench/RESULTS.md
+# Usage: bash test/stages/measured.sh            check
+#        bash test/stages/measured.sh --readme   print the section's body from bench/RESULTS.md
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 results=bench/RESULTS.md
 
 # cell SECTION KEY COLUMN: the COLUMN-th cell (1-based) of the row of the
@@ -34,7 +34,7 @@ section() {
     run=$(sed -n 's/^Produced by `bash bench\/run.sh` on \([0-9-]*\), \([^,]*\),.*/\1, \2/p' "$results")
     cat <<EOF
 From \`bench/RESULTS.md\` (one run of \`bash bench/run.sh\`, $run; medians of its rounds, ratios of
-variants measured side by side; printed by \`bash test/measured.sh --readme\`):
+variants measured side by side; printed by \`bash test/stages/measured.sh --readme\`):
 
 - Write overhead, pgbench, synchronous_commit on, TPS against the plain table: single-row update
   $(cell $w "update sync=on | changefeed" 4) (PgQ's trigger $(cell $w "update sync=on | pgq" 4), PL/pgSQL + NOTIFY $(cell $w "update sync=on | plpgsql-notify" 4), changefeed without preload
@@ -59,7 +59,7 @@ readme=$(awk '/^## Measured/ { on = 1; next } on && /^#/ { exit } on' README.md 
 if [ "$readme" != "$expected" ]; then
     echo "measured: README.md's Measured section differs from $results:" >&2
     diff <(echo "$readme") <(echo "$expected") >&2 || true
-    echo "(bash test/measured.sh --readme prints the section to paste)" >&2
+    echo "(bash test/stages/measured.sh --readme prints the section to paste)" >&2
     exit 1
 fi
 echo "measured: README's Measured section agrees with $results"

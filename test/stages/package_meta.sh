@@ -4,7 +4,7 @@
 # default_version (major.minor) and debian/changelog's; the license is the
 # PostgreSQL License in LICENSE, META.json and debian/copyright alike.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 python3 - <<'PY'
 import json, re, sys
 meta = json.load(open("META.json"))

@@ -8,15 +8,15 @@
 # suites.  In each root the client is also built against that root's libpqxx
 # (trixie 7.10, forky 8.0), Boost.JSON and GoogleTest, and a representative
 # part of its suites runs there (processors, leases, projections), then
-# test/upgrade.sh (the last release updated in place); the client's build
+# test/stages/upgrade.sh (the last release updated in place); the client's build
 # folder stays in the root, so a later run rebuilds only what changed.
 #
-#   test/matrix.sh [--legs "17 18"] [--cache DIR] [--port-base N] [--no-client]
+#   test/stages/matrix.sh [--legs "17 18"] [--cache DIR] [--port-base N] [--no-client]
 #
 # Run as root. Prints each leg's timings; exits non-zero when a leg fails.
 # Mounts and servers are cleaned up on every exit.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 checkout=$(pwd)
 
 source test/support/stage.sh
@@ -106,7 +106,7 @@ client_steps() {
         >"$root/client-tests.log" 2>&1 || { tail -60 "$root/client-tests.log"; return 1; }
     grep -E 'tests passed|tests failed' "$root/client-tests.log"
     # The upgrade from the last release (it needs the client's processor runner).
-    in_root "$root" PGBIN="$pgbin" bash /src/test/upgrade.sh --port $((ports + 80)) --build-dir "$build" --no-build \
+    in_root "$root" PGBIN="$pgbin" bash /src/test/stages/upgrade.sh --port $((ports + 80)) --build-dir "$build" --no-build \
         >"$root/upgrade.log" 2>&1 || { grep -vE '^ok' "$root/upgrade.log" | tail -40; return 1; }
     echo "matrix: upgrade from the last release: $(tail -1 "$root/upgrade.log")"
 }

@@ -13,10 +13,10 @@
 # the new history, none skipped.
 #
 # Usage (as root on Debian 12, extension built and installed):
-#   bash test/pitr.sh [--port N] [--keep]     (uses ports N and N+1)
+#   bash test/stages/pitr.sh [--port N] [--keep]     (uses ports N and N+1)
 # Prints `N passed, M failed` last; exits 1 when a check failed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 source test/support/checks.sh
 stage_options pitr.sh 55474 "$@"
