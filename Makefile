@@ -20,6 +20,7 @@ OBJS = \
 	extension/read/read_window.o \
 	extension/wake/notifier.o \
 	extension/wake/wait_alone.o \
+	extension/wake/worker_transaction.o \
 	extension/position/position.o \
 	extension/position/position_codec.o \
 	extension/position/position_key.o \
@@ -32,7 +33,6 @@ OBJS = \
 	extension/access/reader_sight.o \
 	extension/maintenance/maintainer.o \
 	extension/maintenance/maintenance_limits.o \
-	extension/maintenance/worker_transaction.o \
 	extension/maintenance/ttl.o
 
 EXTENSION = extension/changefeed

@@ -20,9 +20,9 @@
 #include "pg.hpp"
 #include "maintenance/maintainer.hpp"
 #include "maintenance/maintenance_limits.hpp"
-#include "maintenance/worker_transaction.hpp"
 #include "settings.hpp"
 #include "wake/notifier.hpp"
+#include "wake/worker_transaction.hpp"
 
 extern "C" {
 #include "pgstat.h"

@@ -1,4 +1,4 @@
-// A worker's unit of work (extension/maintenance/worker_transaction.cpp).  Include after
+// A worker's unit of work (extension/wake/worker_transaction.cpp).  Include after
 // pg.hpp.
 #pragma once
 

@@ -5,7 +5,7 @@
 // aborted, and the worker goes on to try again later.
 #include "pg.hpp"
 #include "maintenance/maintainer.hpp"
-#include "maintenance/worker_transaction.hpp"
+#include "wake/worker_transaction.hpp"
 
 extern "C" {
 #include "pgstat.h"
