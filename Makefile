@@ -17,6 +17,13 @@ OBJS = \
 	extension/log/log_writer.o \
 	extension/read/current_rows.o \
 	extension/read/read_memory.o \
+	extension/read/log_partitions.o \
+	extension/read/window_filter.o \
+	extension/read/window_scan.o \
+	extension/read/window_plan.o \
+	extension/read/latest.o \
+	extension/read/output.o \
+	extension/read/long_poll.o \
 	extension/read/read_window.o \
 	extension/wake/notifier.o \
 	extension/wake/wait_alone.o \
