@@ -316,7 +316,7 @@ void identify_row(void *arg) {
 // changed the partition key (`previous_part`) is also written, the same row
 // but op 'x', into the range of the key before, under that key: a reader
 // whose sight the row left (its tenant, its policies) gets the delete there,
-// in the order of the range the document was in (read_window.cpp); every
+// in the order of the range the document was in (read/window_filter.hpp); every
 // other reader skips it.
 void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, HeapTuple older, const Identity *id,
                 const char *moved_from = NULL, const char *previous_part = NULL) {

@@ -180,7 +180,7 @@ $$;
 
 -- images: 'full' logs the rows' images; 'keys' logs keys, operations and
 -- positions alone, and the latest-version feed reads the current row from the
--- table when it is read (read_window.cpp).  So 'keys' keeps no previous
+-- table when it is read (read/latest.cpp).  So 'keys' keeps no previous
 -- images (keep_previous => false is required, not implied: the default true
 -- would contradict it), and its table must be an ordinary one: the read
 -- looks each document up in the table's primary key index.

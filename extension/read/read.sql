@@ -115,7 +115,7 @@ $$;
 -- give but the rows as they are now: the all-versions feed is refused
 -- (CF021), before anything is read.  (A change logged while it was 'keys',
 -- met by an all-versions read after alter(images => 'full'), is refused by
--- read_window.cpp.)
+-- read/window_filter.cpp.)
 CREATE OR REPLACE FUNCTION changefeed.check_images_read(c changefeed.collection, mode text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
