@@ -245,18 +245,27 @@ static std::string json_positions(const std::map<int, std::string>& since) {
     return boost::json::serialize(a);
 }
 
+// The statement of fetch_positions(): the change columns and the resume
+// marker's, from read_ranges() with its arguments in order, and the long
+// poll's `wait` as the last one when the read waits.
+static std::string read_ranges_sql(bool waits) {
+    const std::string columns = read_columns + ", resume_ranges::text";
+    const std::string ranges_and_positions =
+        "$1::regclass, $2::int[],"
+        "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($3::jsonb)"
+        "                  WITH ORDINALITY AS t(e, i) ORDER BY i)";
+    const std::string budget_mode_scope = "       $4, $5, tenant => $6, positions_every => $7";
+    const std::string wait = waits ? ", wait => $8::interval" : "";
+    return columns + "  FROM changefeed.read_ranges(" + ranges_and_positions + "," + budget_mode_scope + wait + ")";
+}
+
 pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
                              int max, int positions_every, FeedMode mode, const TenantScope& scope,
                              std::chrono::milliseconds wait) {
     // A prepared statement: a wake-up's read is parsed and planned once per
     // connection, not every time (about a third of a small read's time).
-    static const std::string sql = std::string(read_columns) +
-                                   ", resume_ranges::text"
-                                   "  FROM changefeed.read_ranges($1::regclass, $2::int[],"
-                                   "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($3::jsonb)"
-                                   "                  WITH ORDINALITY AS t(e, i) ORDER BY i),"
-                                   "       $4, $5, tenant => $6, positions_every => $7)";
-    static const std::string sql_wait = sql.substr(0, sql.size() - 1) + ", wait => $8::interval)";
+    static const std::string sql = read_ranges_sql(false);
+    static const std::string sql_wait = read_ranges_sql(true);
     return translated([&] {
         const bool waits = wait.count() > 0;
         const char* name = waits ? "changefeed_read_positions_wait" : "changefeed_read_positions";
