@@ -128,12 +128,10 @@ Delivery::Delivery(std::string conninfo, LeaseKey key, const ProcessorHandler& h
 
 // Measured only with a Metrics object: the time spent in the guarded user
 // code, the duplicates a projector skipped, the age of the batch's last change.
-bool Delivery::deliver(pqxx::connection& conn, const std::vector<Change>& batch, Context ctx, std::int64_t epoch,
-                       const Mark& before, const Mark& after, std::stop_token stop, const Guard& guard,
-                       std::vector<PendingCheckpoint>* deferred) {
+bool Delivery::deliver(pqxx::connection& conn, BatchDelivery batch, const Guard& guard) {
     std::int64_t duplicates = 0;
     Telemetry& telemetry = events_.telemetry();
-    if (!telemetry.measuring()) return hand_over(conn, batch, ctx, epoch, before, after, stop, guard, deferred, duplicates);
+    if (!telemetry.measuring()) return hand_over(conn, batch, guard, duplicates);
     std::chrono::nanoseconds spent{0};
     const Guard timed = [&](const std::function<void()>& user_code) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -141,35 +139,35 @@ bool Delivery::deliver(pqxx::connection& conn, const std::vector<Change>& batch,
         spent += std::chrono::steady_clock::now() - t0;
         return ok;
     };
-    if (!hand_over(conn, batch, ctx, epoch, before, after, stop, timed, deferred, duplicates)) return false;
-    telemetry.delivered(ctx.range_id, static_cast<std::int64_t>(batch.size()), spent, duplicates,
-                        after.backfill ? std::nullopt : batch.back().written_at);
+    if (!hand_over(conn, batch, timed, duplicates)) return false;
+    telemetry.delivered(batch.ctx.range_id, static_cast<std::int64_t>(batch.changes.size()), spent, duplicates,
+                        batch.after.backfill ? std::nullopt : batch.changes.back().written_at);
     return true;
 }
 
-bool Delivery::hand_over(pqxx::connection& conn, const std::vector<Change>& batch, Context& ctx, std::int64_t epoch,
-                         const Mark& before, const Mark& after, std::stop_token stop, const Guard& guard,
-                         std::vector<PendingCheckpoint>* deferred, std::int64_t& duplicates) {
+bool Delivery::hand_over(pqxx::connection& conn, BatchDelivery& batch, const Guard& guard, std::int64_t& duplicates) {
+    Context& ctx = batch.ctx;
+    const Mark& after = batch.after;
     ctx.position = after.backfill ? std::string() : after.position;
-    ctx.stop = stop;
+    ctx.stop = batch.stop;
     switch (shape_of(handler_)) {
     case HandlerShape::handler:
-        if (manual_) ctx.checkpoint = manual_->bind(ctx.range_id, epoch, after);
-        if (!guard([&] { std::get<Handler>(handler_)(batch, ctx); })) return false;
+        if (manual_) ctx.checkpoint = manual_->bind(ctx.range_id, batch.epoch, after);
+        if (!guard([&] { std::get<Handler>(handler_)(batch.changes, ctx); })) return false;
         break;
     case HandlerShape::projector:
         // Its checkpoint commits with the record of what it applied.
-        return project(conn, batch, ctx, epoch, before, after, guard, duplicates);
+        return project(conn, batch, guard, duplicates);
     case HandlerShape::transactional:
-        return transact(conn, batch, ctx, epoch, after, guard);
+        return transact(conn, batch, guard);
     }
     if (!automatic()) return true;
-    if (deferred && !after.backfill) {
-        deferred->push_back(PendingCheckpoint{ctx.range_id, epoch, after.position});
+    if (batch.deferred && !after.backfill) {
+        batch.deferred->push_back(PendingCheckpoint{ctx.range_id, batch.epoch, after.position});
         return true;
     }
-    if (before_checkpoint_ && !before_checkpoint_(stop)) return false;
-    store_on(conn, key_, ctx.range_id, epoch, after);
+    if (before_checkpoint_ && !before_checkpoint_(batch.stop)) return false;
+    store_on(conn, key_, ctx.range_id, batch.epoch, after);
     return true;
 }
 
@@ -191,9 +189,10 @@ void Delivery::store(pqxx::connection& conn, int range, std::int64_t epoch, cons
 // from the one that threw.  A record that fails (the connection broke under
 // the batch) keeps its ids here: they are recorded on the next connection
 // before anything is read again (flush_unrecorded), and the re-read skips them.
-bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx,
-                       std::int64_t epoch, const Mark& before, const Mark& after, const Guard& guard,
+bool Delivery::project(pqxx::connection& conn, const BatchDelivery& b, const Guard& guard,
                        std::int64_t& duplicates) {
+    const std::vector<Change>& batch = b.changes;
+    const Context& ctx = b.ctx;
     flush_unrecorded(conn);
     std::vector<std::string> ids;
     ids.reserve(batch.size());
@@ -205,7 +204,7 @@ bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch,
         tx->exec("SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', '" + std::to_string(idle) +
                  "', true)");
     });
-    store_in(*tx, key_, ctx.range_id, epoch, before);  // the fence
+    store_in(*tx, key_, ctx.range_id, b.epoch, b.before);  // the fence
     recorded = dedup_applied(*tx, key_, ids);
     std::vector<std::string> done;
     std::vector<Error> alerts;
@@ -223,7 +222,7 @@ bool Delivery::project(pqxx::connection& conn, const std::vector<Change>& batch,
     for (const auto& a : alerts) events_.report(ctx.range_id, a);
     try {
         if (!done.empty()) dedup_record_in(*tx, key_, done);
-        if (ok) store_in(*tx, key_, ctx.range_id, epoch, after);
+        if (ok) store_in(*tx, key_, ctx.range_id, b.epoch, b.after);
         translated([&] { tx->commit(); });
     } catch (...) {
         // Not recorded, or in doubt (a commit whose answer was lost):
@@ -256,11 +255,11 @@ void Delivery::flush_unrecorded(pqxx::connection& conn) {
 // roll back with it; if the fence came first, the takeover waits for this
 // commit and only then moves the lease.  So a range's writes commit only
 // while its lease is held, and each batch's exactly once with its checkpoint.
-bool Delivery::transact(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx,
-                        std::int64_t epoch, const Mark& after, const Guard& guard) {
+bool Delivery::transact(pqxx::connection& conn, const BatchDelivery& b, const Guard& guard) {
+    const Context& ctx = b.ctx;
     std::unique_ptr<pqxx::work> tx = translated([&] { return std::make_unique<pqxx::work>(conn); });
     PgTransaction t(*tx);
-    if (!guard([&] { std::get<TransactionalHandler>(handler_)(batch, t, ctx); })) {
+    if (!guard([&] { std::get<TransactionalHandler>(handler_)(b.changes, t, ctx); })) {
         try {
             tx->abort();
         } catch (...) {
@@ -270,7 +269,7 @@ bool Delivery::transact(pqxx::connection& conn, const std::vector<Change>& batch
         return false;
     }
     translated([&] {
-        store_in(*tx, key_, ctx.range_id, epoch, after);
+        store_in(*tx, key_, ctx.range_id, b.epoch, b.after);
         tx->commit();
     });
     return true;

@@ -69,6 +69,24 @@ private:
     std::map<int, std::uint64_t> stored_;     // per range: order of the last batch stored
 };
 
+// One batch for Delivery::deliver: its changes, the handler's Context
+// (Context::position, stop and checkpoint are filled in delivery), the
+// range's epoch, where the range stands before it (a projector's fence
+// stores that again at the batch's start) and after it (the checkpoint).
+// With `deferred`, a log batch's checkpoint (Handler and Projector shapes,
+// automatic mode) is appended there instead, for the caller to store with
+// the round's others in one call (checkpoint_many, after before_checkpoint);
+// a TransactionalHandler's is always committed with its writes.
+struct BatchDelivery {
+    const std::vector<Change>& changes;
+    Context ctx;
+    std::int64_t epoch = 0;
+    const Mark& before;
+    const Mark& after;
+    std::stop_token stop;  // the handler's stop token
+    std::vector<PendingCheckpoint>* deferred = nullptr;
+};
+
 class Delivery {
 public:
     // Runs user code under the range worker's handler-failure policy;
@@ -80,24 +98,14 @@ public:
              ConsumerEvents& events, std::shared_ptr<ProjectionCounters> counters,
              std::function<bool(std::stop_token)> before_checkpoint = {});
 
-    // Hands `batch` (not empty) to the handler with `ctx` (Context::position
-    // and Context::checkpoint are filled here) and stores `after` as the
-    // checkpoint unless the mode is manual.  Returns false when the handler
-    // failed, or before_checkpoint refused (stopping): nothing stored, the
-    // batch is to be read again.  Throws
-    // Error(lease_lost) when the lease changed hands (a transactional
-    // handler's writes are then rolled back), other Errors for the
-    // connection.  `stop` is the handler's stop token.
-    // With `deferred`, a log batch's checkpoint (Handler and Projector
-    // shapes, automatic mode) is appended there instead, for the caller to
-    // store with the round's others in one call (checkpoint_many, after
-    // before_checkpoint); a
-    // TransactionalHandler's is always committed with its writes.
-    // `before` is where the range stands now (a projector's fence stores it
-    // again at the batch's start).
-    bool deliver(pqxx::connection& conn, const std::vector<Change>& batch, Context ctx, std::int64_t epoch,
-                 const Mark& before, const Mark& after, std::stop_token stop, const Guard& guard,
-                 std::vector<PendingCheckpoint>* deferred = nullptr);
+    // Hands `batch.changes` (not empty) to the handler and stores
+    // `batch.after` as the checkpoint unless the mode is manual (or defers
+    // it, see BatchDelivery).  Returns false when the handler failed, or
+    // before_checkpoint refused (stopping): nothing stored, the batch is to
+    // be read again.  Throws Error(lease_lost) when the lease changed hands
+    // (a transactional handler's writes are then rolled back), other Errors
+    // for the connection.
+    bool deliver(pqxx::connection& conn, BatchDelivery batch, const Guard& guard);
     // Stores a mark without a batch (an empty backfill page).  Manual mode:
     // nothing (the next Context::checkpoint covers it).
     void store(pqxx::connection& conn, int range, std::int64_t epoch, const Mark& after);
@@ -110,13 +118,9 @@ public:
     bool has_unrecorded() const { return !unrecorded_.empty(); }
 
 private:
-    bool hand_over(pqxx::connection& conn, const std::vector<Change>& batch, Context& ctx, std::int64_t epoch,
-                   const Mark& before, const Mark& after, std::stop_token stop, const Guard& guard,
-                   std::vector<PendingCheckpoint>* deferred, std::int64_t& duplicates);
-    bool project(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx, std::int64_t epoch,
-                 const Mark& before, const Mark& after, const Guard& guard, std::int64_t& duplicates);
-    bool transact(pqxx::connection& conn, const std::vector<Change>& batch, const Context& ctx,
-                  std::int64_t epoch, const Mark& after, const Guard& guard);
+    bool hand_over(pqxx::connection& conn, BatchDelivery& batch, const Guard& guard, std::int64_t& duplicates);
+    bool project(pqxx::connection& conn, const BatchDelivery& batch, const Guard& guard, std::int64_t& duplicates);
+    bool transact(pqxx::connection& conn, const BatchDelivery& batch, const Guard& guard);
 
     const std::string conninfo_;
     const LeaseKey key_;

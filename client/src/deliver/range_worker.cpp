@@ -643,9 +643,9 @@ bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState
     after.position = position;
     bool delivered = false;
     if (!fenced(range, st, [&] {
-            delivered = delivery_.deliver(conn, batch, ctx, st.lease.epoch, before, after, stop_source_.get_token(),
-                                          [&](const std::function<void()>& f) { return call_handler(f, ctx, st); },
-                                          pending);
+            delivered = delivery_.deliver(
+                conn, BatchDelivery{batch, ctx, st.lease.epoch, before, after, stop_source_.get_token(), pending},
+                [&](const std::function<void()>& f) { return call_handler(f, ctx, st); });
         }))
         return true;
     if (!delivered) return false;
@@ -704,7 +704,7 @@ bool RangeWorker::backfill_step(pqxx::connection& conn, const Context& ctx, Rang
         bool delivered = false;
         if (!fenced(range, st, [&] {
                 delivered = delivery_.deliver(
-                    conn, page.changes, ctx, st.lease.epoch, before, mark, stop_source_.get_token(),
+                    conn, BatchDelivery{page.changes, ctx, st.lease.epoch, before, mark, stop_source_.get_token()},
                     [&](const std::function<void()>& f) { return call_handler(f, ctx, st); });
             }))
             return false;
