@@ -10,6 +10,7 @@
 #include "core/db.hpp"
 #include "processor/pg_processor.hpp"
 #include "supervise/consumer_policy.hpp"
+#include "supervise/supervised_loop.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -53,23 +54,31 @@ struct Bridge::Impl {
         this->filtered += filtered;
         if (out.empty()) return;
         if (pipelined) return send(std::move(out), ctx);
-        detail::Backoff backoff(retry_min, retry_max);
-        for (;;) {
-            try {
-                publisher.publish(out);
-                published += static_cast<std::int64_t>(out.size());
-                failing = false;
-                return;
-            } catch (...) {
-                ++publish_failures;
-                failing = true;
-                report(ctx.range_id, std::current_exception());
-            }
-            std::unique_lock lock(mu);
-            std::stop_callback wake(ctx.stop, [&] { cv.notify_all(); });
-            if (cv.wait_for(lock, backoff.next(), [&] { return ctx.stop.stop_requested(); }))
-                throw Error(errc::publish_failed, "stopped while the publisher was failing");
-        }
+        bool stopped = false;
+        detail::SupervisedLoop loop(retry_min, retry_max, [&](std::chrono::milliseconds d) {
+            return stopped = wait_or_stop(ctx.stop, d);
+        });
+        loop.run([&] { return stopped; },
+                 [&] {
+                     publisher.publish(out);
+                     published += static_cast<std::int64_t>(out.size());
+                     failing = false;
+                     return false;  // published: done
+                 },
+                 [&](const Error&, std::exception_ptr p) {
+                     ++publish_failures;
+                     failing = true;
+                     report(ctx.range_id, p);
+                     return detail::AfterFailure::back_off;
+                 });
+        if (stopped) throw Error(errc::publish_failed, "stopped while the publisher was failing");
+    }
+
+    // Waits up to `d`; true (at once) when `stop` is requested.
+    bool wait_or_stop(std::stop_token stop, std::chrono::milliseconds d) {
+        std::unique_lock lock(mu);
+        std::stop_callback wake(stop, [&] { cv.notify_all(); });
+        return cv.wait_for(lock, d, [&] { return stop.stop_requested(); });
     }
 
     // Pipelined: sends the batch after what is in flight; a failure sends
@@ -108,22 +117,22 @@ struct Bridge::Impl {
     // Sends everything in flight again and waits for its confirmation, after
     // a backoff, until that succeeds (true) or the processor stops (false).
     bool resend(std::stop_token stop) {
-        detail::Backoff backoff(retry_min, retry_max);
-        for (;;) {
-            {
-                std::unique_lock lock(mu);
-                std::stop_callback wake(stop, [&] { cv.notify_all(); });
-                if (cv.wait_for(lock, backoff.next(), [&] { return stop.stop_requested(); })) return false;
-            }
-            try {
-                pipelined->send(in_flight);
-                pipelined->confirm();
-                confirmed();
-                return true;
-            } catch (...) {
-                failed(std::nullopt, std::current_exception());
-            }
-        }
+        bool stopped = false;
+        detail::SupervisedLoop loop(retry_min, retry_max,
+                                    [&](std::chrono::milliseconds d) { return stopped = wait_or_stop(stop, d); });
+        loop.back_off();  // the failure that called for the resend
+        loop.run([&] { return stopped; },
+                 [&] {
+                     pipelined->send(in_flight);
+                     pipelined->confirm();
+                     confirmed();
+                     return false;  // confirmed: done
+                 },
+                 [&](const Error&, std::exception_ptr p) {
+                     failed(std::nullopt, p);
+                     return detail::AfterFailure::back_off;
+                 });
+        return !stopped;
     }
 
     void confirmed() {

@@ -3,6 +3,7 @@
 #include "core/db.hpp"
 #include "core/raise_flag.hpp"
 #include "observe/runbook.hpp"
+#include "supervise/supervised_loop.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -154,86 +155,92 @@ void RangeWorker::run() {
     // waiting for the next wake-up or the poll interval.
     constexpr int replay_checks_after_wake = 8;
     int replay_checks = 0;
-    Backoff backoff(opt_.reconnect_min, opt_.reconnect_max);
-    while (!stop_source_.stop_requested()) {
-        try {
-            if (!conn) {
-                conn = connect(s_.collection.conninfo());
-                // Through a multi-host string the reconnect may land on a
-                // standby (no target_session_attrs=read-write): say so, and
-                // try again, as after a lost connection.
-                require_primary(*conn);
-                events_.telemetry().connected(ConnectionRole::worker);
-                // Reload every range from its stored checkpoint: after a
-                // failover that is what the new primary has, not what this
-                // instance had read (or read ahead) on the old one.
-                ranges_.clear();
-                read_ahead_.drop();
-                long_poll_ = -1;  // asked again: the server may be another one now
-                // What a projector applied before the connection broke is
-                // recorded before anything is read again, so the re-read skips it.
-                delivery_.flush_unrecorded(*conn);
-            }
-            if (reads_standby() && !reader) reader = connect(opt_.read_connection);
-            const bool busy = pass(*conn, reader ? *reader : *conn);
-            backoff.reset();
-            if (const auto wait = long_poll_wait(); wait.count() > 0 && long_poll_worth()) {
-                // Every read of the log may wait in the server for a commit
-                // and return it in the same round trip (one that finds
-                // changes returns at once): notifications are not needed.
-                std::lock_guard lock(mu_);
-                wait_next_ = wait;
-                wake_ = false;
-            } else if (busy) {
-                replay_checks = 0;
-            } else if (replay_checks > 0) {
-                // Woken by the primary, found nothing on the standby: it may
-                // not have replayed the commit yet.  Look again shortly.
-                pause(std::chrono::milliseconds(2 << (replay_checks_after_wake - replay_checks--)));
-            } else {
-                wait_next_ = std::chrono::milliseconds(0);
-                std::unique_lock lock(mu_);
-                cv_.wait_until(lock, std::min(Clock::now() + opt_.poll_interval, plan().next_retry),
-                               [&] { return wake_ || stopping_; });
-                if (wake_ && reads_standby()) replay_checks = replay_checks_after_wake;
-                wake_ = false;
-            }
-        } catch (...) {
-            Error e = to_error(std::current_exception());
-            if (ranges_changed(e)) {
-                // alter(ranges => n) moved the leases to new ranges: the lease
-                // thread takes them now; they are read from their checkpoints.
-                ranges_.clear();
-                leases_.refresh();
-                pause(opt_.retry_delay);
-                continue;
-            }
-            if (const auto situation = processor_situation(e)) {
-                const RecoveryDecision d = events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
-                if (d.halts()) {
-                    // Halted: give the leases up now (another role's or gone with the table).
-                    events_.report_decided(std::nullopt, e, std::current_exception(), d);
-                    leases_.stop_acquiring();
-                    leases_.release();
-                    return;
-                }
-                if (*situation == Situation::connection_lost) {
-                    events_.telemetry().connection_lost(ConnectionRole::worker, e.what());
-                    events_.set_state(State::resuming);
-                } else {
-                    events_.report(std::nullopt, e, std::current_exception());
-                }
-            } else {
-                events_.report(std::nullopt, e, std::current_exception());
-            }
-            conn.reset();
-            reader.reset();
-            poller_.reset();
-            wait_next_ = std::chrono::milliseconds(0);
+    SupervisedLoop loop(opt_.reconnect_min, opt_.reconnect_max, [this](std::chrono::milliseconds d) {
+        pause(d);
+        return stop_source_.stop_requested();
+    });
+    bool halted = false;
+    auto round = [&] {
+        if (!conn) {
+            conn = connect(s_.collection.conninfo());
+            // Through a multi-host string the reconnect may land on a
+            // standby (no target_session_attrs=read-write): say so, and
+            // try again, as after a lost connection.
+            require_primary(*conn);
+            events_.telemetry().connected(ConnectionRole::worker);
+            // Reload every range from its stored checkpoint: after a
+            // failover that is what the new primary has, not what this
+            // instance had read (or read ahead) on the old one.
+            ranges_.clear();
             read_ahead_.drop();
-            pause(backoff.next());
+            long_poll_ = -1;  // asked again: the server may be another one now
+            // What a projector applied before the connection broke is
+            // recorded before anything is read again, so the re-read skips it.
+            delivery_.flush_unrecorded(*conn);
         }
-    }
+        if (reads_standby() && !reader) reader = connect(opt_.read_connection);
+        const bool busy = pass(*conn, reader ? *reader : *conn);
+        loop.succeeded();
+        if (const auto wait = long_poll_wait(); wait.count() > 0 && long_poll_worth()) {
+            // Every read of the log may wait in the server for a commit
+            // and return it in the same round trip (one that finds
+            // changes returns at once): notifications are not needed.
+            std::lock_guard lock(mu_);
+            wait_next_ = wait;
+            wake_ = false;
+        } else if (busy) {
+            replay_checks = 0;
+        } else if (replay_checks > 0) {
+            // Woken by the primary, found nothing on the standby: it may
+            // not have replayed the commit yet.  Look again shortly.
+            pause(std::chrono::milliseconds(2 << (replay_checks_after_wake - replay_checks--)));
+        } else {
+            wait_next_ = std::chrono::milliseconds(0);
+            std::unique_lock lock(mu_);
+            cv_.wait_until(lock, std::min(Clock::now() + opt_.poll_interval, plan().next_retry),
+                           [&] { return wake_ || stopping_; });
+            if (wake_ && reads_standby()) replay_checks = replay_checks_after_wake;
+            wake_ = false;
+        }
+        return true;
+    };
+    auto failed = [&](const Error& e, std::exception_ptr p) {
+        if (ranges_changed(e)) {
+            // alter(ranges => n) moved the leases to new ranges: the lease
+            // thread takes them now; they are read from their checkpoints.
+            ranges_.clear();
+            leases_.refresh();
+            pause(opt_.retry_delay);
+            return AfterFailure::retry;
+        }
+        if (const auto situation = processor_situation(e)) {
+            const RecoveryDecision d = events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
+            if (d.halts()) {
+                // Halted: give the leases up now (another role's or gone with the table).
+                events_.report_decided(std::nullopt, e, p, d);
+                leases_.stop_acquiring();
+                leases_.release();
+                halted = true;
+                return AfterFailure::stop;
+            }
+            if (*situation == Situation::connection_lost) {
+                events_.telemetry().connection_lost(ConnectionRole::worker, e.what());
+                events_.set_state(State::resuming);
+            } else {
+                events_.report(std::nullopt, e, p);
+            }
+        } else {
+            events_.report(std::nullopt, e, p);
+        }
+        conn.reset();
+        reader.reset();
+        poller_.reset();
+        wait_next_ = std::chrono::milliseconds(0);
+        read_ahead_.drop();
+        return AfterFailure::back_off;
+    };
+    loop.run([this] { return stop_source_.stop_requested(); }, round, failed);
+    if (halted) return;  // the leases are given up: nothing to store
     // Stopping: what a projector applied and could not record yet is
     // recorded now if the server can be reached (best effort: else only a
     // later instance's re-read can apply it again).

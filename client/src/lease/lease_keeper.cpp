@@ -2,6 +2,7 @@
 
 #include "core/db.hpp"
 #include "core/raise_flag.hpp"
+#include "supervise/supervised_loop.hpp"
 
 namespace changefeed::detail {
 
@@ -91,86 +92,88 @@ std::vector<int> LeaseKeeper::owned_ranges() const {
 void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
     auto next_acquire = Clock::now();
     auto next_renew = Clock::now();
-    Backoff backoff(opt_.reconnect_min, opt_.reconnect_max);
+    SupervisedLoop loop(opt_.reconnect_min, opt_.reconnect_max, [this](std::chrono::milliseconds d) {
+        std::unique_lock lock(mu_);
+        return cv_.wait_for(lock, d, [&] { return stopping_; });
+    });
     // The processor's lease generation our view is of: while it stays, the
     // server answers "unchanged" instead of listing every lease again.
     std::optional<std::int64_t> known;
-    for (;;) {
-        {
-            std::lock_guard lock(mu_);
-            if (stopping_) break;
-            if (refresh_) {
-                next_acquire = next_renew = Clock::now();
-                known.reset();
-            }
-            refresh_ = false;
+    // Stopping, or else a refresh asked for: acquire and renew now.
+    auto stopping = [&] {
+        std::lock_guard lock(mu_);
+        if (stopping_) return true;
+        if (refresh_) {
+            next_acquire = next_renew = Clock::now();
+            known.reset();
         }
-        try {
-            if (!conn) known.reset();
-            ensure_connected(conn);
-            auto now = Clock::now();
-            if (now >= next_acquire) {
-                LeaseAnswer a = acquire_leases(*conn, key_, opt_.lease_duration, known);
-                if (a.owned) publish(std::move(*a.owned), std::nullopt);
-                known = a.generation;
-                next_acquire = now + opt_.acquire_interval;
-            }
-            now = Clock::now();
-            if (now >= next_renew) {
-                LeaseAnswer a = renew_leases(*conn, key_, opt_.lease_duration, known);
-                // Valid from when the renewal was sent, not when it answered.
-                if (a.owned)
-                    publish(std::move(*a.owned), now + opt_.lease_duration);
-                else
-                    extend(now + opt_.lease_duration);
-                known = a.generation;
-                next_renew = now + opt_.renew_interval;
-            }
-            backoff.reset();
-        } catch (...) {
-            Error e = to_error(std::current_exception());
-            const bool name_taken = e.code() == make_error_code(errc::instance_name_in_use);
-            const auto situation = processor_situation(e);
-            const bool halts =
-                name_taken ||
-                (situation && *situation != Situation::connection_lost &&
-                 [&] {
-                     // Dropped or disabled, or the leases are another role's: the policy decides, as in the worker.
-                     const RecoveryDecision d =
-                         events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
-                     if (d.halts()) events_.report_decided(std::nullopt, e, std::current_exception(), d);
-                     return d.halts();
-                 }());
-            if (halts) {
-                // Our name taken by another live instance while we were cut
-                // off: its leases are its own now, so halt without touching them.
-                if (name_taken) {
-                    events_.report(std::nullopt, e, std::current_exception());
-                    events_.halt(State::stopped);
-                }
-                {
-                    std::lock_guard lock(mu_);
-                    stopping_ = true;
-                    if (name_taken) name_lost_ = true;
-                }
-                // Halted: this instance holds no lease any more (they are
-                // released, where they still can be, when the processor stops).
-                publish({}, std::nullopt);
-                if (hooks_.halt) hooks_.halt();
-                break;
-            }
-            if (is_connection_error(e))
-                events_.telemetry().connection_lost(ConnectionRole::leases, e.what());
+        refresh_ = false;
+        return false;
+    };
+    auto round = [&] {
+        if (!conn) known.reset();
+        ensure_connected(conn);
+        auto now = Clock::now();
+        if (now >= next_acquire) {
+            LeaseAnswer a = acquire_leases(*conn, key_, opt_.lease_duration, known);
+            if (a.owned) publish(std::move(*a.owned), std::nullopt);
+            known = a.generation;
+            next_acquire = now + opt_.acquire_interval;
+        }
+        now = Clock::now();
+        if (now >= next_renew) {
+            LeaseAnswer a = renew_leases(*conn, key_, opt_.lease_duration, known);
+            // Valid from when the renewal was sent, not when it answered.
+            if (a.owned)
+                publish(std::move(*a.owned), now + opt_.lease_duration);
             else
-                events_.report(std::nullopt, e, std::current_exception());
-            conn.reset();
-            std::unique_lock lock(mu_);
-            cv_.wait_for(lock, backoff.next(), [&] { return stopping_; });
-            continue;
+                extend(now + opt_.lease_duration);
+            known = a.generation;
+            next_renew = now + opt_.renew_interval;
         }
+        loop.succeeded();
         std::unique_lock lock(mu_);
         cv_.wait_until(lock, std::min(next_acquire, next_renew), [&] { return stopping_ || refresh_; });
-    }
+        return true;
+    };
+    auto failed = [&](const Error& e, std::exception_ptr p) {
+        const bool name_taken = e.code() == make_error_code(errc::instance_name_in_use);
+        const auto situation = processor_situation(e);
+        const bool halts =
+            name_taken ||
+            (situation && *situation != Situation::connection_lost &&
+             [&] {
+                 // Dropped or disabled, or the leases are another role's: the policy decides, as in the worker.
+                 const RecoveryDecision d = events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
+                 if (d.halts()) events_.report_decided(std::nullopt, e, p, d);
+                 return d.halts();
+             }());
+        if (halts) {
+            // Our name taken by another live instance while we were cut
+            // off: its leases are its own now, so halt without touching them.
+            if (name_taken) {
+                events_.report(std::nullopt, e, p);
+                events_.halt(State::stopped);
+            }
+            {
+                std::lock_guard lock(mu_);
+                stopping_ = true;
+                if (name_taken) name_lost_ = true;
+            }
+            // Halted: this instance holds no lease any more (they are
+            // released, where they still can be, when the processor stops).
+            publish({}, std::nullopt);
+            if (hooks_.halt) hooks_.halt();
+            return AfterFailure::stop;
+        }
+        if (is_connection_error(e))
+            events_.telemetry().connection_lost(ConnectionRole::leases, e.what());
+        else
+            events_.report(std::nullopt, e, p);
+        conn.reset();
+        return AfterFailure::back_off;
+    };
+    loop.run(stopping, round, failed);
     keep_until_released(conn);
     for (int attempt = 0; attempt < 3; ++attempt) {
         {

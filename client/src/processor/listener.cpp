@@ -3,7 +3,7 @@
 #include "processor/listener.hpp"
 
 #include "core/db.hpp"
-#include "supervise/consumer_policy.hpp"
+#include "supervise/supervised_loop.hpp"
 
 #include <pqxx/pqxx>
 
@@ -41,13 +41,20 @@ void Listener::stop() {
 }
 
 void Listener::run() {
-    Backoff backoff(backoff_min_, backoff_max_);
-    while (!stopping_) {
-        try {
+    // Sleeps in small steps so that stop() is not held up by the backoff.
+    SupervisedLoop loop(backoff_min_, backoff_max_, [this](std::chrono::milliseconds delay) {
+        for (auto slept = std::chrono::milliseconds(0); slept < delay && !stopping_;
+             slept += std::chrono::milliseconds(50))
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return stopping_.load();
+    });
+    loop.run(
+        [this] { return stopping_.load(); },
+        [&] {
             auto conn = connect(conninfo_);
             Receiver receiver(*conn, channel_, wake_);
             conn->get_notifs();  // makes the LISTEN take effect now
-            backoff.reset();
+            loop.succeeded();
             if (telemetry_) telemetry_->connected(ConnectionRole::listener);
             wake_();  // whatever was notified while we were not listening
             while (!stopping_) {
@@ -55,16 +62,12 @@ void Listener::run() {
                 conn->await_notification(0, 200000);
                 if (!conn->is_open()) throw Error(errc::connection_failed, "listen connection closed");
             }
-        } catch (...) {
-            if (telemetry_ && !stopping_)
-                telemetry_->connection_lost(ConnectionRole::listener, to_error(std::current_exception()).what());
-            // Sleep in small steps so that stop() is not held up by the backoff.
-            const auto delay = backoff.next();
-            for (auto slept = std::chrono::milliseconds(0); slept < delay && !stopping_;
-                 slept += std::chrono::milliseconds(50))
-                std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-    }
+            return true;
+        },
+        [this](const Error& e, std::exception_ptr) {
+            if (telemetry_ && !stopping_) telemetry_->connection_lost(ConnectionRole::listener, e.what());
+            return AfterFailure::back_off;
+        });
 }
 
 }  // namespace changefeed::detail

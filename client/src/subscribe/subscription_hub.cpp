@@ -8,9 +8,9 @@
 // only delays.
 #include "subscribe/subscription_hub.hpp"
 
-#include "supervise/consumer_policy.hpp"
-
 #include "core/db.hpp"
+#include "supervise/consumer_policy.hpp"
+#include "supervise/supervised_loop.hpp"
 
 #include <boost/json/serialize.hpp>
 
@@ -247,114 +247,128 @@ void deliver(SharedRead& g, ReadResult& rr) {
 }  // namespace
 
 void Hub::reader_loop() {
-    Backoff backoff(backoff_min, backoff_max);
-    while (!stopping_now()) {
-        bool more = false;
-        bool connection_lost = false;
-        const auto now = Clock::now();
-        auto next_due = now + std::chrono::seconds(1);
-        // collection (its channel) -> (filter, position) -> its subscriptions.  A subscription
-        // whose buffer is full is left out and keeps its position: once its
-        // consumer drained it, it reads alone from there until it caught up
-        // in the same snapshot as the others, then shares their reads again.
-        std::map<std::string, std::map<std::pair<std::string, std::string>, SharedRead>> tables;
-        for (auto& s : snapshot()) {
-            if (s->finished()) continue;
-            if (s->buffered() >= s->options.max_buffered) continue;  // the consumer kicks when it drains
-            auto& g = tables[s->channel][{s->read_key, s->position}];
-            g.members.push_back(s);
-            if (s->wake.load() || now >= s->next_poll) g.due = true;
-        }
-        for (auto& [channel, groups] : tables) {
-            if (stopping_now()) return;
-            // The table as one of them named it (the same relation for all:
-            // one connection resolves every name).
-            const std::string& table = groups.begin()->second.members.front()->table;
-            // A table due for one group reads all of its groups in one
-            // snapshot: those caught up come together at one position.
-            bool due = false;
-            for (auto& [key, g] : groups) due = due || g.due;
-            if (!due) {
-                for (auto& [key, g] : groups)
-                    for (auto& s : g.members) next_due = std::min(next_due, s->next_poll);
-                continue;
-            }
-            std::vector<SharedRead*> served;
-            std::vector<FilteredRead> reads;
-            for (auto& [key, g] : groups) {
-                for (auto& s : g.members) {
-                    s->wake = false;  // before the read: a notification from now on reads again
-                    s->next_poll = now + s->options.poll_interval;
-                    next_due = std::min(next_due, s->next_poll);
-                }
-                served.push_back(&g);
-                reads.push_back({&key.second, &g.members.front()->filter});
-            }
-            auto read = [&](const std::vector<FilteredRead>& rs) {
-                auto out = with_connection(
-                    [&](pqxx::connection& c) { return read_filtered_together(c, table, rs, page_size); });
-                std::lock_guard lock(mu_);
-                counts_.reads += rs.size();
-                ++counts_.rounds;
-                return out;
-            };
-            auto lost = [&](const Error& e) {
-                for (auto* g : served)
-                    for (auto& s : g->members) {
-                        s->wake = true;  // read again once reconnected
-                        s->report(e, std::make_exception_ptr(e));
-                    }
-                connection_lost = true;
-            };
-            std::vector<std::optional<FilteredResult>> results(served.size());
-            try {
-                auto rs = read(reads);
-                for (std::size_t i = 0; i < rs.size(); ++i) results[i] = std::move(rs[i]);
-            } catch (const Error& e) {
-                if (is_connection_error(e)) {
-                    lost(e);
-                    break;
-                }
-                // One read failed the snapshot's transaction: each alone
-                // again, so that the error ends only the subscriptions it is
-                // about (a position that lost its history, ...).
-                for (std::size_t i = 0; i < served.size() && !connection_lost; ++i) {
-                    try {
-                        results[i] = std::move(read({reads[i]}).front());
-                    } catch (const Error& e2) {
-                        if (is_connection_error(e2)) {
-                            lost(e2);
-                            break;
-                        }
-                        for (auto& s : served[i]->members) s->end(e2);
-                    }
-                }
-                if (connection_lost) break;
-            }
-            backoff.reset();
-            for (std::size_t i = 0; i < served.size(); ++i) {
-                if (!results[i]) continue;
-                deliver(*served[i], results[i]->read);
-                if (!results[i]->caught_up) {  // a full page: read on at once
-                    for (auto& s : served[i]->members) s->wake = true;
-                    more = true;
-                }
-            }
-        }
-        std::unique_lock lock(mu_);
-        if (connection_lost) {
-            cv_.wait_for(lock, backoff.next(), [&] { return stopping_; });
+    // A lost connection is told to the subscriptions it read for, not thrown:
+    // the round ends and backs off.
+    SupervisedLoop loop(backoff_min, backoff_max, [this](std::chrono::milliseconds d) { return pause(d); });
+    loop.run([this] { return stopping_now(); }, [&] { return read_round(loop); },
+             [](const Error&, std::exception_ptr) -> AfterFailure { throw; });
+}
+
+// One round of the shared reader: every due table read once; false when stopping.
+bool Hub::read_round(SupervisedLoop& loop) {
+    bool more = false;
+    bool connection_lost = false;
+    const auto now = Clock::now();
+    auto next_due = now + std::chrono::seconds(1);
+    // collection (its channel) -> (filter, position) -> its subscriptions.  A subscription
+    // whose buffer is full is left out and keeps its position: once its
+    // consumer drained it, it reads alone from there until it caught up
+    // in the same snapshot as the others, then shares their reads again.
+    std::map<std::string, std::map<std::pair<std::string, std::string>, SharedRead>> tables;
+    for (auto& s : snapshot()) {
+        if (s->finished()) continue;
+        if (s->buffered() >= s->options.max_buffered) continue;  // the consumer kicks when it drains
+        auto& g = tables[s->channel][{s->read_key, s->position}];
+        g.members.push_back(s);
+        if (s->wake.load() || now >= s->next_poll) g.due = true;
+    }
+    for (auto& [channel, groups] : tables) {
+        if (stopping_now()) return false;
+        // The table as one of them named it (the same relation for all:
+        // one connection resolves every name).
+        const std::string& table = groups.begin()->second.members.front()->table;
+        // A table due for one group reads all of its groups in one
+        // snapshot: those caught up come together at one position.
+        bool due = false;
+        for (auto& [key, g] : groups) due = due || g.due;
+        if (!due) {
+            for (auto& [key, g] : groups)
+                for (auto& s : g.members) next_due = std::min(next_due, s->next_poll);
             continue;
         }
-        if (!more) cv_.wait_until(lock, next_due, [&] { return kicked_ || stopping_; });
-        kicked_ = false;
+        std::vector<SharedRead*> served;
+        std::vector<FilteredRead> reads;
+        for (auto& [key, g] : groups) {
+            for (auto& s : g.members) {
+                s->wake = false;  // before the read: a notification from now on reads again
+                s->next_poll = now + s->options.poll_interval;
+                next_due = std::min(next_due, s->next_poll);
+            }
+            served.push_back(&g);
+            reads.push_back({&key.second, &g.members.front()->filter});
+        }
+        auto read = [&](const std::vector<FilteredRead>& rs) {
+            auto out = with_connection(
+                [&](pqxx::connection& c) { return read_filtered_together(c, table, rs, page_size); });
+            std::lock_guard lock(mu_);
+            counts_.reads += rs.size();
+            ++counts_.rounds;
+            return out;
+        };
+        auto lost = [&](const Error& e) {
+            for (auto* g : served)
+                for (auto& s : g->members) {
+                    s->wake = true;  // read again once reconnected
+                    s->report(e, std::make_exception_ptr(e));
+                }
+            connection_lost = true;
+        };
+        std::vector<std::optional<FilteredResult>> results(served.size());
+        try {
+            auto rs = read(reads);
+            for (std::size_t i = 0; i < rs.size(); ++i) results[i] = std::move(rs[i]);
+        } catch (const Error& e) {
+            if (is_connection_error(e)) {
+                lost(e);
+                break;
+            }
+            // One read failed the snapshot's transaction: each alone
+            // again, so that the error ends only the subscriptions it is
+            // about (a position that lost its history, ...).
+            for (std::size_t i = 0; i < served.size() && !connection_lost; ++i) {
+                try {
+                    results[i] = std::move(read({reads[i]}).front());
+                } catch (const Error& e2) {
+                    if (is_connection_error(e2)) {
+                        lost(e2);
+                        break;
+                    }
+                    for (auto& s : served[i]->members) s->end(e2);
+                }
+            }
+            if (connection_lost) break;
+        }
+        loop.succeeded();
+        for (std::size_t i = 0; i < served.size(); ++i) {
+            if (!results[i]) continue;
+            deliver(*served[i], results[i]->read);
+            if (!results[i]->caught_up) {  // a full page: read on at once
+                for (auto& s : served[i]->members) s->wake = true;
+                more = true;
+            }
+        }
     }
+    if (connection_lost) {
+        loop.back_off();
+        return true;
+    }
+    std::unique_lock lock(mu_);
+    if (!more) cv_.wait_until(lock, next_due, [&] { return kicked_ || stopping_; });
+    kicked_ = false;
+    return true;
+}
+
+// Waits up to `delay` on the hub's condition variable; true when stopping.
+bool Hub::pause(std::chrono::milliseconds delay) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, delay, [&] { return stopping_; });
 }
 
 void Hub::listener_loop() {
-    Backoff backoff(backoff_min, backoff_max);
-    while (!stopping_now()) {
-        try {
+    SupervisedLoop loop(backoff_min, backoff_max, [this](std::chrono::milliseconds d) { return pause(d); });
+    loop.run(
+        [this] { return stopping_now(); },
+        [&] {
             auto conn = connect(conninfo_);
             std::map<std::string, std::unique_ptr<Receiver>> receivers;
             bool first = true;
@@ -380,16 +394,14 @@ void Hub::listener_loop() {
                 if (first) {
                     wake_channel("");  // after a reconnect: whatever was notified meanwhile
                     first = false;
-                    backoff.reset();
+                    loop.succeeded();
                 }
                 conn->await_notification(0, 200000);  // short, so that stopping is noticed
                 if (!conn->is_open()) throw Error(errc::connection_failed, "listen connection closed");
             }
-        } catch (...) {
-            std::unique_lock lock(mu_);
-            cv_.wait_for(lock, backoff.next(), [&] { return stopping_; });
-        }
-    }
+            return true;
+        },
+        [](const Error&, std::exception_ptr) { return AfterFailure::back_off; });
 }
 
 }  // namespace changefeed::detail

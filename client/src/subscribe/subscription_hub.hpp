@@ -10,6 +10,7 @@
 #include "read/feed_reader.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -22,6 +23,7 @@
 namespace changefeed::detail {
 
 class Hub;
+class SupervisedLoop;
 
 struct SubscriptionState {
     using Clock = std::chrono::steady_clock;
@@ -95,7 +97,9 @@ private:
     template <class F>
     auto with_connection(F&& f) -> decltype(f(std::declval<pqxx::connection&>()));
     void reader_loop();
+    bool read_round(SupervisedLoop& loop);
     void listener_loop();
+    bool pause(std::chrono::milliseconds delay);
     void wake_channel(const std::string& channel);
     std::vector<std::shared_ptr<SubscriptionState>> snapshot();
     bool stopping_now();
