@@ -4,8 +4,8 @@
 #   - the SQL files or the C++ sources raise a CF code the registry lacks, or the
 #     client (client/src, client/cli) maps one it lacks,
 #   - the C++ sources define a CF code outside extension/sqlstates.hpp,
-#   - the client's table of SQLSTATEs (client/src/core/db.cpp, which turns
-#     them into errc) maps a code that is neither in the registry nor one of
+#   - the client's tables of SQLSTATEs (client/src/core/db.cpp: into errc,
+#     and the conditions the worker reads beyond errc) map a code that is neither in the registry nor one of
 #     PostgreSQL's own (its errcodes.txt), or a CF code the registry lacks,
 #   - the README's Errors table differs from the registry.
 # Usage: bash test/sqlstates.sh            check
@@ -41,14 +41,19 @@ if grep -ln "MAKE_SQLSTATE('C', 'F'" extension/*.cpp extension/*.hpp extension/*
     echo "sqlstates: the files above define a CF code outside extension/sqlstates.hpp" >&2
     failed=1
 fi
-# The client's SQLSTATE table: the codes code_of_sqlstate() compares with
-# (state == "XXXXX") and the classes it takes by prefix (rfind("XX", 0)).
+# The client's SQLSTATE tables: the codes code_of_sqlstate() (into errc) and
+# condition_of_sqlstate() (what the worker reads beyond errc) compare with
+# (state == "XXXXX") and the classes taken by prefix (rfind("XX", 0)).
 client_table=client/src/core/db.cpp
 pg_errcodes="$(${PG_CONFIG:-pg_config} --sharedir 2>/dev/null)/errcodes.txt"
-mapped=$(sed -n '/^errc code_of_sqlstate(/,/^}/p' "$client_table" | grep -o 'state == "[0-9A-Z]\{5\}"' | grep -o '[0-9A-Z]\{5\}' | sort -u)
-mapped_classes=$(sed -n '/^errc code_of_sqlstate(/,/^}/p' "$client_table" | grep -o 'rfind("[0-9A-Z]\{2\}", 0)' | grep -o '"[0-9A-Z]\{2\}"' | tr -d '"' | sort -u)
-if [ -z "$mapped" ]; then
-    echo "sqlstates: found no code_of_sqlstate() table in $client_table" >&2
+client_tables() {
+    sed -n -e '/^errc code_of_sqlstate(/,/^}/p' \
+        -e '/^std::optional<ServerCondition> condition_of_sqlstate(/,/^}/p' "$client_table"
+}
+mapped=$(client_tables | grep -o 'state == "[0-9A-Z]\{5\}"' | grep -o '[0-9A-Z]\{5\}' | sort -u)
+mapped_classes=$(client_tables | grep -o 'rfind("[0-9A-Z]\{2\}", 0)' | grep -o '"[0-9A-Z]\{2\}"' | tr -d '"' | sort -u)
+if ! grep -q '^errc code_of_sqlstate(' "$client_table" || ! grep -q '^std::optional<ServerCondition> condition_of_sqlstate(' "$client_table"; then
+    echo "sqlstates: found no code_of_sqlstate() or condition_of_sqlstate() table in $client_table" >&2
     failed=1
 fi
 mapped_cf=0 mapped_pg=0

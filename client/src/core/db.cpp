@@ -35,6 +35,15 @@ errc code_of_sqlstate(const std::string& state) {
     return errc::database_error;
 }
 
+std::optional<ServerCondition> condition_of_sqlstate(const std::string& state) {
+    if (state == "CF019") return ServerCondition::capture_was_off;
+    if (state == "40001") return ServerCondition::replay_conflict;
+    if (state == "CF020") return ServerCondition::ranges_changed;
+    if (state == "57014") return ServerCondition::query_cancelled;
+    if (state == "CF022" || state == "25000" || state == "42883") return ServerCondition::long_poll_unavailable;
+    return std::nullopt;
+}
+
 // libpqxx 6 drops the SQLSTATE of some errors it throws as a typed exception
 // (insufficient_privilege among them): recover it from the type.
 std::string sqlstate_of(const pqxx::sql_error& err) {
@@ -67,6 +76,8 @@ void require_primary(pqxx::connection& c) {
                     "connection string as the read_connection option",
                     "25006");
 }
+
+bool has_condition(const Error& e, ServerCondition c) { return condition_of_sqlstate(e.sqlstate()) == c; }
 
 Error to_error(std::exception_ptr e) {
     try {

@@ -26,6 +26,18 @@ inline bool is_connection_error(const Error& e) {
     return e.code() == make_error_code(errc::connection_failed);
 }
 
+// What a few SQLSTATEs tell the range worker beyond their errc, which they
+// keep (on_error sees the same code): the one place besides the errc table
+// that reads a SQLSTATE.
+enum class ServerCondition {
+    capture_was_off,        // CF019: history lost because capture was off (errc::history_lost)
+    replay_conflict,        // 40001: a standby's replay cancelled the read; it can succeed later
+    ranges_changed,         // CF020: the collection's number of ranges changed
+    query_cancelled,        // 57014: the statement was cancelled (a long poll interrupted)
+    long_poll_unavailable,  // CF022, 25000, 42883: no read_ranges(..., wait) on this server or session
+};
+bool has_condition(const Error& e, ServerCondition c);
+
 // Throws Error(read_only_server) when `c` reached a standby: a processor's
 // leases and checkpoints are writes, which only the primary takes.
 void require_primary(pqxx::connection& c);

@@ -28,19 +28,20 @@ LostBecause lost_because(const Error& e) {
     if (e.code() == make_error_code(errc::other_history)) return LostBecause::other_history;
     if (e.code() == make_error_code(errc::malformed_position)) return LostBecause::invalid_position;
     if (e.code() == make_error_code(errc::images_not_logged)) return LostBecause::keys_only;
-    if (e.sqlstate() == "CF019") return LostBecause::capture_disabled;
+    if (has_condition(e, ServerCondition::capture_was_off)) return LostBecause::capture_disabled;
     return LostBecause::retention;
 }
 
 // A read from a standby that can succeed later: it has not replayed the
 // position yet (CF016), or a replay conflict cancelled it (40001).
 bool standby_behind(const Error& e) {
-    return e.code() == make_error_code(errc::position_not_replayed) || e.sqlstate() == "40001";
+    return e.code() == make_error_code(errc::position_not_replayed) ||
+           has_condition(e, ServerCondition::replay_conflict);
 }
 
 // A read of a range the collection no longer has (CF020 from read_ranges()
 // or read()): its number of ranges changed under this instance.
-bool ranges_changed(const Error& e) { return e.sqlstate() == "CF020"; }
+bool ranges_changed(const Error& e) { return has_condition(e, ServerCondition::ranges_changed); }
 
 }  // namespace
 
@@ -126,8 +127,8 @@ std::optional<pqxx::result> RangeWorker::long_poll(const std::map<int, std::stri
             throw;
         }
     } catch (const Error& e) {
-        if (e.sqlstate() == "57014") return pqxx::result();  // cancelled: interrupted
-        if (e.sqlstate() == "CF022" || e.sqlstate() == "25000" || e.sqlstate() == "42883") {
+        if (has_condition(e, ServerCondition::query_cancelled)) return pqxx::result();  // interrupted
+        if (has_condition(e, ServerCondition::long_poll_unavailable)) {
             long_poll_ = 0;  // not here: LISTEN/NOTIFY and polling
             return std::nullopt;
         }
