@@ -99,18 +99,18 @@ bool RangeWorker::long_poll_worth() const {
     return !p.log.empty() && p.backfilling.empty() && p.next_retry == Clock::time_point::max();
 }
 
-// The long poll: the rows of a read that waited up to `wait` for a commit,
-// or nothing when it could not (then read as usual) or was interrupted
-// (stop, a change of leases: then an empty result, nothing read).
-std::optional<pqxx::result> RangeWorker::long_poll(const std::map<int, std::string>& since, int budget,
-                                                   std::chrono::milliseconds wait) {
+// The long poll: what a read that waited up to `wait` for a commit read, or
+// nothing when it could not (then read as usual) or was interrupted (stop, a
+// change of leases: then a result of no rows, nothing read).
+std::optional<MultiReadResult> RangeWorker::long_poll(const std::map<int, std::string>& since, int budget,
+                                                      std::chrono::milliseconds wait) {
     try {
         if (!poller_) poller_ = connect(s_.collection.conninfo());
         if (long_poll_ < 0) long_poll_ = long_poll_available(*poller_) ? 1 : 0;
         if (long_poll_ == 0) return std::nullopt;
         {
             std::lock_guard lock(mu_);
-            if (stopping_ || std::exchange(leases_moved_, false)) return pqxx::result();  // read at once instead
+            if (stopping_ || std::exchange(leases_moved_, false)) return MultiReadResult();  // read at once instead
             polling_ = poller_.get();
         }
         auto clear = [this] {
@@ -118,8 +118,8 @@ std::optional<pqxx::result> RangeWorker::long_poll(const std::map<int, std::stri
             polling_ = nullptr;
         };
         try {
-            pqxx::result r = fetch_positions(*poller_, s_.collection.table(), since, budget, opt_.max_batch_size,
-                                             s_.feed->mode, s_.scope, wait);
+            MultiReadResult r = fetch_positions(*poller_, s_.collection.table(), since, budget,
+                                                opt_.max_batch_size, s_.feed->mode, s_.scope, wait);
             clear();
             return r;
         } catch (...) {
@@ -127,7 +127,7 @@ std::optional<pqxx::result> RangeWorker::long_poll(const std::map<int, std::stri
             throw;
         }
     } catch (const Error& e) {
-        if (has_condition(e, ServerCondition::query_cancelled)) return pqxx::result();  // interrupted
+        if (has_condition(e, ServerCondition::query_cancelled)) return MultiReadResult();  // interrupted
         if (has_condition(e, ServerCondition::long_poll_unavailable)) {
             long_poll_ = 0;  // not here: LISTEN/NOTIFY and polling
             return std::nullopt;
@@ -529,19 +529,19 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
     // over in batches of max_batch_size (deliver_in_batches).
     const long per_ranges = static_cast<long>(opt_.max_batch_size) * std::min<long>(16, static_cast<long>(group.size()));
     const int budget = static_cast<int>(std::min<long>(100000, std::max<long>(per_ranges, opt_.max_read_size)));
-    pqxx::result rows;
+    MultiReadResult rr;
     const auto wait = std::exchange(wait_next_, std::chrono::milliseconds(0));
     try {
         auto ahead = read_ahead_.take(since, budget);
-        std::optional<pqxx::result> polled;
+        std::optional<MultiReadResult> polled;
         if (!ahead && wait.count() > 0) {
             polled = long_poll(since, budget, wait);
-            if (polled && polled->empty()) return false;  // interrupted: nothing read
+            if (polled && polled->rows == 0) return false;  // interrupted: nothing read
         }
-        rows = ahead    ? std::move(*ahead)
-               : polled ? std::move(*polled)
-                        : fetch_positions(reader, s_.collection.table(), since, budget, opt_.max_batch_size,
-                                          s_.feed->mode, s_.scope);
+        rr = ahead    ? std::move(*ahead)
+             : polled ? std::move(*polled)
+                      : fetch_positions(reader, s_.collection.table(), since, budget, opt_.max_batch_size,
+                                        s_.feed->mode, s_.scope);
     } catch (const Error& e) {
         if (reads_standby() && standby_behind(e)) {
             // The standby has not replayed these positions yet, or a replay
@@ -558,11 +558,10 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
         for (int range : group) any |= step(conn, range, ranges_.at(range));
         return any;
     }
-    MultiReadResult rr = resume_of(rows);
     // Ranges left unread (the budget ran out) are read on at once.
     bool busy = rr.resume.size() < group.size();
-    // A full read: more is waiting, so read it while these changes are parsed
-    // and handled, from where every range resumes if all goes well (take()
+    // A full read: more is waiting, so read it while these changes are
+    // handled, from where every range resumes if all goes well (take()
     // drops it otherwise).
     if (opt_.read_ahead && !busy && rr.total >= static_cast<std::size_t>(budget)) {
         std::map<int, std::string> next;
@@ -570,8 +569,6 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
         read_ahead_.start(s_.collection.table(), std::move(next), budget, opt_.max_batch_size, s_.feed->mode,
                           s_.scope);
     }
-    parse_positions(rows, s_.scope, rr);
-    rows.clear();
     std::vector<PendingCheckpoint> pending;
     auto state = ranges_.begin();
     for (int range : group) {

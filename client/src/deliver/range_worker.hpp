@@ -96,8 +96,8 @@ private:
     bool reads_standby() const { return !opt_.read_connection.empty(); }
     std::chrono::milliseconds long_poll_wait() const;
     bool long_poll_worth() const;
-    std::optional<pqxx::result> long_poll(const std::map<int, std::string>& since, int budget,
-                                          std::chrono::milliseconds wait);
+    std::optional<MultiReadResult> long_poll(const std::map<int, std::string>& since, int budget,
+                                             std::chrono::milliseconds wait);
     void interrupt_long_poll();
     bool deliver_in_batches(pqxx::connection& conn, int range, RangeState& st, std::vector<Change>& changes,
                             const std::vector<std::string>& positions, const std::string& resume_at,

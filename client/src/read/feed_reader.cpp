@@ -259,9 +259,15 @@ static std::string read_ranges_sql(bool waits) {
     return columns + "  FROM changefeed.read_ranges(" + ranges_and_positions + "," + budget_mode_scope + wait + ")";
 }
 
-pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
-                             int max, int positions_every, FeedMode mode, const TenantScope& scope,
-                             std::chrono::milliseconds wait) {
+// The resume markers of read_ranges()' rows: where each range resumes, and
+// how many change rows came (cheap: no change is parsed).
+static MultiReadResult resume_of(const pqxx::result& r);
+// The change rows into `out`: the changes of each range and their positions.
+static void parse_positions(const pqxx::result& r, const TenantScope& scope, MultiReadResult& out);
+
+MultiReadResult fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
+                                int max, int positions_every, FeedMode mode, const TenantScope& scope,
+                                std::chrono::milliseconds wait) {
     // A prepared statement: a wake-up's read is parsed and planned once per
     // connection, not every time (about a third of a small read's time).
     static const std::string sql = read_ranges_sql(false);
@@ -281,7 +287,10 @@ pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, cons
                        : tx.exec_prepared(name, table, int_array(since), json_positions(since), max, mode_name, tenant,
                                           every);
         tx.commit();
-        return r;
+        MultiReadResult out = resume_of(r);
+        out.rows = r.size();
+        parse_positions(r, scope, out);
+        return out;
     });
 }
 
@@ -294,7 +303,7 @@ bool long_poll_available(pqxx::connection& c) {
     });
 }
 
-MultiReadResult resume_of(const pqxx::result& r) {
+static MultiReadResult resume_of(const pqxx::result& r) {
     return translated([&] {
         MultiReadResult out;
         for (const auto& row : r) {
@@ -323,7 +332,7 @@ MultiReadResult resume_of(const pqxx::result& r) {
     });
 }
 
-void parse_positions(const pqxx::result& r, const TenantScope& scope, MultiReadResult& out) {
+static void parse_positions(const pqxx::result& r, const TenantScope& scope, MultiReadResult& out) {
     translated([&] {
         for (const auto& row : r) {
             if (row[0].is_null()) continue;
@@ -342,10 +351,7 @@ void parse_positions(const pqxx::result& r, const TenantScope& scope, MultiReadR
 MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
                                const std::map<int, std::string>& since, int max, FeedMode mode,
                                const TenantScope& scope) {
-    const pqxx::result r = fetch_positions(c, table, since, max, 1, mode, scope);
-    MultiReadResult out = resume_of(r);
-    parse_positions(r, scope, out);
-    return out;
+    return fetch_positions(c, table, since, max, 1, mode, scope);
 }
 
 }  // namespace changefeed::detail

@@ -53,27 +53,25 @@ struct MultiReadResult {
     std::map<int, std::vector<std::string>> positions;
     std::map<int, std::string> resume;
     std::size_t total = 0;  // change rows in all
+    std::size_t rows = 0;   // rows the statement returned, its resume markers included
 };
 MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
                                const std::map<int, std::string>& since, int max, FeedMode mode,
                                const TenantScope& scope = {});
-// read_positions() in three steps, so that a pipelined reader can start its
-// next read once it knows where the ranges resume, before it parses the
-// changes: the rows as they came; `resume` and `total` from them (cheap);
-// then the changes and their positions into `out`.
-// With `wait` (a long poll, read_ranges(..., wait)), a read that finds
-// nothing waits in the server up to that long for a commit and returns its
-// changes in the same call.  Change rows carry their positions every
-// `positions_every` changes of their range (where batches of that size end).
-pqxx::result fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
-                             int max, int positions_every, FeedMode mode, const TenantScope& scope = {},
-                             std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+// read_positions() with the settings of a processor's read: change rows
+// carry their positions every `positions_every` changes of their range
+// (where batches of that size end), and with `wait` (a long poll,
+// read_ranges(..., wait)) a read that finds nothing waits in the server up to
+// that long for a commit and returns its changes in the same call.  The rows
+// are parsed here, where they are read (on the read-ahead's own thread when
+// it reads).
+MultiReadResult fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
+                                int max, int positions_every, FeedMode mode, const TenantScope& scope = {},
+                                std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 // Whether this server takes read_ranges(..., wait): the version has it, the
 // library is preloaded (commits wake waiting reads through its shared
 // memory) and the server is no standby.
 bool long_poll_available(pqxx::connection& c);
-MultiReadResult resume_of(const pqxx::result& rows);
-void parse_positions(const pqxx::result& rows, const TenantScope& scope, MultiReadResult& out);
 
 // What a subscription reads: every version of all ranges, filtered in the
 // database by a jsonpath (with its variables as jsonb text) and/or one document id;

@@ -20,11 +20,11 @@ void ReadAhead::start(const std::string& table, std::map<int, std::string> since
     });
 }
 
-std::optional<pqxx::result> ReadAhead::take(const std::map<int, std::string>& since, int max) {
+std::optional<MultiReadResult> ReadAhead::take(const std::map<int, std::string>& since, int max) {
     if (!result_.valid()) return std::nullopt;
     const bool same = since == since_ && max == max_;
     try {
-        pqxx::result r = result_.get();
+        MultiReadResult r = result_.get();
         if (same) return r;
     } catch (...) {
     }

@@ -20,15 +20,14 @@ public:
     ReadAhead(const ReadAhead&) = delete;
     ReadAhead& operator=(const ReadAhead&) = delete;
 
-    // Starts fetch_positions(since, max) in the background; a read already
-    // running or not taken is dropped first.  The rows are parsed by whoever
-    // takes them, after starting the next read.
+    // Starts fetch_positions(since, max) in the background (its rows parsed
+    // there too); a read already running or not taken is dropped first.
     void start(const std::string& table, std::map<int, std::string> since, int max, int positions_every,
                FeedMode mode, const TenantScope& scope);
     // The result of the read started from exactly `since` with `max`, if it
     // succeeded; any other read is dropped.  A failed read is dropped too: the
     // caller reads again and meets the error itself.
-    std::optional<pqxx::result> take(const std::map<int, std::string>& since, int max);
+    std::optional<MultiReadResult> take(const std::map<int, std::string>& since, int max);
     // Waits for a running read and forgets it.
     void drop();
 
@@ -37,7 +36,7 @@ private:
     std::unique_ptr<pqxx::connection> conn_;  // used by the running read alone
     std::map<int, std::string> since_;
     int max_ = 0;
-    std::future<pqxx::result> result_;
+    std::future<MultiReadResult> result_;
 };
 
 }  // namespace changefeed::detail
