@@ -1,7 +1,7 @@
 // The policy the processors and subscriptions share, without a server:
 // reconnect delays (doubling, capped, jittered), handler failures as errors,
 // state changes told once, callbacks that throw swallowed.
-#include "consumer_policy.hpp"
+#include "supervise/consumer_policy.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
 // Subscriptions: hot, filtered in the database, per document, whole
 // transactions after commit, other processes' writes, many at once, sharing
 // one read per filter.
+#include "subscribe/subscription_hub.hpp"
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
-#include "subscription_hub.hpp"
 
 #include <boost/json/serialize.hpp>
 

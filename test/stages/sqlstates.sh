@@ -4,6 +4,9 @@
 #   - the SQL files or the C++ sources raise a CF code the registry lacks, or the
 #     client (client/src, client/cli) maps one it lacks,
 #   - the C++ sources define a CF code outside extension/sqlstates.hpp,
+#   - the client's tables of SQLSTATEs (client/src/core/db.cpp: into errc,
+#     and the conditions the worker reads beyond errc) map a code that is neither in the registry nor one of
+#     PostgreSQL's own (its errcodes.txt), or a CF code the registry lacks,
 #   - the README's Errors table differs from the registry.
 # Usage: bash test/stages/sqlstates.sh            check
 #        bash test/stages/sqlstates.sh --readme   print the README's table from the registry
@@ -38,6 +41,38 @@ if grep -ln "MAKE_SQLSTATE('C', 'F'" extension/*.cpp extension/*.hpp extension/*
     echo "sqlstates: the files above define a CF code outside extension/sqlstates.hpp" >&2
     failed=1
 fi
+# The client's SQLSTATE tables: the codes code_of_sqlstate() (into errc) and
+# condition_of_sqlstate() (what the worker reads beyond errc) compare with
+# (state == "XXXXX") and the classes taken by prefix (rfind("XX", 0)).
+client_table=client/src/core/db.cpp
+pg_errcodes="$(${PG_CONFIG:-pg_config} --sharedir 2>/dev/null)/errcodes.txt"
+client_tables() {
+    sed -n -e '/^errc code_of_sqlstate(/,/^}/p' \
+        -e '/^std::optional<ServerCondition> condition_of_sqlstate(/,/^}/p' "$client_table"
+}
+mapped=$(client_tables | grep -o 'state == "[0-9A-Z]\{5\}"' | grep -o '[0-9A-Z]\{5\}' | sort -u)
+mapped_classes=$(client_tables | grep -o 'rfind("[0-9A-Z]\{2\}", 0)' | grep -o '"[0-9A-Z]\{2\}"' | tr -d '"' | sort -u)
+if ! grep -q '^errc code_of_sqlstate(' "$client_table" || ! grep -q '^std::optional<ServerCondition> condition_of_sqlstate(' "$client_table"; then
+    echo "sqlstates: found no code_of_sqlstate() or condition_of_sqlstate() table in $client_table" >&2
+    failed=1
+fi
+mapped_cf=0 mapped_pg=0
+for code in $mapped; do
+    if grep -qx "$code" <<<"$known"; then
+        mapped_cf=$((mapped_cf + 1))
+    elif [[ $code != CF* ]] && [ -f "$pg_errcodes" ] && grep -q "^$code " "$pg_errcodes"; then
+        mapped_pg=$((mapped_pg + 1))
+    else
+        echo "sqlstates: $client_table maps $code, which is not in $registry${pg_errcodes:+ nor in $pg_errcodes}" >&2
+        failed=1
+    fi
+done
+for class in $mapped_classes; do
+    if ! [ -f "$pg_errcodes" ] || ! grep -q "^Section: Class $class " "$pg_errcodes"; then
+        echo "sqlstates: $client_table maps the class $class, which is not a class of $pg_errcodes" >&2
+        failed=1
+    fi
+done
 # The README's table: the lines after "## Errors" from its header to the first non-table line.
 readme=$(awk '/^##+ Errors$/ { on = 1; next } on && /^\|/ { print; seen = 1; next } seen { exit }' README.md)
 if [ "$readme" != "$(readme_table)" ]; then
@@ -46,5 +81,7 @@ if [ "$readme" != "$(readme_table)" ]; then
     echo "(bash test/stages/sqlstates.sh --readme prints the table to paste)" >&2
     failed=1
 fi
-[ "$failed" -eq 0 ] && echo "sqlstates: $(wc -l <<<"$known") codes, one registry, README agrees"
+[ "$failed" -eq 0 ] && echo "sqlstates: $(wc -l <<<"$known") codes, one registry, README agrees;" \
+    "$client_table maps $((mapped_cf + mapped_pg)) codes, $mapped_cf in the registry, $mapped_pg PostgreSQL's own," \
+    "and $(wc -w <<<"$mapped_classes") class(es) of PostgreSQL's"
 exit "$failed"

@@ -1,6 +1,6 @@
 #include "support/nats_server.hpp"
 
-#include "nats_stream.hpp"
+#include "bridge/nats_stream.hpp"
 
 #include <nats/nats.h>
 

@@ -1,0 +1,123 @@
+// Maps SQLSTATEs (class CF is the extension's) and libpqxx exceptions to errc.
+#include "core/db.hpp"
+
+namespace changefeed::detail {
+namespace {
+
+errc code_of_sqlstate(const std::string& state) {
+    if (state == "CF002") return errc::collection_not_enabled;
+    if (state == "42P01") return errc::collection_not_found;
+    if (state == "CF003") return errc::invalid_option;
+    if (state == "CF004") return errc::malformed_position;
+    if (state == "CF005") return errc::foreign_position;
+    // History lost: retention dropped it (CF006), or capture was off (CF019).
+    if (state == "CF006" || state == "CF019") return errc::history_lost;
+    if (state == "CF009") return errc::read_in_writing_transaction;
+    if (state == "CF010") return errc::lease_lost;
+    if (state == "CF015") return errc::instance_name_in_use;
+    if (state == "CF016") return errc::position_not_replayed;
+    if (state == "CF017") return errc::other_history;
+    // CF021: all versions of a collection that logs keys alone (images => 'keys').
+    if (state == "CF021") return errc::images_not_logged;
+    // CF012: lag of a processor that never ran -- a name the server does not know.
+    if (state == "CF012") return errc::invalid_option;
+    // CF011 is a processor or an instance name the server refused; which one
+    // the caller decides from the names it sent (classify_names).
+    if (state == "CF011") return errc::invalid_option;
+    if (state == "42501") return errc::permission_denied;
+    // A write on a standby (or a read-only session): the processor's leases
+    // and checkpoints need the primary.
+    if (state == "25006") return errc::read_only_server;
+    // Class 08 (connection exception) and the shutdown/termination codes of
+    // class 57 mean the server went away under us.
+    if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" || state == "57P03")
+        return errc::connection_failed;
+    return errc::database_error;
+}
+
+std::optional<ServerCondition> condition_of_sqlstate(const std::string& state) {
+    if (state == "CF019") return ServerCondition::capture_was_off;
+    if (state == "40001") return ServerCondition::replay_conflict;
+    if (state == "CF020") return ServerCondition::ranges_changed;
+    if (state == "57014") return ServerCondition::query_cancelled;
+    if (state == "CF022" || state == "25000" || state == "42883") return ServerCondition::long_poll_unavailable;
+    return std::nullopt;
+}
+
+// libpqxx 6 drops the SQLSTATE of some errors it throws as a typed exception
+// (insufficient_privilege among them): recover it from the type.
+std::string sqlstate_of(const pqxx::sql_error& err) {
+    if (!err.sqlstate().empty()) return std::string(err.sqlstate());
+    if (dynamic_cast<const pqxx::insufficient_privilege*>(&err)) return "42501";
+    if (dynamic_cast<const pqxx::undefined_table*>(&err)) return "42P01";
+    return {};
+}
+
+}  // namespace
+
+std::unique_ptr<pqxx::connection> connect(const std::string& conninfo) {
+    try {
+        return std::make_unique<pqxx::connection>(conninfo);
+    } catch (const std::exception& e) {
+        throw Error(errc::connection_failed, e.what());
+    }
+}
+
+void require_primary(pqxx::connection& c) {
+    const bool standby = translated([&] {
+        pqxx::nontransaction tx(c);
+        return tx.exec("SELECT pg_catalog.pg_is_in_recovery()")[0][0].as<bool>();
+    });
+    if (standby)
+        throw Error(errc::read_only_server,
+                    "the server is a standby (pg_is_in_recovery()): a processor stores its leases and checkpoints "
+                    "there, which needs the primary. Connect the processor to the primary, e.g. with "
+                    "\"host=A,B target_session_attrs=read-write\"; to read the feed from a standby, give its "
+                    "connection string as the read_connection option",
+                    "25006");
+}
+
+bool has_condition(const Error& e, ServerCondition c) { return condition_of_sqlstate(e.sqlstate()) == c; }
+
+Error to_error(std::exception_ptr e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const Error& err) {
+        return err;
+    } catch (const pqxx::broken_connection& err) {
+        return Error(errc::connection_failed, err.what());
+    } catch (const pqxx::in_doubt_error& err) {
+        return Error(errc::connection_failed, err.what());
+    } catch (const pqxx::sql_error& err) {
+        const std::string state = sqlstate_of(err);
+        return Error(code_of_sqlstate(state), err.what(), state);
+    } catch (const std::exception& err) {
+        // The one place a retry decision reads message text: libpqxx 6 throws
+        // some lost connections (a result that never came because the socket
+        // closed, a LISTEN connection gone) as a plain pqxx::failure, with
+        // neither a SQLSTATE nor a type of its own, and the caller here has no
+        // connection to ask.  Everything above is classified by type or SQLSTATE.
+        const std::string what = err.what();
+        if (what.find("connection") != std::string::npos &&
+            (what.find("lost") != std::string::npos || what.find("closed") != std::string::npos ||
+             what.find("terminat") != std::string::npos || what.find("not open") != std::string::npos))
+            return Error(errc::connection_failed, what);
+        return Error(errc::database_error, what);
+    } catch (...) {
+        return Error(errc::database_error, "unknown error");
+    }
+}
+
+Error classify_names(const Error& e, std::string_view processor, std::optional<std::string_view> instance) {
+    if (e.sqlstate() != "CF011") return e;
+    // The server checks the processor name first, then the instance name.
+    switch (name_problem(processor)) {
+    case NameProblem::empty: return Error(errc::processor_name_empty, e.what(), e.sqlstate());
+    case NameProblem::too_long: return Error(errc::processor_name_too_long, e.what(), e.sqlstate());
+    case NameProblem::none: break;
+    }
+    if (instance) return Error(errc::instance_name_invalid, e.what(), e.sqlstate());
+    return e;
+}
+
+}  // namespace changefeed::detail

@@ -1,0 +1,42 @@
+#pragma once
+// A processor's next read, issued on a connection of its own while the handler
+// runs on the changes of the previous one (the pipelined read path).
+
+#include "read/feed_reader.hpp"
+
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+
+namespace changefeed::detail {
+
+class ReadAhead {
+public:
+    explicit ReadAhead(std::string conninfo) : conninfo_(std::move(conninfo)) {}
+    ~ReadAhead() { drop(); }
+    ReadAhead(const ReadAhead&) = delete;
+    ReadAhead& operator=(const ReadAhead&) = delete;
+
+    // Starts fetch_positions(since, max) in the background (its rows parsed
+    // there too); a read already running or not taken is dropped first.
+    void start(const std::string& table, std::map<int, std::string> since, int max, int positions_every,
+               FeedMode mode, const TenantScope& scope);
+    // The result of the read started from exactly `since` with `max`, if it
+    // succeeded; any other read is dropped.  A failed read is dropped too: the
+    // caller reads again and meets the error itself.
+    std::optional<MultiReadResult> take(const std::map<int, std::string>& since, int max);
+    // Waits for a running read and forgets it.
+    void drop();
+
+private:
+    std::string conninfo_;
+    std::unique_ptr<pqxx::connection> conn_;  // used by the running read alone
+    std::map<int, std::string> since_;
+    int max_ = 0;
+    std::future<MultiReadResult> result_;
+};
+
+}  // namespace changefeed::detail
