@@ -82,6 +82,9 @@ Datum changefeed_call_definer(PG_FUNCTION_ARGS) {
 
     Datum result = (Datum)0;
     callers[depth++] = GetUserId();
+    // One-statement PG_TRY blocks keep their braces on their own lines:
+    // clang-format 14 would join them.
+    // clang-format off
     PG_TRY();
     {
         result = FunctionCallInvoke(inner);
@@ -91,6 +94,7 @@ Datum changefeed_call_definer(PG_FUNCTION_ARGS) {
         depth--;
     }
     PG_END_TRY();
+    // clang-format on
     fcinfo->isnull = inner->isnull;
     return result;
 }

@@ -72,6 +72,9 @@ void changefeed_canonical(void (*fn)(void *arg), void *arg) {
     save_settings(&saved);
     apply_settings(&canonical);
     active = true;
+    // One-statement PG_TRY blocks keep their braces on their own lines:
+    // clang-format 14 would join them.
+    // clang-format off
     PG_TRY();
     {
         fn(arg);
@@ -82,6 +85,7 @@ void changefeed_canonical(void (*fn)(void *arg), void *arg) {
         apply_settings(&saved);
     }
     PG_END_TRY();
+    // clang-format on
 }
 
 bool changefeed_canonical_active(void) { return active; }

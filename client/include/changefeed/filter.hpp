@@ -71,6 +71,9 @@ Field field(Keys&&... keys) {
 
 // `field(...) OP value` for any value boost::json::value_from() accepts
 // (strings, numbers, bools, nullptr).
+// clang-format 14 misreads `T&&` in a requires-expression, and these lines
+// are a table.
+// clang-format off
 template <class T>
 concept FilterValue = !std::is_same_v<std::remove_cvref_t<T>, Field> &&
                       requires(T&& v) { boost::json::value_from(std::forward<T>(v)); };
@@ -81,6 +84,7 @@ template <FilterValue T> Predicate operator<(const Field& f, T&& v) { return f.l
 template <FilterValue T> Predicate operator<=(const Field& f, T&& v) { return f.le(boost::json::value_from(std::forward<T>(v))); }
 template <FilterValue T> Predicate operator>(const Field& f, T&& v) { return f.gt(boost::json::value_from(std::forward<T>(v))); }
 template <FilterValue T> Predicate operator>=(const Field& f, T&& v) { return f.ge(boost::json::value_from(std::forward<T>(v))); }
+// clang-format on
 
 // What is sent to the server: changefeed.read(..., filter => jsonpath, filter_vars => vars).
 struct CompiledFilter {
