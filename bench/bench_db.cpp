@@ -10,8 +10,7 @@
 namespace bench {
 
 std::int64_t now_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
 }
 
@@ -23,10 +22,10 @@ std::vector<std::int64_t> commit_times_us(const std::string& conninfo, const std
     for (size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i]);
     list += "}";
     std::unordered_map<std::int64_t, std::int64_t> at;
-    for (auto row : w.exec_params(
-             "SELECT id, (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint "
-             "FROM " + w.quote_name(table) + " WHERE id = ANY($1::bigint[])",
-             list))
+    for (auto row : w.exec_params("SELECT id, (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint "
+                                  "FROM " +
+                                      w.quote_name(table) + " WHERE id = ANY($1::bigint[])",
+                                  list))
         at[row[0].as<std::int64_t>()] = row[1].is_null() ? 0 : row[1].as<std::int64_t>();
     std::vector<std::int64_t> out;
     out.reserve(ids.size());

@@ -109,8 +109,9 @@ int main(int argc, char** argv) {
         raw_pub.publish({envelopes.front()});  // connects and creates the stream outside the timing
         auto t1 = Clock::now();
         for (std::size_t i = 1; i < envelopes.size(); i += 1000) {
-            std::vector<changefeed::Envelope> batch(envelopes.begin() + static_cast<std::ptrdiff_t>(i),
-                                                    envelopes.begin() + static_cast<std::ptrdiff_t>(std::min(envelopes.size(), i + 1000)));
+            std::vector<changefeed::Envelope> batch(
+                envelopes.begin() + static_cast<std::ptrdiff_t>(i),
+                envelopes.begin() + static_cast<std::ptrdiff_t>(std::min(envelopes.size(), i + 1000)));
             raw_pub.publish(batch);
         }
         double raw_secs = std::chrono::duration<double>(Clock::now() - t1).count();

@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
         const double s = round_ms(writer, small, r + 1);
         const double l = round_ms(writer, large, r + 1);
         std::this_thread::sleep_for(std::chrono::milliseconds(50));  // one write at a time, not a stream
-        if (r < 2) continue;  // warm-up
+        if (r < 2) continue;                                         // warm-up
         std::printf("small %.3f\nlarge %.3f\n", s, l);
         std::fflush(stdout);
     }

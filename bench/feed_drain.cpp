@@ -50,7 +50,9 @@ int main(int argc, char** argv) {
                 opt.poll_interval = std::chrono::milliseconds(200);
                 ps.push_back(std::make_unique<changefeed::Processor>(changefeed::make_processor(
                     changefeed::Collection(conninfo, table), name,
-                    [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&) { handled += long(batch.size()); },
+                    [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
+                        handled += long(batch.size());
+                    },
                     changefeed::AllVersionsOptions(opt))));
                 ps.back()->start();
             }

@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
         pqxx::connection c(conninfo);
         auto t0 = clock_type::now();
         while (!bench::leases_even(c, table, name, instances)) {
-            if (clock_type::now() - t0 > 2min) throw std::runtime_error("the ranges were not split evenly in 2 minutes");
+            if (clock_type::now() - t0 > 2min)
+                throw std::runtime_error("the ranges were not split evenly in 2 minutes");
             std::this_thread::sleep_for(50ms);
         }
         std::ofstream(ready) << "ready\n";
@@ -90,8 +91,8 @@ int main(int argc, char** argv) {
             std::this_thread::sleep_until(next);
             next += 1s;
             pqxx::nontransaction tx(c);
-            auto r = tx.exec_params1(
-                "SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence($1, 'id')), 0)", table);
+            auto r = tx.exec_params1("SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence($1, 'id')), 0)",
+                                     table);
             pending.push_back(std::max(0.0, double(r[0].as<long>() - handled.load())));
             {
                 std::lock_guard lock(mu);

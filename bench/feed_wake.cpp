@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
         std::vector<std::unique_ptr<WakeLog>> logs;
         for (auto& t : tables) {
             pqxx::nontransaction tx(probe);
-            auto channel = tx.exec_params1("SELECT channel FROM changefeed.collections WHERE table_name = $1::regclass", t)[0]
+            auto channel = tx.exec_params1("SELECT channel FROM changefeed.collections WHERE table_name = $1::regclass",
+                                           t)[0]
                                .as<std::string>();
             logs.push_back(std::make_unique<WakeLog>(listen, channel));
         }
@@ -85,8 +86,9 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < tables.size(); ++i) {
             pqxx::nontransaction tx(probe);
             auto& wakes = logs[i]->at_us;
-            for (auto row : tx.exec("SELECT (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint FROM " +
-                                    tx.quote_name(tables[i]))) {
+            for (auto row :
+                 tx.exec("SELECT (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint FROM " +
+                         tx.quote_name(tables[i]))) {
                 if (row[0].is_null()) continue;
                 auto commit = row[0].as<std::int64_t>();
                 if (commit < from_us) continue;

@@ -4,7 +4,8 @@
 #      the SQLSTATE registry agrees with the sources and the README, the
 #      README's Measured section with bench/RESULTS.md, every
 #      runbook named exists, the
-#      position codec cannot include PostgreSQL's headers, and released
+#      position codec cannot include PostgreSQL's headers, every C++ file
+#      matches .clang-format (test/stages/format.sh), and released
 #      install scripts are unchanged with an upgrade path to this version, and
 #      docs/options.md lists every option, and META.json and debian/changelog
 #      carry the project's version (test/stages/package_meta.sh),
@@ -88,6 +89,8 @@ echo "== every runbook the code names exists"
 stage "runbooks" bash test/stages/runbooks.sh
 echo "== the position codec keeps PostgreSQL's headers out"
 stage "codec guard" bash test/stages/codec_guard.sh
+echo "== every C++ file is formatted as .clang-format says"
+stage "format" bash test/stages/format.sh
 echo "== released install scripts are frozen, each release upgrades to this version"
 stage "releases" bash test/stages/releases.sh
 

@@ -30,10 +30,9 @@ struct Sample {
 };
 
 Sample sample(Connection& c, int id, const std::string& processor) {
-    auto r = c.exec(
-        "SELECT processor, range_id, backfill_done, backfill_rows FROM changefeed.leases"
-        " WHERE collection_id = $1::int AND ($2::text IS NULL OR processor = $2)",
-        {std::to_string(id), processor.empty() ? std::nullopt : std::optional<std::string>(processor)});
+    auto r = c.exec("SELECT processor, range_id, backfill_done, backfill_rows FROM changefeed.leases"
+                    " WHERE collection_id = $1::int AND ($2::text IS NULL OR processor = $2)",
+                    {std::to_string(id), processor.empty() ? std::nullopt : std::optional<std::string>(processor)});
     Sample s;
     for (int i = 0; i < r.rows(); ++i)
         s.ranges[{r.get(i, 0), std::stoi(r.get(i, 1))}] = {r.get(i, 2) == "t", std::stoll(r.get(i, 3))};
@@ -72,7 +71,8 @@ int watch(Connection& c, const BackfillOptions& o) {
         std::cout << "no backfill in progress " << what << '\n';
         return exit_ok;
     }
-    const long long estimate = std::stoll(c.exec("SELECT changefeed.estimated_rows($1::regclass)", {o.table}).get(0, 0));
+    const long long estimate = std::stoll(
+        c.exec("SELECT changefeed.estimated_rows($1::regclass)", {o.table}).get(0, 0));
     // Each processor's backfill scans the ranges it restarted: its share of the table.
     const long long total = std::max<long long>(1, estimate * static_cast<long long>(tracked.size()) / ranges);
     std::string names;
@@ -82,9 +82,8 @@ int watch(Connection& c, const BackfillOptions& o) {
 
     const bool terminal = stdout_is_terminal();
     const auto start = Clock::now();
-    const auto deadline = o.timeout > 0
-                              ? start + std::chrono::milliseconds(static_cast<long long>(o.timeout * 1000))
-                              : Clock::time_point::max();
+    const auto deadline = o.timeout > 0 ? start + std::chrono::milliseconds(static_cast<long long>(o.timeout * 1000))
+                                        : Clock::time_point::max();
     long long start_rows = -1;
     while (true) {
         Sample s = sample(c, id, o.processor);

@@ -28,7 +28,7 @@ int run_checkpoint(const ConnectOptions& connect, const CheckpointOptions& o) {
     // from the new position.
     auto r = c.exec("SELECT changefeed.reset_checkpoint($1::regclass, $2, $3, $4::int[])",
                     {o.table, o.processor, pos, int_array(o.ranges)});
-    std::string where = o.to == "now" ? "now (the current position)"
+    std::string where = o.to == "now"         ? "now (the current position)"
                         : pos && *pos == o.to ? "the given position"
                                               : "the position at " + o.to;
     std::cout << "moved the checkpoints of " << r.get(0, 0) << " range(s) of processor \"" << o.processor << "\" on "
@@ -47,22 +47,22 @@ int run_reset(const ConnectOptions& connect, const ResetOptions& o) {
     Connection c(connect);
     const int id = collection_id(c, o.table);
     // instances() refuses another role's processor (42501) before we look further.
-    auto inst = c.exec("SELECT instance FROM changefeed.instances($1::regclass, $2) WHERE live", {o.table, o.processor});
-    auto leases = c.exec(
-        "SELECT count(*), count(*) FILTER (WHERE live),"
-        "       string_agg(DISTINCT owner, ', ') FILTER (WHERE live)"
-        "  FROM changefeed.leases WHERE collection_id = $1::int AND processor = $2",
-        {std::to_string(id), o.processor});
+    auto inst = c.exec("SELECT instance FROM changefeed.instances($1::regclass, $2) WHERE live",
+                       {o.table, o.processor});
+    auto leases = c.exec("SELECT count(*), count(*) FILTER (WHERE live),"
+                         "       string_agg(DISTINCT owner, ', ') FILTER (WHERE live)"
+                         "  FROM changefeed.leases WHERE collection_id = $1::int AND processor = $2",
+                         {std::to_string(id), o.processor});
     const long ranges = std::stol(leases.get(0, 0));
     if (ranges == 0)
-        throw DbError("processor \"" + o.processor + "\" has never run on " + o.table, "CF012",
-                      "", "Leases are created when a processor first starts.");
+        throw DbError("processor \"" + o.processor + "\" has never run on " + o.table, "CF012", "",
+                      "Leases are created when a processor first starts.");
     if (inst.rows() > 0 || std::stol(leases.get(0, 1)) > 0) {
         std::string who;
         for (int i = 0; i < inst.rows(); ++i) who += (i ? ", " : "") + inst.get(i, 0);
         if (who.empty()) who = leases.get(0, 2);
-        throw CliError(exit_busy, "processor \"" + o.processor + "\" on " + o.table +
-                                      " is running (live: " + who + "); stop every instance first, then reset it");
+        throw CliError(exit_busy, "processor \"" + o.processor + "\" on " + o.table + " is running (live: " + who +
+                                      "); stop every instance first, then reset it");
     }
     if (!o.yes) {
         std::cout << "reset would forget processor \"" << o.processor << "\" on " << o.table << ": its " << ranges

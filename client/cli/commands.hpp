@@ -20,13 +20,13 @@ struct Wiring {
     Action& action;
 };
 
-void add_tail(Wiring w);         // tail.cpp
-void add_status(Wiring w);       // status.cpp
-void add_processors(Wiring w);   // processors.cpp
-void add_lag(Wiring w);          // lag.cpp
-void add_checkpoint(Wiring w);   // checkpoint.cpp (checkpoint, reset)
-void add_backfill(Wiring w);     // backfill.cpp (backfill, resync)
-void add_maintain(Wiring w);     // maintain.cpp
+void add_tail(Wiring w);        // tail.cpp
+void add_status(Wiring w);      // status.cpp
+void add_processors(Wiring w);  // processors.cpp
+void add_lag(Wiring w);         // lag.cpp
+void add_checkpoint(Wiring w);  // checkpoint.cpp (checkpoint, reset)
+void add_backfill(Wiring w);    // backfill.cpp (backfill, resync)
+void add_maintain(Wiring w);    // maintain.cpp
 
 // Shared by the subcommands (common.cpp).
 

@@ -30,14 +30,15 @@ std::optional<std::string> resolve_position(Connection& c, const std::string& ta
         return c.exec("SELECT changefeed.current_position()").get(0, 0);
     }
     if (spec == "beginning") {
-        if (!allow_beginning) throw CliError(exit_usage, "\"beginning\" is not accepted here: give now, a time or a position");
+        if (!allow_beginning)
+            throw CliError(exit_usage, "\"beginning\" is not accepted here: give now, a time or a position");
         // Every change still in the log: from what retention last dropped,
         // or from the start of time when it dropped nothing yet.
-        return c.exec(
-                    "SELECT changefeed.position_at($1::regclass, coalesce("
-                    "  (SELECT max(h.dropped_before) FROM changefeed.horizons h WHERE h.table_name = $1::regclass),"
-                    "  '1970-01-01 00:00:00+00'::timestamptz))",
-                    {table})
+        return c
+            .exec("SELECT changefeed.position_at($1::regclass, coalesce("
+                  "  (SELECT max(h.dropped_before) FROM changefeed.horizons h WHERE h.table_name = $1::regclass),"
+                  "  '1970-01-01 00:00:00+00'::timestamptz))",
+                  {table})
             .get(0, 0);
     }
     if (looks_like_position(spec)) return spec;

@@ -17,7 +17,7 @@ namespace changefeed::cli {
 // The connection options, as psql takes them.  Unset ones come from the PG*
 // environment variables (libpq reads them).
 struct ConnectOptions {
-    std::string dbname;    // a database name, or a connection string / URI
+    std::string dbname;  // a database name, or a connection string / URI
     std::string host;
     std::string port;
     std::string user;

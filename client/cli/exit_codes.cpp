@@ -18,8 +18,7 @@ ExitCode exit_code_of_sqlstate(const std::string& s) {
     if (s == "CF003" || s == "CF004" || s == "CF005" || s == "CF011" || s == "CF020" || s == "CF021" || s == "42809" ||
         starts_with(s, "22"))
         return exit_usage;
-    if (starts_with(s, "08") || starts_with(s, "28") || s == "3D000" || starts_with(s, "57P"))
-        return exit_connection;
+    if (starts_with(s, "08") || starts_with(s, "28") || s == "3D000" || starts_with(s, "57P")) return exit_connection;
     if (s == "CF010" || s == "CF015" || s == "55P03" || s == "40001" || s == "40P01") return exit_busy;
     return exit_error;
 }

@@ -26,11 +26,10 @@ struct LagOptions {
 
 // One report; its exit code (6 history lost, 9 over the warning share, 0).
 int report(Connection& c, const LagOptions& o, double warn, std::ostream& out) {
-    auto r = c.exec(
-        "SELECT range_id, coalesce(owner, '-'), live, epoch, extract(epoch FROM checkpoint_age), pending,"
-        "       pending_exact, extract(epoch FROM now() - oldest_pending), retention_used, history_lost"
-        "  FROM changefeed.lag($1::regclass, $2, $3::int)",
-        {o.table, o.processor, std::to_string(o.count_limit)});
+    auto r = c.exec("SELECT range_id, coalesce(owner, '-'), live, epoch, extract(epoch FROM checkpoint_age), pending,"
+                    "       pending_exact, extract(epoch FROM now() - oldest_pending), retention_used, history_lost"
+                    "  FROM changefeed.lag($1::regclass, $2, $3::int)",
+                    {o.table, o.processor, std::to_string(o.count_limit)});
     Table t({"range", "owner", "live", "epoch", "checkpoint_age", "pending", "oldest_pending", "retention_used"});
     long long total = 0;
     bool total_exact = true;
@@ -109,8 +108,9 @@ void add_lag(Wiring w) {
     auto* sub = w.app.add_subcommand("lag", "a processor's lag per range, with a warning over a share of the retention "
                                             "(exit 9 over it, 6 when history is lost)");
     add_processor_arguments(*sub, o->table, o->processor);
-    sub->add_option("--warn", o->warn, "warn when a range's oldest pending change has used more than this share "
-                                       "of the retention (default 50%)");
+    sub->add_option("--warn", o->warn,
+                    "warn when a range's oldest pending change has used more than this share "
+                    "of the retention (default 50%)");
     sub->add_option("--count-limit", o->count_limit, "count pending changes up to this many per range (default 10000)")
         ->check(CLI::Range(1, 100000));
     sub->add_option("--watch", o->watch, "redraw every SECONDS (default 2) until interrupted")

@@ -13,12 +13,11 @@ namespace {
 int run(const ConnectOptions& connect, const std::string& table) {
     Connection c(connect);
     const int id = collection_id(c, table);
-    auto l = c.exec(
-        "SELECT l.processor, coalesce(l.owner_role::text, '-'), l.range_id, coalesce(l.owner, '-'), l.live,"
-        "       l.epoch, extract(epoch FROM now() - l.updated_at), l.backfill_done, l.backfill_rows,"
-        "       CASE WHEN l.expires_at IS NULL THEN NULL ELSE extract(epoch FROM l.expires_at - now()) END"
-        "  FROM changefeed.leases l WHERE l.collection_id = $1::int ORDER BY l.processor, l.range_id",
-        {std::to_string(id)});
+    auto l = c.exec("SELECT l.processor, coalesce(l.owner_role::text, '-'), l.range_id, coalesce(l.owner, '-'), l.live,"
+                    "       l.epoch, extract(epoch FROM now() - l.updated_at), l.backfill_done, l.backfill_rows,"
+                    "       CASE WHEN l.expires_at IS NULL THEN NULL ELSE extract(epoch FROM l.expires_at - now()) END"
+                    "  FROM changefeed.leases l WHERE l.collection_id = $1::int ORDER BY l.processor, l.range_id",
+                    {std::to_string(id)});
     if (l.rows() == 0) {
         std::cout << "no processors on " << table << " visible to this role\n";
         return exit_ok;
@@ -40,10 +39,11 @@ int run(const ConnectOptions& connect, const std::string& table) {
                    human_duration(std::stod(l.get(i, 6))), lease_left,
                    l.get(i, 7) == "t" ? "-" : "scanning (" + human_count(std::stoll(l.get(i, 8))) + " rows)"});
         }
-        std::cout << "processor \"" << name << "\" (owner role " << l.get(i - 1, 1) << "): " << n << " ranges, "
-                  << live << " with a live lease\n";
-        auto inst = c.exec("SELECT instance, live, extract(epoch FROM now() - registered_at) FROM changefeed.instances($1::regclass, $2)",
-                           {table, name});
+        std::cout << "processor \"" << name << "\" (owner role " << l.get(i - 1, 1) << "): " << n << " ranges, " << live
+                  << " with a live lease\n";
+        auto inst = c.exec(
+            "SELECT instance, live, extract(epoch FROM now() - registered_at) FROM changefeed.instances($1::regclass, $2)",
+            {table, name});
         std::cout << "instances:";
         if (inst.rows() == 0) std::cout << " none registered";
         for (int k = 0; k < inst.rows(); ++k)

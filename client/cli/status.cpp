@@ -33,8 +33,8 @@ int run(const ConnectOptions& connect) {
         " ORDER BY c.id");
     std::cout << "Collections (" << cols.rows() << " visible to this role)\n";
     if (cols.rows() > 0) {
-        Table t({"table", "id", "ranges", "retention", "keep_previous", "partition_key", "tenant", "ttl",
-                 "replicated", "enabled_at", "channel", "retention_used", "dropped_before"});
+        Table t({"table", "id", "ranges", "retention", "keep_previous", "partition_key", "tenant", "ttl", "replicated",
+                 "enabled_at", "channel", "retention_used", "dropped_before"});
         for (int i = 0; i < cols.rows(); ++i)
             t.add({cols.get(i, 0), cols.get(i, 1), cols.get(i, 2), cols.get(i, 3), yes_no(cols.get(i, 4)),
                    cols.get(i, 5), cols.get(i, 6), cols.get(i, 7), yes_no(cols.get(i, 8)), cols.get(i, 9),
@@ -45,14 +45,13 @@ int run(const ConnectOptions& connect) {
                      "maintenance has not dropped expired partitions yet)\n";
     }
 
-    auto parts = c.exec(
-        "SELECT p.relname, CASE WHEN b.bound = 'DEFAULT' THEN 'default' ELSE"
-        "         (regexp_match(b.bound, 'FROM \\(''([^'']+)''\\)'))[1] || ' .. ' ||"
-        "         (regexp_match(b.bound, 'TO \\(''([^'']+)''\\)'))[1] END,"
-        "       pg_catalog.pg_size_pretty(pg_catalog.pg_total_relation_size(p.oid))"
-        "  FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class p ON p.oid = i.inhrelid,"
-        "       LATERAL (SELECT pg_catalog.pg_get_expr(p.relpartbound, p.oid) AS bound) b"
-        " WHERE i.inhparent = 'changefeed.log'::regclass ORDER BY b.bound = 'DEFAULT', p.relname");
+    auto parts = c.exec("SELECT p.relname, CASE WHEN b.bound = 'DEFAULT' THEN 'default' ELSE"
+                        "         (regexp_match(b.bound, 'FROM \\(''([^'']+)''\\)'))[1] || ' .. ' ||"
+                        "         (regexp_match(b.bound, 'TO \\(''([^'']+)''\\)'))[1] END,"
+                        "       pg_catalog.pg_size_pretty(pg_catalog.pg_total_relation_size(p.oid))"
+                        "  FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class p ON p.oid = i.inhrelid,"
+                        "       LATERAL (SELECT pg_catalog.pg_get_expr(p.relpartbound, p.oid) AS bound) b"
+                        " WHERE i.inhparent = 'changefeed.log'::regclass ORDER BY b.bound = 'DEFAULT', p.relname");
     std::cout << "\nLog partitions (" << parts.rows() << ")\n";
     Table pt({"partition", "written_at", "size"});
     for (int i = 0; i < parts.rows(); ++i) pt.add({parts.get(i, 0), parts.get(i, 1), parts.get(i, 2)});
@@ -72,8 +71,7 @@ int run(const ConnectOptions& connect) {
     if (workers.get(0, 0) != "t")
         std::cout << "(without preloading each writing transaction sends NOTIFY itself; schedule "
                      "changefeed.maintain() yourself)\n";
-    else if (!workers.is_null(0, 1))
-        std::cout << "maintain_interval: " << workers.get(0, 1) << "s (0 = never)\n";
+    else if (!workers.is_null(0, 1)) std::cout << "maintain_interval: " << workers.get(0, 1) << "s (0 = never)\n";
 
     std::cout << "\nCapture check: changefeed.verify()\n";
     try {

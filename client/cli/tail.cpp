@@ -44,9 +44,7 @@ std::string rfc3339(long long micros) {
     return std::string(buf) + frac;
 }
 
-Operation operation_of(const std::string& op) {
-    return operation_named(op).value_or(Operation::clear);
-}
+Operation operation_of(const std::string& op) { return operation_named(op).value_or(Operation::clear); }
 
 class Printer {
 public:
@@ -116,18 +114,18 @@ int run(const ConnectOptions& connect, const TailOptions& o) {
     install_interrupt_handler();
     Connection c(connect);
     const int id = collection_id(c, o.table);
-    auto info = c.exec(
-        "SELECT changefeed.channel_of($1::int), current_database(), n.nspname || '.' || r.relname"
-        "  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace"
-        " WHERE r.oid = $2::regclass",
-        {std::to_string(id), o.table});
+    auto info = c.exec("SELECT changefeed.channel_of($1::int), current_database(), n.nspname || '.' || r.relname"
+                       "  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace"
+                       " WHERE r.oid = $2::regclass",
+                       {std::to_string(id), o.table});
     // Listen before taking the start position: a change committed in between wakes us.
     c.exec("LISTEN " + c.quote_identifier(info.get(0, 0)));
     std::string pos = *resolve_position(c, o.table, o.from, true, false);
     Printer printer(o, info.get(0, 1), info.get(0, 2));
 
-    const auto deadline = o.timeout > 0 ? Clock::now() + std::chrono::milliseconds(static_cast<long long>(o.timeout * 1000))
-                                        : Clock::time_point::max();
+    const auto deadline = o.timeout > 0
+                              ? Clock::now() + std::chrono::milliseconds(static_cast<long long>(o.timeout * 1000))
+                              : Clock::time_point::max();
     const auto poll = std::chrono::milliseconds(static_cast<long long>(o.poll * 1000));
     long printed = 0;
     int status = exit_ok;
@@ -180,7 +178,8 @@ void add_tail(Wiring w) {
                     "where to start: now (default), beginning (every change the log still holds), "
                     "a time (e.g. '2026-11-30 10:00+00') or a position (cf2....)");
     sub->add_option("--filter", o->filter, "a jsonpath predicate over the document, e.g. '$.status == \"open\"'");
-    sub->add_option("--filter-vars", o->filter_vars, "the filter's variables as a JSON object, e.g. '{\"s\": \"open\"}'");
+    sub->add_option("--filter-vars", o->filter_vars,
+                    "the filter's variables as a JSON object, e.g. '{\"s\": \"open\"}'");
     sub->add_option("--format", o->format, "text (default), json (one object per line) or cloudevents")
         ->check(CLI::IsMember({"text", "json", "cloudevents"}));
     sub->add_option("--mode", o->mode,

@@ -53,7 +53,8 @@ std::uint64_t stream_messages(const std::string& url, const std::string& stream,
 
 int main(int argc, char** argv) {
     if (argc < 4) {
-        std::cerr << "usage: bridge_to_nats CONNINFO TABLE NATS_URL [--count N] [--timeout SECONDS] [--prefix PREFIX]\n";
+        std::cerr
+            << "usage: bridge_to_nats CONNINFO TABLE NATS_URL [--count N] [--timeout SECONDS] [--prefix PREFIX]\n";
         return 2;
     }
     std::string conninfo = argv[1], table = argv[2], url = argv[3], prefix = "demo";

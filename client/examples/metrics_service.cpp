@@ -70,8 +70,8 @@ int main(int argc, char** argv) {
         processor.stop();
         return 0;
     } catch (const changefeed::Error& e) {
-        std::cerr << "metrics_service: " << e.what() << " (" << changefeed::to_string(
-                         static_cast<changefeed::errc>(e.code().value())) << ")\n";
+        std::cerr << "metrics_service: " << e.what() << " ("
+                  << changefeed::to_string(static_cast<changefeed::errc>(e.code().value())) << ")\n";
         return 2;
     }
 }

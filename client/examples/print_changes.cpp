@@ -71,12 +71,10 @@ int main(int argc, char** argv) {
     long handled = 0;
     options.poll_interval = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(poll));
     options.on_error = [](const changefeed::ErrorInfo& e) {
-        std::cerr << "error" << (e.range_id ? " on range " + std::to_string(*e.range_id) : "") << ": "
-                  << e.message << "\n";
+        std::cerr << "error" << (e.range_id ? " on range " + std::to_string(*e.range_id) : "") << ": " << e.message
+                  << "\n";
     };
-    options.on_state_change = [](changefeed::State s) {
-        std::cerr << "state: " << changefeed::to_string(s) << "\n";
-    };
+    options.on_state_change = [](changefeed::State s) { std::cerr << "state: " << changefeed::to_string(s) << "\n"; };
 
     try {
         auto processor = changefeed::make_processor(
@@ -84,8 +82,9 @@ int main(int argc, char** argv) {
             [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                 std::lock_guard lock(mu);
                 for (const auto& change : batch) {
-                    std::cout << clock_time() << "  range " << ctx.range_id << " " << changefeed::to_string(change.operation)
-                              << " " << change.doc_id << " " << boost::json::serialize(change.current) << "\n";
+                    std::cout << clock_time() << "  range " << ctx.range_id << " "
+                              << changefeed::to_string(change.operation) << " " << change.doc_id << " "
+                              << boost::json::serialize(change.current) << "\n";
                     ++handled;
                 }
                 std::cout.flush();
@@ -93,8 +92,7 @@ int main(int argc, char** argv) {
             },
             options);
         processor.start();
-        std::cerr << "processor \"" << name << "\" started as instance \"" << processor.instance_name()
-                  << "\"\n";
+        std::cerr << "processor \"" << name << "\" started as instance \"" << processor.instance_name() << "\"\n";
         auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
         bool reached = false;
         {

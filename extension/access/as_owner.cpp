@@ -15,8 +15,8 @@ void as_owner_begin(Oid owner, AsOwner *saved) {
     GetUserIdAndSecContext(&saved->saved_userid, &saved->saved_sec_context);
     SetUserIdAndSecContext(owner, saved->saved_sec_context | SECURITY_RESTRICTED_OPERATION);
     saved->guc_nestlevel = NewGUCNestLevel();
-    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-                            0, false);
+    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                            false);
 }
 
 void as_owner_end(const AsOwner *saved) {

@@ -45,15 +45,12 @@ Implementation *implementation_of(FunctionCallInfo fcinfo) {
     memcpy(argtypes, proc->proargtypes.values, nargs * sizeof(Oid));
     ReleaseSysCache(tuple);
 
-    Oid inner = LookupFuncName(list_make2(makeString(schema), makeString(pstrdup(name))), nargs,
-                               argtypes, true);
+    Oid inner = LookupFuncName(list_make2(makeString(schema), makeString(pstrdup(name))), nargs, argtypes, true);
     if (!OidIsValid(inner))
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
-                        errmsg("changefeed: implementation %s.%s of function %u is missing", schema,
-                               name, outer),
+                        errmsg("changefeed: implementation %s.%s of function %u is missing", schema, name, outer),
                         errhint("Reinstall the extension.")));
-    Implementation *impl =
-        (Implementation *)MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(Implementation));
+    Implementation *impl = (Implementation *)MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(Implementation));
     fmgr_info_cxt(inner, &impl->flinfo, fcinfo->flinfo->fn_mcxt);
     impl->flinfo.fn_expr = fcinfo->flinfo->fn_expr;
     fcinfo->flinfo->fn_extra = impl;
@@ -62,7 +59,9 @@ Implementation *implementation_of(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
-Oid changefeed_current_caller(void) { return depth > 0 ? callers[depth - 1] : GetUserId(); }
+Oid changefeed_current_caller(void) {
+    return depth > 0 ? callers[depth - 1] : GetUserId();
+}
 
 extern "C" {
 
@@ -72,12 +71,11 @@ Datum changefeed_call_definer(PG_FUNCTION_ARGS) {
     Implementation *impl = (Implementation *)fcinfo->flinfo->fn_extra;
     if (impl == NULL) impl = implementation_of(fcinfo);
     if (depth >= kMaxDepth)
-        ereport(ERROR, (errcode(ERRCODE_STATEMENT_TOO_COMPLEX),
-                        errmsg("changefeed functions nested too deeply")));
+        ereport(ERROR, (errcode(ERRCODE_STATEMENT_TOO_COMPLEX), errmsg("changefeed functions nested too deeply")));
 
     LOCAL_FCINFO(inner, FUNC_MAX_ARGS);
-    InitFunctionCallInfoData(*inner, &impl->flinfo, fcinfo->nargs, fcinfo->fncollation,
-                             fcinfo->context, fcinfo->resultinfo);
+    InitFunctionCallInfoData(*inner, &impl->flinfo, fcinfo->nargs, fcinfo->fncollation, fcinfo->context,
+                             fcinfo->resultinfo);
     for (int i = 0; i < fcinfo->nargs; i++) inner->args[i] = fcinfo->args[i];
 
     Datum result = (Datum)0;
@@ -101,6 +99,8 @@ Datum changefeed_call_definer(PG_FUNCTION_ARGS) {
 
 // changefeed.caller(): the role that called the innermost entry point (its
 // current_user then); outside any entry point, the current user.
-Datum changefeed_caller(PG_FUNCTION_ARGS) { PG_RETURN_OID(changefeed_current_caller()); }
+Datum changefeed_caller(PG_FUNCTION_ARGS) {
+    PG_RETURN_OID(changefeed_current_caller());
+}
 
 }  // extern "C"

@@ -59,17 +59,17 @@ extern "C" {
 
 struct ReaderSight {
     Oid reader;
-    Oid relid;             // the table, locked while the sight is open
-    bool rls;              // row-level security applies to the reader
-    EState *estate;        // the memory of one evaluation
-    FmgrInfo populate;     // jsonb_populate_record(NULL::<table>, jsonb)
+    Oid relid;          // the table, locked while the sight is open
+    bool rls;           // row-level security applies to the reader
+    EState *estate;     // the memory of one evaluation
+    FmgrInfo populate;  // jsonb_populate_record(NULL::<table>, jsonb)
     Oid rowtype;
     // Policies evaluated in the scan, on a row of the table.
     ExprState *qual;
     TupleTableSlot *row;
     // Policies with a sublink on the row: a statement over a row.
     SPIPlanPtr policies;
-    ArrayType *hidden;     // text[] of the columns it may not SELECT; null: none
+    ArrayType *hidden;  // text[] of the columns it may not SELECT; null: none
     char **hidden_names;
     int nhidden;
     bool tenant_hidden;
@@ -189,12 +189,14 @@ Node *flatten_sublinks(Node *node, void *context) {
                 return (Node *)makeBoolConst(!isnull && DatumGetBool(v), false);
             return (Node *)copyObjectImpl(node);
         }
-        OpExpr *test = sublink->subLinkType == ANY_SUBLINK && sublink->testexpr != NULL && IsA(sublink->testexpr, OpExpr)
+        OpExpr *test = sublink->subLinkType == ANY_SUBLINK && sublink->testexpr != NULL &&
+                               IsA(sublink->testexpr, OpExpr)
                            ? (OpExpr *)sublink->testexpr
                            : NULL;
         Node *right = test != NULL && list_length(test->args) == 2 ? (Node *)lsecond(test->args) : NULL;
         Param *param = right != NULL && IsA(right, Param) ? (Param *)right : NULL;
-        Oid array_type = param != NULL && param->paramkind == PARAM_SUBLINK ? get_array_type(param->paramtype) : InvalidOid;
+        Oid array_type = param != NULL && param->paramkind == PARAM_SUBLINK ? get_array_type(param->paramtype)
+                                                                            : InvalidOid;
         if (!OidIsValid(array_type))  // another form: stays a sublink
             return expression_tree_mutator(node, (Node * (*)())(void (*)(void))flatten_sublinks, context);
         SubLink *as_array = makeNode(SubLink);
@@ -248,7 +250,8 @@ SPIPlanPtr prepare_policies(Oid reader, const char *sql, Oid rowtype) {
     Oid types[1] = {rowtype};
     SPIPlanPtr plan = SPI_prepare(sql, 1, types);
     if (plan == NULL)
-        elog(ERROR, "changefeed: cannot prepare the row-level security policies: %s", SPI_result_code_string(SPI_result));
+        elog(ERROR, "changefeed: cannot prepare the row-level security policies: %s",
+             SPI_result_code_string(SPI_result));
     if (SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot keep the row-level security policies");
     SPI_finish();
     SetUserIdAndSecContext(saved_user, saved_context);
@@ -359,8 +362,8 @@ void load_now(ReaderSight *s, Relation rel, bool whole_table) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
         if (att->attisdropped) continue;
         s->now_name[att->attnum] = pstrdup(NameStr(att->attname));
-        s->visible[att->attnum] =
-            whole_table || pg_attribute_aclcheck(s->relid, att->attnum, s->reader, ACL_SELECT) == ACLCHECK_OK;
+        s->visible[att->attnum] = whole_table ||
+                                  pg_attribute_aclcheck(s->relid, att->attnum, s->reader, ACL_SELECT) == ACLCHECK_OK;
     }
     Shape *now = (Shape *)palloc0(sizeof(Shape));
     now->version = kShapeNow;
@@ -383,7 +386,8 @@ void load_shapes(ReaderSight *s) {
     if (plan == NULL) {
         Oid types[1] = {INT4OID};
         plan = SPI_prepare("SELECT v.version, v.attnums, v.since_seq FROM changefeed.schema_attnums($1) v", 1, types);
-        if (plan == NULL || SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot prepare the schema versions lookup");
+        if (plan == NULL || SPI_keepplan(plan) != 0)
+            elog(ERROR, "changefeed: cannot prepare the schema versions lookup");
     }
     Datum args[1] = {Int32GetDatum(s->collection)};
     if (SPI_execute_plan(plan, args, NULL, true, 0) != SPI_OK_SELECT)
@@ -410,8 +414,8 @@ void load_shapes(ReaderSight *s) {
                 key = pnstrdup(v.val.string.val, v.val.string.len);
             } else if (tok == WJB_VALUE && key != NULL && v.type == jbvNumeric && shape->n < n) {
                 shape->names[shape->n] = key;
-                shape->attnums[shape->n++] =
-                    (AttrNumber)DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v.val.numeric)));
+                shape->attnums[shape->n++] = (AttrNumber)DatumGetInt32(
+                    DirectFunctionCall1(numeric_int4, NumericGetDatum(v.val.numeric)));
                 key = NULL;
             }
         }
@@ -543,7 +547,8 @@ ReaderSight *reader_sight_for(int32 collection) {
         if (plan == NULL || SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot prepare the collection lookup");
     }
     Datum args[1] = {Int32GetDatum(collection)};
-    if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT) elog(ERROR, "changefeed: collection lookup failed");
+    if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT)
+        elog(ERROR, "changefeed: collection lookup failed");
     if (SPI_processed != 1) elog(ERROR, "changefeed: collection %d does not exist", collection);
     bool isnull;
     Oid relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -583,8 +588,7 @@ ReaderSight *reader_sight_for(int32 collection) {
                             errmsg("permission denied to read the change feed of %s", table_name(rel)),
                             errdetail("Reading a feed needs SELECT on its table; %s does not have it.",
                                       GetUserNameFromId(reader, true))));
-        if (s->nhidden > 0)
-            s->hidden = construct_array(names, s->nhidden, TEXTOID, -1, false, TYPALIGN_INT);
+        if (s->nhidden > 0) s->hidden = construct_array(names, s->nhidden, TEXTOID, -1, false, TYPALIGN_INT);
     }
     bool has_sublinks;
     List *quals = policy_quals(rel, reader, &has_sublinks);
@@ -655,7 +659,9 @@ Datum reader_visible_schema(ReaderSight *s, Datum change) {
     return JsonbPGetDatum(JsonbValueToJsonb(result));
 }
 
-bool reader_sees_tenant(const ReaderSight *s) { return s == NULL || !s->tenant_hidden; }
+bool reader_sees_tenant(const ReaderSight *s) {
+    return s == NULL || !s->tenant_hidden;
+}
 
 void reader_sight_check_filter(const ReaderSight *s, Datum filter) {
     if (s == NULL || s->nhidden == 0) return;
@@ -666,11 +672,12 @@ void reader_sight_check_filter(const ReaderSight *s, Datum filter) {
         appendStringInfoChar(&key, '.');
         escape_json(&key, s->hidden_names[i]);
         if (strstr(path, key.data) != NULL)
-            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                            errmsg("permission denied for column %s in the filter", quote_identifier(s->hidden_names[i])),
-                            errdetail("Role %s may not SELECT that column of the table; a filter may test only the "
-                                      "columns it may see.",
-                                      GetUserNameFromId(s->reader, true))));
+            ereport(ERROR,
+                    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                     errmsg("permission denied for column %s in the filter", quote_identifier(s->hidden_names[i])),
+                     errdetail("Role %s may not SELECT that column of the table; a filter may test only the "
+                               "columns it may see.",
+                               GetUserNameFromId(s->reader, true))));
     }
 }
 

@@ -29,8 +29,8 @@ constexpr int32 kShapeNow = -1;
 // sight, of a collection that keeps no previous images) the change is not
 // seen.  The policies see the image as a row of today's table: each key
 // under the name its column has now, keys of dropped columns left out.
-char reader_sight_op(ReaderSight *sight, char seen, int32 version, Datum current, bool current_null,
-                     Datum previous, bool previous_null);
+char reader_sight_op(ReaderSight *sight, char seen, int32 version, Datum current, bool current_null, Datum previous,
+                     bool previous_null);
 
 // The image with only the columns the reader may SELECT now (an allow-list:
 // a key whose column is gone or unknown is left out), under the names they

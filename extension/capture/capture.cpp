@@ -57,8 +57,7 @@ struct CaptureState {
 };
 
 char *relation_name(Relation rel) {
-    return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-                                      RelationGetRelationName(rel));
+    return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
 }
 
 void bad_arguments(const char *detail) {
@@ -75,11 +74,11 @@ AttrNumber resolve_column(Relation rel, const char *name, const char *what) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
         if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0) return att->attnum;
     }
-    ereport(ERROR, (errcode(changefeed::kWriteRefused),
-                    errmsg("table %s has no %s column \"%s\": the write cannot be captured",
-                           relation_name(rel), what, name),
-                    errhint("Run SELECT * FROM changefeed.verify(); to see what changed, then restore the "
-                            "column or disable capture with changefeed.disable().")));
+    ereport(ERROR,
+            (errcode(changefeed::kWriteRefused),
+             errmsg("table %s has no %s column \"%s\": the write cannot be captured", relation_name(rel), what, name),
+             errhint("Run SELECT * FROM changefeed.verify(); to see what changed, then restore the "
+                     "column or disable capture with changefeed.disable().")));
     return InvalidAttrNumber;
 }
 
@@ -97,12 +96,12 @@ void check_collection_table(int32 collection_id, Relation rel, const char *funct
     if (OidIsValid(table) &&
         (table == relid || (rel->rd_rel->relispartition && list_member_oid(get_partition_ancestors(relid), table))))
         return;
-    ereport(ERROR, (errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
-                    errmsg("%s on %s is not a capture trigger of collection %d", function, relation_name(rel),
-                           collection_id),
-                    errdetail("Collection %d captures another table.", collection_id),
-                    errhint("Capture triggers are made by changefeed.enable(); changefeed.verify() shows what "
-                            "is wrong.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+             errmsg("%s on %s is not a capture trigger of collection %d", function, relation_name(rel), collection_id),
+             errdetail("Collection %d captures another table.", collection_id),
+             errhint("Capture triggers are made by changefeed.enable(); changefeed.verify() shows what "
+                     "is wrong.")));
 }
 
 int32 count_argument(Trigger *t, int at, int *next) {
@@ -134,11 +133,11 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
     MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
     TupleDesc desc = RelationGetDescr(rel);
     if (changefeed_has_virtual_generated_columns(desc))
-        ereport(ERROR, (errcode(changefeed::kWriteRefused),
-                        errmsg("table %s has a virtual generated column: the write cannot be captured",
-                               relation_name(rel)),
-                        errdetail("A row trigger sees virtual generated columns as null."),
-                        errhint("Make the column STORED, or disable capture with changefeed.disable().")));
+        ereport(ERROR,
+                (errcode(changefeed::kWriteRefused),
+                 errmsg("table %s has a virtual generated column: the write cannot be captured", relation_name(rel)),
+                 errdetail("A row trigger sees virtual generated columns as null."),
+                 errhint("Make the column STORED, or disable capture with changefeed.disable().")));
     st = (CaptureState *)MemoryContextAllocZero(cxt, sizeof(CaptureState));
     st->trigger_oid = t->tgoid;
     st->relid = RelationGetRelid(rel);
@@ -173,8 +172,7 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
     // to_jsonb() reads its argument type from the call expression, so give it one.
     fmgr_info_cxt(F_TO_JSONB, &st->to_jsonb, cxt);
     MemoryContext old = MemoryContextSwitchTo(cxt);
-    Node *expr = (Node *)makeFuncExpr(F_TO_JSONB, JSONBOID,
-                                      list_make1(makeNullConst(desc->tdtypeid, -1, InvalidOid)),
+    Node *expr = (Node *)makeFuncExpr(F_TO_JSONB, JSONBOID, list_make1(makeNullConst(desc->tdtypeid, -1, InvalidOid)),
                                       InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
     MemoryContextSwitchTo(old);
     fmgr_info_set_expr(expr, &st->to_jsonb);
@@ -188,13 +186,13 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
 // enabled with replicated => true; otherwise it is refused, never let through.
 void check_replica_mode(bool replicated, Relation rel) {
     if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA || replicated) return;
-    ereport(ERROR, (errcode(changefeed::kWriteRefused),
-                    errmsg("write to %s with session_replication_role = replica would escape capture",
-                           relation_name(rel)),
-                    errdetail("The table is enabled for changefeed without replicated => true."),
-                    errhint("To capture replicated writes, disable the table with changefeed.disable() and "
-                            "enable it again with replicated => true; or write with "
-                            "session_replication_role = origin.")));
+    ereport(ERROR,
+            (errcode(changefeed::kWriteRefused),
+             errmsg("write to %s with session_replication_role = replica would escape capture", relation_name(rel)),
+             errdetail("The table is enabled for changefeed without replicated => true."),
+             errhint("To capture replicated writes, disable the table with changefeed.disable() and "
+                     "enable it again with replicated => true; or write with "
+                     "session_replication_role = origin.")));
 }
 
 // The identity of one image: its document id, partition key and tenant
@@ -262,8 +260,7 @@ bool partition_key_changed(CaptureState *st, HeapTuple older, HeapTuple newer, T
 // The old tenant of an update that moves the row to another tenant (its text,
 // or NULL for a null tenant), in *moved; false when the tenant stays.  Inside
 // changefeed_canonical(); `now` is the new image's tenant text.
-bool tenant_moved(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc, const char *now,
-                  char **moved) {
+bool tenant_moved(CaptureState *st, HeapTuple older, HeapTuple newer, TupleDesc desc, const char *now, char **moved) {
     if (st->tenant <= 0) return false;
     Form_pg_attribute att = TupleDescAttr(desc, st->tenant - 1);
     IdentityValue was;
@@ -301,7 +298,8 @@ void identify_row(void *arg) {
     if (c->op == 'd' || c->op == 'k') identify(c->st, c->older, c->desc, &c->of_older);
     if (c->op == 'r' && tenant_moved(c->st, c->older, c->newer, c->desc, c->of_newer.tenant, &c->moved_from))
         c->op = 'm';
-    if ((c->op == 'r' || c->op == 'm') && !c->st->part_is_key && partition_key_changed(c->st, c->older, c->newer, c->desc)) {
+    if ((c->op == 'r' || c->op == 'm') && !c->st->part_is_key &&
+        partition_key_changed(c->st, c->older, c->newer, c->desc)) {
         IdentityValue values[kMaxKeys];
         column_values(c->st->parts, c->st->part_out, c->st->nparts, c->older, c->desc, values);
         char *was = changefeed_partition_key(values, c->st->nparts);
@@ -348,12 +346,12 @@ void log_change(CaptureState *st, TupleDesc desc, char op, HeapTuple newer, Heap
 
 void check_trigger(FunctionCallInfo fcinfo, const char *name) {
     if (!CALLED_AS_TRIGGER(fcinfo))
-        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-                        errmsg("%s must be called as a trigger", name)));
+        ereport(ERROR,
+                (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED), errmsg("%s must be called as a trigger", name)));
     TriggerData *trig = (TriggerData *)fcinfo->context;
     if (!TRIGGER_FIRED_AFTER(trig->tg_event))
-        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-                        errmsg("%s must be an AFTER trigger", name)));
+        ereport(ERROR,
+                (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED), errmsg("%s must be an AFTER trigger", name)));
 }
 
 }  // namespace

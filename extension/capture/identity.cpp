@@ -88,7 +88,9 @@ void changefeed_canonical(void (*fn)(void *arg), void *arg) {
     // clang-format on
 }
 
-bool changefeed_canonical_active(void) { return active; }
+bool changefeed_canonical_active(void) {
+    return active;
+}
 
 char *changefeed_identity_text(const IdentityValue *v) {
     if (!active) elog(ERROR, "changefeed: an identity text made outside the canonical settings");
@@ -149,10 +151,8 @@ bool session_formatted(Oid type) {
         case REGDICTIONARYOID:
         case REGNAMESPACEOID:
         case REGROLEOID:
-        case REGCOLLATIONOID:
-            return true;
-        default:
-            break;
+        case REGCOLLATIONOID: return true;
+        default: break;
     }
     Oid element = get_element_type(type);
     if (OidIsValid(element)) return session_formatted(element);
@@ -215,6 +215,8 @@ Datum changefeed_canonical_text(PG_FUNCTION_ARGS) {
 
 // session_formatted(regtype) RETURNS bool: whether the type's values have no
 // canonical text (money, reg*, or a type holding one).
-Datum changefeed_session_formatted(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(session_formatted(PG_GETARG_OID(0))); }
+Datum changefeed_session_formatted(PG_FUNCTION_ARGS) {
+    PG_RETURN_BOOL(session_formatted(PG_GETARG_OID(0)));
+}
 
 }  // extern "C"

@@ -33,10 +33,8 @@ constexpr int kMaxDepth = 3;
 bool same_value(const JsonbValue &a, const JsonbValue &b) {
     if (a.type != b.type) return false;
     switch (a.type) {
-        case jbvNull:
-            return true;
-        case jbvBool:
-            return a.val.boolean == b.val.boolean;
+        case jbvNull: return true;
+        case jbvBool: return a.val.boolean == b.val.boolean;
         case jbvString:
             return a.val.string.len == b.val.string.len &&
                    memcmp(a.val.string.val, b.val.string.val, a.val.string.len) == 0;
@@ -47,14 +45,17 @@ bool same_value(const JsonbValue &a, const JsonbValue &b) {
         case jbvBinary:
             return a.val.binary.len == b.val.binary.len &&
                    memcmp(a.val.binary.data, b.val.binary.data, a.val.binary.len) == 0;
-        default:
-            return false;
+        default: return false;
     }
 }
 
-bool is_object(const JsonbValue &v) { return v.type == jbvBinary && JsonContainerIsObject(v.val.binary.data); }
+bool is_object(const JsonbValue &v) {
+    return v.type == jbvBinary && JsonContainerIsObject(v.val.binary.data);
+}
 
-void push_key(JsonbParseState **state, JsonbValue key) { pushJsonbValue(state, WJB_KEY, &key); }
+void push_key(JsonbParseState **state, JsonbValue key) {
+    pushJsonbValue(state, WJB_KEY, &key);
+}
 
 // [v], or [] when v is NULL.
 void push_wrapped(JsonbParseState **state, JsonbValue *v) {
@@ -92,14 +93,15 @@ void push_patch(JsonbParseState **state, JsonbContainer *after, JsonbContainer *
 }
 
 [[noreturn]] void corrupt(const char *why) {
-    ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
-                    errmsg("the image from before a change cannot be rebuilt: %s", why),
-                    errhint("The change log holds a damaged patch of a previous image.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_DATA_CORRUPTED), errmsg("the image from before a change cannot be rebuilt: %s", why),
+             errhint("The change log holds a damaged patch of a previous image.")));
 }
 
 // The value an entry of a patch stores whole ([v]), or NULL for [].
 JsonbValue *wrapped(const JsonbValue &entry) {
-    if (entry.type != jbvBinary || !JsonContainerIsArray(entry.val.binary.data)) corrupt("an entry is not [] or [value]");
+    if (entry.type != jbvBinary || !JsonContainerIsArray(entry.val.binary.data))
+        corrupt("an entry is not [] or [value]");
     uint32 n = JsonContainerSize(entry.val.binary.data);
     if (n > 1) corrupt("an entry holds more than one value");
     return n == 0 ? NULL : getIthJsonbValueFromContainer(entry.val.binary.data, 0);

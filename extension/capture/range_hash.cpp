@@ -20,8 +20,7 @@ uint32 changefeed_range_hash(const char *bytes, size_t len) {
 Datum changefeed_range_of(PG_FUNCTION_ARGS) {
     text *key = PG_GETARG_TEXT_PP(0);
     int32 ranges = PG_GETARG_INT32(1);
-    if (ranges < 1)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("ranges must be positive")));
+    if (ranges < 1) ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("ranges must be positive")));
     uint32 h = changefeed_range_hash(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
     PG_RETURN_INT32((int32)(h % (uint32)ranges));
 }

@@ -28,13 +28,13 @@ namespace {
 
 // How one column's value becomes a jsonb value.
 enum ValueKind {
-    kBool,       // true / false
-    kInteger,    // int2, int4, int8: a number
-    kNumber,     // float4, float8, numeric: a number, or a string for NaN and infinities
-    kDateTime,   // date, timestamp, timestamptz: ISO 8601 text, as JSON encodes it
-    kJsonb,      // the document itself (a scalar document as that scalar)
-    kText,       // text, varchar: the characters
-    kOutput,     // any other built-in scalar type: its output text
+    kBool,      // true / false
+    kInteger,   // int2, int4, int8: a number
+    kNumber,    // float4, float8, numeric: a number, or a string for NaN and infinities
+    kDateTime,  // date, timestamp, timestamptz: ISO 8601 text, as JSON encodes it
+    kJsonb,     // the document itself (a scalar document as that scalar)
+    kText,      // text, varchar: the characters
+    kOutput,    // any other built-in scalar type: its output text
 };
 
 struct ImageColumn {
@@ -51,7 +51,7 @@ struct RowImagePlan {
     ImageColumn *columns;  // in the image's key order
     char *head;            // object header and the keys' JEntries
     int head_len;
-    char *keys;            // the keys' bytes
+    char *keys;  // the keys' bytes
     int keys_len;
 };
 
@@ -64,11 +64,18 @@ bool value_kind(Oid type, ValueKind *kind, Oid *base) {
     *base = t;
     switch (t) {
         case BOOLOID: *kind = kBool; return true;
-        case INT2OID: case INT4OID: case INT8OID: *kind = kInteger; return true;
-        case FLOAT4OID: case FLOAT8OID: case NUMERICOID: *kind = kNumber; return true;
-        case DATEOID: case TIMESTAMPOID: case TIMESTAMPTZOID: *kind = kDateTime; return true;
+        case INT2OID:
+        case INT4OID:
+        case INT8OID: *kind = kInteger; return true;
+        case FLOAT4OID:
+        case FLOAT8OID:
+        case NUMERICOID: *kind = kNumber; return true;
+        case DATEOID:
+        case TIMESTAMPOID:
+        case TIMESTAMPTZOID: *kind = kDateTime; return true;
         case JSONBOID: *kind = kJsonb; return true;
-        case TEXTOID: case VARCHAROID: *kind = kText; return true;
+        case TEXTOID:
+        case VARCHAROID: *kind = kText; return true;
         case JSONOID: return false;
         default: break;
     }
@@ -116,9 +123,7 @@ uint32 append_scalar(StringInfo buf, const JsonbValue *v, uint32 *len) {
             *len = (uint32)(pad + n);
             return JENTRY_ISNUMERIC;
         }
-        default:
-            elog(ERROR, "unexpected jsonb scalar type %d", (int)v->type);
-            return 0;
+        default: elog(ERROR, "unexpected jsonb scalar type %d", (int)v->type); return 0;
     }
 }
 
@@ -147,8 +152,9 @@ uint32 append_value(StringInfo buf, const ImageColumn *col, Datum d, uint32 *len
             return append_scalar(buf, &v, len);
         }
         case kInteger: {
-            int64 i = col->base_type == INT8OID ? DatumGetInt64(d)
-                      : col->base_type == INT4OID ? (int64)DatumGetInt32(d) : (int64)DatumGetInt16(d);
+            int64 i = col->base_type == INT8OID   ? DatumGetInt64(d)
+                      : col->base_type == INT4OID ? (int64)DatumGetInt32(d)
+                                                  : (int64)DatumGetInt16(d);
             return append_numeric(buf, int64_to_numeric(i), len);
         }
         case kNumber: {

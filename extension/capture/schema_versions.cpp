@@ -37,7 +37,9 @@ Cached cached[kCached];
 int ncached = 0;
 bool callback_registered = false;
 
-void forget_all(Datum, Oid) { ncached = 0; }
+void forget_all(Datum, Oid) {
+    ncached = 0;
+}
 
 // A collection's table never changes (ids are not reused): kept until the
 // backend ends, not dropped at invalidations.

@@ -49,8 +49,7 @@ void on_xact(XactEvent event, void *) {
         case XACT_EVENT_PREPARE:  // COMMIT PREPARED wakes no one; consumers' polling covers it
             forget_touched();
             break;
-        default:
-            break;
+        default: break;
     }
 }
 

@@ -46,9 +46,8 @@ bool callbacks_registered = false;
 int32 truncating_collection = 0;
 
 void reset_xact(XactEvent event, void *) {
-    if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-        event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
-        event == XACT_EVENT_PREPARE) {
+    if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_COMMIT ||
+        event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE) {
         guard_suspended = false;
         truncating_collection = 0;
         changefeed_forget_rewrite();
@@ -78,9 +77,8 @@ char *enabled_table_above(Oid rel) {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
     Oid argtypes[1] = {OIDOID};
     Datum args[1] = {ObjectIdGetDatum(rel)};
-    int rc = SPI_execute_with_args(
-        "SELECT c.relid::pg_catalog.oid FROM changefeed.enabled_above($1) c",
-        1, argtypes, args, NULL, true, 1);
+    int rc = SPI_execute_with_args("SELECT c.relid::pg_catalog.oid FROM changefeed.enabled_above($1) c", 1, argtypes,
+                                   args, NULL, true, 1);
     Oid enabled = InvalidOid;
     if (rc == SPI_OK_SELECT && SPI_processed == 1) {
         bool isnull;
@@ -140,8 +138,7 @@ PG_FUNCTION_INFO_V1(changefeed_guard_rewrite);
 
 // suspend_guard(on bool) returns the previous setting, so calls can nest.
 Datum changefeed_suspend_guard(PG_FUNCTION_ARGS) {
-    if (PG_ARGISNULL(0))
-        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("suspend_guard(null)")));
+    if (PG_ARGISNULL(0)) ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("suspend_guard(null)")));
     register_callbacks();
     bool previous = guard_suspended;
     guard_suspended = PG_GETARG_BOOL(0);
@@ -159,8 +156,7 @@ Datum changefeed_guard_truncate(PG_FUNCTION_ARGS) {
                         errmsg("changefeed.guard_truncate() must be called as a trigger")));
     TriggerData *trig = (TriggerData *)fcinfo->context;
     Trigger *t = trig->tg_trigger;
-    if (!TRIGGER_FIRED_BY_TRUNCATE(trig->tg_event) || !TRIGGER_FIRED_BEFORE(trig->tg_event) ||
-        t->tgnargs != 2)
+    if (!TRIGGER_FIRED_BY_TRUNCATE(trig->tg_event) || !TRIGGER_FIRED_BEFORE(trig->tg_event) || t->tgnargs != 2)
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("changefeed.guard_truncate() must be a BEFORE TRUNCATE trigger with 2 arguments")));
     register_callbacks();
@@ -169,16 +165,15 @@ Datum changefeed_guard_truncate(PG_FUNCTION_ARGS) {
         truncating_collection = collection_id;
     } else if (truncating_collection != collection_id) {
         Relation rel = trig->tg_relation;
-        ereport(ERROR,
-                (errcode(changefeed::kDdlRefused),
-                 errmsg("TRUNCATE of partition %s would let its rows leave an enabled table without a change",
-                        quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-                                                   RelationGetRelationName(rel))),
-                 errdetail("Its partitioned table is enabled for changefeed (collection %d); a TRUNCATE of "
-                           "the partitioned table is captured, one of a partition is not.",
-                           collection_id),
-                 errhint("Delete the rows instead, truncate the partitioned table, or disable capture "
-                         "first with changefeed.disable().")));
+        ereport(ERROR, (errcode(changefeed::kDdlRefused),
+                        errmsg("TRUNCATE of partition %s would let its rows leave an enabled table without a change",
+                               quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+                                                          RelationGetRelationName(rel))),
+                        errdetail("Its partitioned table is enabled for changefeed (collection %d); a TRUNCATE of "
+                                  "the partitioned table is captured, one of a partition is not.",
+                                  collection_id),
+                        errhint("Delete the rows instead, truncate the partitioned table, or disable capture "
+                                "first with changefeed.disable().")));
     }
     return PointerGetDatum(NULL);
 }
@@ -211,8 +206,8 @@ Datum changefeed_attaches_partition(PG_FUNCTION_ARGS) {
 // replaces_trigger(pg_ddl_command): whether it is CREATE OR REPLACE TRIGGER.
 Datum changefeed_replaces_trigger(PG_FUNCTION_ARGS) {
     CollectedCommand *cmd = (CollectedCommand *)PG_GETARG_POINTER(0);
-    bool replace = cmd->type == SCT_Simple && cmd->parsetree != NULL &&
-                   IsA(cmd->parsetree, CreateTrigStmt) && ((CreateTrigStmt *)cmd->parsetree)->replace;
+    bool replace = cmd->type == SCT_Simple && cmd->parsetree != NULL && IsA(cmd->parsetree, CreateTrigStmt) &&
+                   ((CreateTrigStmt *)cmd->parsetree)->replace;
     PG_RETURN_BOOL(replace);
 }
 
@@ -265,7 +260,8 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
                  errmsg("SET EXPRESSION of column %s of %s would rewrite its values without a change in the feed",
                         quote_identifier(new_expression_of), stmt->relation->relname),
                  errdetail("Table %s is enabled for changefeed; the rewrite that computes the column's new "
-                           "values fires no row trigger.", enabled),
+                           "values fires no row trigger.",
+                           enabled),
                  errhint("Disable capture first with SELECT changefeed.disable(%s);", quote_literal_cstr(enabled))));
     if (retypes) {
         foreach (lc, stmt->cmds) {
@@ -273,16 +269,19 @@ Datum changefeed_guard_detach(PG_FUNCTION_ARGS) {
             if (!IsA(at, AlterTableCmd) || at->subtype != AT_AlterColumnType) continue;
             const char *problem = changefeed_type_change_problem(parent, at);
             if (problem != NULL)
-                ereport(ERROR,
-                        (errcode(changefeed::kDdlRefused),
-                         errmsg("ALTER COLUMN %s TYPE would change the stored values of %s without a change in the feed",
-                                quote_identifier(at->name), stmt->relation->relname),
-                         errdetail("Table %s is enabled for changefeed, and %s; the rewrite fires no row trigger. "
-                                   "Only a wider length or precision of the same type, varchar to text and back, "
-                                   "or a domain over the same type keep every value.", enabled, problem),
-                         errhint("Add a new column and fill it with an UPDATE, which the feed captures; or disable "
-                                 "capture with SELECT changefeed.disable(%s); alter, and enable it again (readers "
-                                 "see history lost).", quote_literal_cstr(enabled))));
+                ereport(
+                    ERROR,
+                    (errcode(changefeed::kDdlRefused),
+                     errmsg("ALTER COLUMN %s TYPE would change the stored values of %s without a change in the feed",
+                            quote_identifier(at->name), stmt->relation->relname),
+                     errdetail("Table %s is enabled for changefeed, and %s; the rewrite fires no row trigger. "
+                               "Only a wider length or precision of the same type, varchar to text and back, "
+                               "or a domain over the same type keep every value.",
+                               enabled, problem),
+                     errhint("Add a new column and fill it with an UPDATE, which the feed captures; or disable "
+                             "capture with SELECT changefeed.disable(%s); alter, and enable it again (readers "
+                             "see history lost).",
+                             quote_literal_cstr(enabled))));
         }
         register_callbacks();
         changefeed_approve_rewrite(data->parsetree);
@@ -327,7 +326,8 @@ Datum changefeed_guard_rewrite(PG_FUNCTION_ARGS) {
                         name),
                  errdetail("Table %s is enabled for changefeed; a column added with a volatile default, as serial "
                            "or identity, as a stored generated column or of a domain with constraints is filled "
-                           "in by a rewrite that fires no row trigger.", enabled),
+                           "in by a rewrite that fires no row trigger.",
+                           enabled),
                  errhint("Add the column without a default, SET DEFAULT for new rows, then fill the existing rows "
                          "with an UPDATE, which the feed captures; or disable capture with SELECT "
                          "changefeed.disable(%s); alter, and enable it again (readers see history lost).",
@@ -336,7 +336,8 @@ Datum changefeed_guard_rewrite(PG_FUNCTION_ARGS) {
             (errcode(changefeed::kDdlRefused),
              errmsg("ALTER TABLE would rewrite the values of %s without a change in the feed", name),
              errdetail("Table %s is enabled for changefeed; a column type change rewrites every row and fires no "
-                       "row trigger.", enabled),
+                       "row trigger.",
+                       enabled),
              errhint("Add a new column and fill it with an UPDATE, which the feed captures; or disable capture "
                      "with SELECT changefeed.disable(%s); alter, and enable it again (readers see history lost).",
                      quote_literal_cstr(enabled))));

@@ -218,14 +218,13 @@ int64 expire_rows(const Collection *c, Oid part, const char *command) {
     // leave without a change.  (Partitions below are read through `part`,
     // whose policies alone apply.)
     if (check_enable_rls(part, owner, true) == RLS_ENABLED)
-        ereport(ERROR,
-                (errcode(changefeed::kDdlRefused),
-                 errmsg("%s of partition %s refused: its row-level security may hide rows from the expiry",
-                        command, qualified),
-                 errdetail("Collection %d expires the rows of dropped partitions (partition_drops = 'expire'), "
-                           "read as the partition's owner, whom its policies bind (FORCE ROW LEVEL SECURITY).",
-                           c->id),
-                 errhint("ALTER TABLE %s NO FORCE ROW LEVEL SECURITY first.", qualified)));
+        ereport(ERROR, (errcode(changefeed::kDdlRefused),
+                        errmsg("%s of partition %s refused: its row-level security may hide rows from the expiry",
+                               command, qualified),
+                        errdetail("Collection %d expires the rows of dropped partitions (partition_drops = 'expire'), "
+                                  "read as the partition's owner, whom its policies bind (FORCE ROW LEVEL SECURITY).",
+                                  c->id),
+                        errhint("ALTER TABLE %s NO FORCE ROW LEVEL SECURITY first.", qualified)));
     char *sql = expiry_query(c, qualified);
 
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
@@ -306,8 +305,7 @@ bool caller_owns(Oid caller, Oid rel) {
 void require_read_committed(const char *command, const Collection *c) {
     if (!IsolationUsesXactSnapshot()) return;
     ereport(ERROR, (errcode(changefeed::kDdlRefused),
-                    errmsg("%s of a partition of %s refused under REPEATABLE READ or SERIALIZABLE", command,
-                           c->table),
+                    errmsg("%s of a partition of %s refused under REPEATABLE READ or SERIALIZABLE", command, c->table),
                     errdetail("Collection %d expires the rows of dropped partitions (partition_drops = 'expire'); "
                               "this transaction's snapshot may miss rows committed before the partition was locked.",
                               c->id),
@@ -344,15 +342,13 @@ bool changefeed_partition_detach(AlterTableStmt *stmt, Oid parent, Oid caller) {
     ListCell *lc;
     foreach (lc, stmt->cmds) {
         AlterTableCmd *at = (AlterTableCmd *)lfirst(lc);
-        if (!IsA(at, AlterTableCmd) ||
-            (at->subtype != AT_DetachPartition && at->subtype != AT_DetachPartitionFinalize))
+        if (!IsA(at, AlterTableCmd) || (at->subtype != AT_DetachPartition && at->subtype != AT_DetachPartitionFinalize))
             continue;
         PartitionCmd *pc = (PartitionCmd *)at->def;
         Oid part = pc && pc->name ? RangeVarGetRelid(pc->name, NoLock, true) : InvalidOid;
         // A partition that is not there, not a partition (get_partition_parent
         // would fail on it) or not under `parent`: the DDL fails by itself.
-        if (!OidIsValid(part) || !get_rel_relispartition(part) || get_partition_parent(part, true) != parent)
-            continue;
+        if (!OidIsValid(part) || !get_rel_relispartition(part) || get_partition_parent(part, true) != parent) continue;
         Collection c;
         if (!collection_above(part, &c)) continue;
         if (strcmp(c.mode, "refuse") == 0) return false;

@@ -73,8 +73,8 @@ const char *changefeed_type_change_problem(Oid relid, AlterTableCmd *cmd) {
     // by the planner as it is before PostgreSQL decides on a rewrite.
     ParseState *pstate = make_parsestate(NULL);
     Node *conversion = coerce_to_target_type(pstate, (Node *)makeVar(1, attnum, old_type, old_typmod, collation, 0),
-                                             old_type, new_type, new_typmod, COERCION_ASSIGNMENT,
-                                             COERCE_IMPLICIT_CAST, -1);
+                                             old_type, new_type, new_typmod, COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST,
+                                             -1);
     free_parsestate(pstate);
     if (conversion == NULL) return NULL;  // no cast: PostgreSQL refuses it
     conversion = (Node *)expression_planner((Expr *)conversion);
@@ -82,9 +82,8 @@ const char *changefeed_type_change_problem(Oid relid, AlterTableCmd *cmd) {
         if (IsA(conversion, Var)) return NULL;
         if (IsA(conversion, CoerceToDomain)) {
             conversion = (Node *)((CoerceToDomain *)conversion)->arg;
-        } else if (IsA(conversion, RelabelType) &&
-                   keeps_text(exprType((Node *)((RelabelType *)conversion)->arg),
-                              ((RelabelType *)conversion)->resulttype)) {
+        } else if (IsA(conversion, RelabelType) && keeps_text(exprType((Node *)((RelabelType *)conversion)->arg),
+                                                              ((RelabelType *)conversion)->resulttype)) {
             conversion = (Node *)((RelabelType *)conversion)->arg;
         } else {
             break;

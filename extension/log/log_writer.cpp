@@ -41,7 +41,7 @@ struct Cache {
     Oid log_oid;
     Oid seq_oid;
     Oid default_oid;
-    int64 day;         // UTC day number of part_oid
+    int64 day;  // UTC day number of part_oid
     Oid part_oid;
 };
 Cache cache = {};
@@ -92,8 +92,8 @@ struct PendingRows {
     Size bytes;
     SubTransactionId subid;
     CommandId cid;
-    MemoryContext cxt;       // the tuples; a child of TopTransactionContext
-    int nslots;              // slots made so far (TopTransactionContext)
+    MemoryContext cxt;  // the tuples; a child of TopTransactionContext
+    int nslots;         // slots made so far (TopTransactionContext)
     TupleTableSlot *slots[kBatchRows];
 };
 PendingRows pending = {};
@@ -175,9 +175,8 @@ void forget_open_partition(bool subtransaction) {
 // while the partition is: it is closed first and reopened by the next row.
 ProcessUtility_hook_type prev_process_utility = NULL;
 
-void process_utility(PlannedStmt *pstmt, const char *query, bool read_only_tree,
-                     ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *env,
-                     DestReceiver *dest, QueryCompletion *qc) {
+void process_utility(PlannedStmt *pstmt, const char *query, bool read_only_tree, ProcessUtilityContext context,
+                     ParamListInfo params, QueryEnvironment *env, DestReceiver *dest, QueryCompletion *qc) {
     close_open_partition();
     if (prev_process_utility)
         prev_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
@@ -262,9 +261,9 @@ void on_subxact(SubXactEvent event, SubTransactionId subid, SubTransactionId, vo
 Oid must_find(const char *name, Oid ns) {
     Oid oid = get_relname_relid(name, ns);
     if (!OidIsValid(oid))
-        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
-                        errmsg("changefeed.%s is missing", name),
-                        errhint("Reinstall the extension: DROP EXTENSION changefeed CASCADE; CREATE EXTENSION changefeed;")));
+        ereport(ERROR,
+                (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("changefeed.%s is missing", name),
+                 errhint("Reinstall the extension: DROP EXTENSION changefeed CASCADE; CREATE EXTENSION changefeed;")));
     return oid;
 }
 

@@ -12,9 +12,9 @@ struct LogRow {
     Datum current;        // jsonb
     Datum previous;       // jsonb
     bool ttl_expired;
-    Datum tenant;         // text
-    Datum previous_tenant;  // text: the tenant before a move (op m)
-    int32 schema_version;   // the table's shape the images were written under (0: null)
+    Datum tenant;                  // text
+    Datum previous_tenant;         // text: the tenant before a move (op m)
+    int32 schema_version;          // the table's shape the images were written under (0: null)
     Datum previous_partition_key;  // text: a replace that changed the partition key, the key before
 };
 

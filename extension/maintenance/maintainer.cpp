@@ -39,8 +39,7 @@ PGDLLEXPORT void changefeed_maintainer_main(Datum arg);
 void changefeed_set_local_lock_timeout(void) {
     char value[32];
     snprintf(value, sizeof value, "%dms", changefeed_maintenance_lock_timeout);
-    (void)set_config_option("lock_timeout", value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
-                            false);
+    (void)set_config_option("lock_timeout", value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
 }
 
 namespace {
@@ -55,11 +54,11 @@ struct StepQuery {
     const char *sql;
     bool has_arg;
     int32 arg;
-    bool collect;    // keep every row (else only the first value)
-    int64 value;     // first row, first column (0 if none)
+    bool collect;  // keep every row (else only the first value)
+    int64 value;   // first row, first column (0 if none)
     int nrows;
-    int64 *values;   // when collecting: in round_context
-    char **names;    // when collecting and there is a second column
+    int64 *values;  // when collecting: in round_context
+    char **names;   // when collecting and there is a second column
 };
 
 // One step's statement, run inside changefeed_worker_transaction.  While a
@@ -69,16 +68,15 @@ void step_body(void *arg) {
     StepQuery *q = (StepQuery *)arg;
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
     PushActiveSnapshot(GetTransactionSnapshot());
-    if (SPI_execute("SELECT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('changefeed.maintain'))",
-                    false, 0) != SPI_OK_SELECT)
+    if (SPI_execute("SELECT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('changefeed.maintain'))", false,
+                    0) != SPI_OK_SELECT)
         elog(ERROR, "cannot take maintenance's lock");
     bool isnull_lock;
     bool locked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull_lock));
     Oid argtypes[1] = {INT4OID};
     Datum args[1] = {Int32GetDatum(q->arg)};
     changefeed_step_timeout_begin_c();
-    int rc = locked ? SPI_execute_with_args(q->sql, q->has_arg ? 1 : 0, argtypes, args, NULL, false, 0)
-                    : SPI_OK_SELECT;
+    int rc = locked ? SPI_execute_with_args(q->sql, q->has_arg ? 1 : 0, argtypes, args, NULL, false, 0) : SPI_OK_SELECT;
     (void)changefeed_step_timeout_end_c();
     if (rc != SPI_OK_SELECT) elog(ERROR, "unexpected result %d", rc);
     int n = locked ? (int)SPI_processed : 0;

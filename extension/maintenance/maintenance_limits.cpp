@@ -23,10 +23,10 @@ PG_FUNCTION_INFO_V1(changefeed_max_retention_interval);
 
 namespace {
 
-bool armed = false;           // a step's bound is set
-bool outer_active = false;    // the statement had a timeout of its own
-TimestampTz outer_finish = 0; // when that one fires
-TimestampTz deadline = 0;     // when the step's fires
+bool armed = false;            // a step's bound is set
+bool outer_active = false;     // the statement had a timeout of its own
+TimestampTz outer_finish = 0;  // when that one fires
+TimestampTz deadline = 0;      // when the step's fires
 
 }  // namespace
 
@@ -77,5 +77,4 @@ Datum changefeed_max_retention_interval(PG_FUNCTION_ARGS) {
     result->time = (secs % SECS_PER_DAY) * USECS_PER_SEC;
     PG_RETURN_INTERVAL_P(result);
 }
-
 }

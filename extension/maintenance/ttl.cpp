@@ -50,12 +50,11 @@ bool read_table(Oid relid, Oid *owner, char **qualified) {
 // The caller may act as the table owner, or owns the extension (maintenance).
 bool may_expire(Oid owner, const char *qualified) {
     Oid caller = GetUserId();
-    if (has_privs_of_role(caller, owner) ||
-        pg_extension_ownercheck(get_extension_oid("changefeed", false), caller))
+    if (has_privs_of_role(caller, owner) || pg_extension_ownercheck(get_extension_oid("changefeed", false), caller))
         return true;
-    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                    errmsg("permission denied to expire rows of %s", qualified),
-                    errdetail("Only the table owner or the owner of the changefeed extension may.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("permission denied to expire rows of %s", qualified),
+             errdetail("Only the table owner or the owner of the changefeed extension may.")));
     return false;
 }
 
@@ -79,17 +78,18 @@ extern "C" Datum changefeed_expire_rows(PG_FUNCTION_ARGS) {
     int32 collection_id = PG_GETARG_INT32(0);
     TimestampTz as_of = PG_GETARG_TIMESTAMPTZ(1);
     if (TIMESTAMP_NOT_FINITE(as_of))
-        ereport(ERROR, (errcode(changefeed::kInvalidOption), errmsg("as_of must be a finite time, not %s",
-                                                        TIMESTAMP_IS_NOBEGIN(as_of) ? "-infinity" : "infinity"),
-                        errhint("Pass the time up to which rows are expired, e.g. now().")));
+        ereport(ERROR,
+                (errcode(changefeed::kInvalidOption),
+                 errmsg("as_of must be a finite time, not %s", TIMESTAMP_IS_NOBEGIN(as_of) ? "-infinity" : "infinity"),
+                 errhint("Pass the time up to which rows are expired, e.g. now().")));
 
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "changefeed: SPI_connect failed");
     Oid argtypes[1] = {INT4OID};
     Datum args[1] = {Int32GetDatum(collection_id)};
     int rc = SPI_execute_with_args(
         "SELECT relid, ttl_column FROM changefeed.collection WHERE id OPERATOR(pg_catalog.=) $1"
-        " AND disabled_at IS NULL", 1, argtypes,
-        args, NULL, true, 1);
+        " AND disabled_at IS NULL",
+        1, argtypes, args, NULL, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "changefeed: cannot read collection %d", collection_id);
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(changefeed::kNotEnabled), errmsg("collection %d is not enabled", collection_id)));
@@ -104,13 +104,14 @@ extern "C" Datum changefeed_expire_rows(PG_FUNCTION_ARGS) {
     Oid owner;
     char *qualified;
     if (!read_table(relid, &owner, &qualified) || !may_expire(owner, qualified))
-        ereport(ERROR, (errcode(changefeed::kNotEnabled), errmsg("the table of collection %d no longer exists", collection_id)));
+        ereport(ERROR, (errcode(changefeed::kNotEnabled),
+                        errmsg("the table of collection %d no longer exists", collection_id)));
     LockRelationOid(relid, RowExclusiveLock);  // waits at most lock_timeout
     if (!read_table(relid, &owner, &qualified) || !may_expire(owner, qualified))
-        ereport(ERROR, (errcode(changefeed::kNotEnabled), errmsg("the table of collection %d no longer exists", collection_id)));
+        ereport(ERROR, (errcode(changefeed::kNotEnabled),
+                        errmsg("the table of collection %d no longer exists", collection_id)));
 
-    char *sql = psprintf("DELETE FROM %s WHERE %s OPERATOR(pg_catalog.<) $1", qualified,
-                         quote_identifier(ttl_column));
+    char *sql = psprintf("DELETE FROM %s WHERE %s OPERATOR(pg_catalog.<) $1", qualified, quote_identifier(ttl_column));
 
     AsOwner as_owner;
     as_owner_begin(owner, &as_owner);

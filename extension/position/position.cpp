@@ -47,8 +47,7 @@ PG_FUNCTION_INFO_V1(changefeed_snapshot_now);
 // position_encode(lo pg_snapshot, hi pg_snapshot, last_seq bigint) -> text
 Datum changefeed_position_encode(PG_FUNCTION_ARGS) {
     if (PG_ARGISNULL(0))
-        ereport(ERROR, (errcode(changefeed::kInvalidPosition),
-                        errmsg("a position needs a lower snapshot")));
+        ereport(ERROR, (errcode(changefeed::kInvalidPosition), errmsg("a position needs a lower snapshot")));
     char *lo = snapshot_text(PG_GETARG_DATUM(0));
     char *hi = PG_ARGISNULL(1) ? NULL : snapshot_text(PG_GETARG_DATUM(1));
     int64 last_seq = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT64(2);
@@ -65,15 +64,15 @@ Datum changefeed_position_encode(PG_FUNCTION_ARGS) {
 
 // position_decode(pos text) -> (lo pg_snapshot, hi pg_snapshot, last_seq bigint)
 Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
-    if (PG_ARGISNULL(0))
-        ereport(ERROR, (errcode(changefeed::kInvalidPosition), errmsg("position must not be null")));
+    if (PG_ARGISNULL(0)) ereport(ERROR, (errcode(changefeed::kInvalidPosition), errmsg("position must not be null")));
     // The length is checked on the datum's header, before it is detoasted.
     size_t cap = position_text_cap();
     size_t rawlen = toast_raw_datum_size(PG_GETARG_DATUM(0)) - VARHDRSZ;
     if (rawlen > cap)
         ereport(ERROR, (errcode(changefeed::kInvalidPosition),
                         errmsg("invalid position: position is %zu bytes long, longer than any "
-                               "position this server issues (%zu)", rawlen, cap),
+                               "position this server issues (%zu)",
+                               rawlen, cap),
                         errhint("Use a position returned by changefeed.read() or "
                                 "changefeed.current_position(), unchanged.")));
     text *encoded = PG_GETARG_TEXT_PP(0);
@@ -91,15 +90,14 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
     // The transaction-id check against this server's next id comes after the
     // history check, below: a position of a forked history is that first.
     ChangefeedCodecStatus rc = changefeed_codec_decode(VARDATA_ANY(encoded), textlen, GetSystemIdentifier(),
-                                                       MyDatabaseId, key, 0, cap, lo, hi, snaplen, &last_seq,
-                                                       &has_hi, &at, err, sizeof err);
+                                                       MyDatabaseId, key, 0, cap, lo, hi, snaplen, &last_seq, &has_hi,
+                                                       &at, err, sizeof err);
     if (rc == CHANGEFEED_CODEC_OUTDATED)
-        ereport(ERROR,
-                (errcode(changefeed::kInvalidPosition), errmsg("invalid position: %s", err),
-                 errdetail("Positions are authenticated since changefeed issues \"cf2.\" "
-                           "positions; \"cf1.\" positions could be forged and are refused."),
-                 errhint("Restart the consumer from a checkpoint taken after the upgrade "
-                         "(a position issued since then), or rebuild it from the table.")));
+        ereport(ERROR, (errcode(changefeed::kInvalidPosition), errmsg("invalid position: %s", err),
+                        errdetail("Positions are authenticated since changefeed issues \"cf2.\" "
+                                  "positions; \"cf1.\" positions could be forged and are refused."),
+                        errhint("Restart the consumer from a checkpoint taken after the upgrade "
+                                "(a position issued since then), or rebuild it from the table.")));
     if (rc == CHANGEFEED_CODEC_INVALID || rc == CHANGEFEED_CODEC_FORGED)
         ereport(ERROR, (errcode(changefeed::kInvalidPosition), errmsg("invalid position: %s", err),
                         errhint("Use a position returned by changefeed.read() or "
@@ -127,14 +125,13 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
         FullTransactionId next = ReadNextFullTransactionId();
         if (FullTransactionIdPrecedes(next, ((const PgSnapshot *)DatumGetPointer(values[0]))->xmax) ||
             (has_hi && FullTransactionIdPrecedes(next, ((const PgSnapshot *)DatumGetPointer(values[1]))->xmax)))
-            ereport(ERROR,
-                    (errcode(changefeed::kInvalidPosition),
-                     errmsg("invalid position: position is newer than this database: restored from an older "
-                            "backup?"),
-                     errdetail("The position holds transactions this database has not reached yet."),
-                     errhint("A database restored from a backup needs new positions: resume the consumer "
-                             "from a checkpoint stored in this database or from changefeed.position_at(), "
-                             "not from now.")));
+            ereport(ERROR, (errcode(changefeed::kInvalidPosition),
+                            errmsg("invalid position: position is newer than this database: restored from an older "
+                                   "backup?"),
+                            errdetail("The position holds transactions this database has not reached yet."),
+                            errhint("A database restored from a backup needs new positions: resume the consumer "
+                                    "from a checkpoint stored in this database or from changefeed.position_at(), "
+                                    "not from now.")));
     }
 
     TupleDesc desc;

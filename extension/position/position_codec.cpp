@@ -46,7 +46,7 @@ constexpr uint32_t kRound[64] = {
 // The low-level calls are deprecated in OpenSSL 3 but need no algorithm
 // fetch per hash, and their state is a plain struct that copies.
 class Sha256 {
-  public:
+public:
     Sha256() { SHA256_Init(&ctx_); }
     void update(std::string_view data) { SHA256_Update(&ctx_, data.data(), data.size()); }
     std::array<uint8_t, 32> finish() {
@@ -55,14 +55,16 @@ class Sha256 {
         return out;
     }
 
-  private:
+private:
     SHA256_CTX ctx_;
 };
 #else
-uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+uint32_t rotr(uint32_t x, int n) {
+    return (x >> n) | (x << (32 - n));
+}
 
 class Sha256 {
-  public:
+public:
     void update(std::string_view data) {
         for (char c : data) {
             block_[fill_++] = uint8_t(c);
@@ -86,7 +88,7 @@ class Sha256 {
         return out;
     }
 
-  private:
+private:
     void compress() {
         uint32_t w[64];
         for (int i = 0; i < 16; i++)
@@ -97,11 +99,9 @@ class Sha256 {
             uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
             w[i] = w[i - 16] + s0 + w[i - 7] + s1;
         }
-        uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6],
-                 h = h_[7];
+        uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
         for (int i = 0; i < 64; i++) {
-            uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) +
-                          kRound[i] + w[i];
+            uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
             uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
             h = g;
             g = f;
@@ -123,8 +123,7 @@ class Sha256 {
         fill_ = 0;
     }
 
-    uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
     uint8_t block_[64] = {};
     size_t fill_ = 0;
     uint64_t length_ = 0;
@@ -200,7 +199,9 @@ bool same_tag(std::string_view a, std::string_view b) {
 
 // ---- base64url ------------------------------------------------------------
 
-size_t base64url_length(size_t bytes) { return bytes / 3 * 4 + (bytes % 3 ? bytes % 3 + 1 : 0); }
+size_t base64url_length(size_t bytes) {
+    return bytes / 3 * 4 + (bytes % 3 ? bytes % 3 + 1 : 0);
+}
 
 // The base64url text of `n` bytes at `in`, base64url_length(n) characters
 // into `out`.
@@ -258,13 +259,13 @@ std::string unbase64url(std::string_view in) {
 
 // ---- binary layout --------------------------------------------------------
 
-constexpr size_t kHeaderBytes = 1 + 8 + 4;               // version, system id, database
-constexpr size_t kHistoryBytes = 4 + 8;                  // timeline, lsn (version 3)
-constexpr size_t kSnapshotBytes = 8 + 8 + 4;            // without its xip list
-constexpr size_t kTrailerBytes = 1 + 8 + kTagSize;      // flags, last seq, tag
+constexpr size_t kHeaderBytes = 1 + 8 + 4;          // version, system id, database
+constexpr size_t kHistoryBytes = 4 + 8;             // timeline, lsn (version 3)
+constexpr size_t kSnapshotBytes = 8 + 8 + 4;        // without its xip list
+constexpr size_t kTrailerBytes = 1 + 8 + kTagSize;  // flags, last seq, tag
 
 class Writer {
-  public:
+public:
     void u8(uint8_t v) { bytes_ += char(v); }
     void u32(uint32_t v) {
         for (int i = 0; i < 4; i++) bytes_ += char((v >> (8 * i)) & 0xff);
@@ -280,12 +281,12 @@ class Writer {
     }
     std::string &bytes() { return bytes_; }
 
-  private:
+private:
     std::string bytes_;
 };
 
 class Reader {
-  public:
+public:
     explicit Reader(std::string_view b) : b_(b) {}
     uint8_t u8() { return uint8_t(take(1)[0]); }
     uint32_t u32() {
@@ -314,7 +315,7 @@ class Reader {
     size_t pos() const { return pos_; }
     size_t size() const { return b_.size(); }
 
-  private:
+private:
     std::string_view take(size_t n) {
         if (b_.size() - pos_ < n) throw InvalidPosition("position is truncated");
         auto s = b_.substr(pos_, n);
@@ -440,7 +441,7 @@ std::string finish(std::string body, int64_t last_seq, const uint8_t *key) {
 // bytes, its seq and its tag (a read tags every row it returns).  The text
 // is finish()'s, byte for byte.
 class PageEncoder {
-  public:
+public:
     PageEncoder(const std::string &head, const uint8_t *key) : mac_(mac_for(key)), inner_(mac_.inner_after(head)) {
         const size_t whole = head.size() - head.size() % 3;
         text_ = std::string(kPrefix) + base64url(head.substr(0, whole));
@@ -463,18 +464,20 @@ class PageEncoder {
         out[length_] = '\0';
     }
 
-  private:
+private:
     const KeyedMac &mac_;
     Sha256 inner_;      // after the inner pad and the head
     std::string text_;  // prefix and the base64 of the head's whole groups
     uint8_t tail_[2 + 8 + kTagSize];
-    size_t rest_;       // head bytes after its whole groups (0 to 2)
+    size_t rest_;  // head bytes after its whole groups (0 to 2)
     size_t length_;
 };
 
 }  // namespace
 
-std::string encode(const Position &p, const uint8_t *key) { return finish(head_of(p), p.last_seq, key); }
+std::string encode(const Position &p, const uint8_t *key) {
+    return finish(head_of(p), p.last_seq, key);
+}
 
 std::vector<std::string> encode_page(const Position &p, const std::vector<int64_t> &seqs, const uint8_t *key) {
     PageEncoder page(head_of(p), key);
@@ -498,13 +501,11 @@ Position decode(std::string_view text, const Checks &checks) {
     if (text.substr(0, kOutdatedPrefix.size()) == kOutdatedPrefix)
         throw OutdatedPosition("position predates authenticated positions");
     if (text.substr(0, kPrefix.size()) != kPrefix) {
-        if (text.size() >= 3 && text.substr(0, 2) == "cf")
-            throw InvalidPosition("position has an unknown version");
+        if (text.size() >= 3 && text.substr(0, 2) == "cf") throw InvalidPosition("position has an unknown version");
         throw InvalidPosition("text is not a changefeed position");
     }
     std::string bytes = unbase64url(text.substr(kPrefix.size()));
-    if (bytes.size() < kHeaderBytes + kSnapshotBytes + kTrailerBytes)
-        throw InvalidPosition("position is truncated");
+    if (bytes.size() < kHeaderBytes + kSnapshotBytes + kTrailerBytes) throw InvalidPosition("position is truncated");
     std::string_view body(bytes.data(), bytes.size() - kTagSize);
     std::string_view tag = std::string_view(bytes).substr(body.size());
     Reader r(body);
@@ -540,10 +541,8 @@ Position decode(std::string_view text, const Checks &checks) {
     }
     if (p.last_seq < 0 || (!p.hi && p.last_seq != 0)) throw InvalidPosition("position is damaged");
     if (version == kVersion && p.timeline == 0) throw InvalidPosition("position is damaged");
-    if (checks.next_xid != 0 &&
-        (p.lo.xmax > checks.next_xid || (p.hi && p.hi->xmax > checks.next_xid)))
-        throw FuturePosition(
-            "position is newer than this database: restored from an older backup?");
+    if (checks.next_xid != 0 && (p.lo.xmax > checks.next_xid || (p.hi && p.hi->xmax > checks.next_xid)))
+        throw FuturePosition("position is newer than this database: restored from an older backup?");
     return p;
 }
 
@@ -593,8 +592,9 @@ ChangefeedCodecStatus encoding(Encode &&encode, char *err, size_t errlen) noexce
 }  // namespace
 
 extern "C" ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq,
-                                       uint64_t system_id, uint32_t database, ChangefeedWalPoint at,
-                                       const uint8_t *key, char *out, size_t outlen, char *err, size_t errlen) {
+                                                         uint64_t system_id, uint32_t database, ChangefeedWalPoint at,
+                                                         const uint8_t *key, char *out, size_t outlen, char *err,
+                                                         size_t errlen) {
     return encoding(
         [&] {
             Position p = position_at(system_id, database, at, lo);
@@ -610,8 +610,7 @@ extern "C" ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const c
 extern "C" ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, const char *hi, const int64_t *seqs,
                                                               size_t n, uint64_t system_id, uint32_t database,
                                                               ChangefeedWalPoint at, const uint8_t *key, char *out,
-                                                              size_t stride, size_t *length, char *err,
-                                                              size_t errlen) {
+                                                              size_t stride, size_t *length, char *err, size_t errlen) {
     return encoding(
         [&] {
             Position p = position_at(system_id, database, at, lo);
@@ -625,10 +624,10 @@ extern "C" ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, co
 }
 
 extern "C" ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
-                                       uint32_t database, const uint8_t *key, uint64_t next_xid,
-                                       size_t max_text, char *lo, char *hi, size_t snaplen,
-                                       int64_t *last_seq, int *has_hi, ChangefeedWalPoint *at, char *err,
-                                       size_t errlen) {
+                                                         uint32_t database, const uint8_t *key, uint64_t next_xid,
+                                                         size_t max_text, char *lo, char *hi, size_t snaplen,
+                                                         int64_t *last_seq, int *has_hi, ChangefeedWalPoint *at,
+                                                         char *err, size_t errlen) {
     try {
         Checks checks;
         checks.system_id = system_id;
@@ -637,8 +636,7 @@ extern "C" ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_
         checks.next_xid = next_xid;
         checks.max_text = max_text;
         Position p = decode(std::string_view(text, textlen), checks);
-        if (!copy_out(format_snapshot(p.lo), lo, snaplen) ||
-            (p.hi && !copy_out(format_snapshot(*p.hi), hi, snaplen)))
+        if (!copy_out(format_snapshot(p.lo), lo, snaplen) || (p.hi && !copy_out(format_snapshot(*p.hi), hi, snaplen)))
             throw std::length_error("snapshot buffer too small");
         *has_hi = p.hi ? 1 : 0;
         *last_seq = p.last_seq;
@@ -663,4 +661,6 @@ extern "C" ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_
     }
 }
 
-extern "C" size_t changefeed_codec_max_text(uint64_t max_xip) { return max_text_length(max_xip); }
+extern "C" size_t changefeed_codec_max_text(uint64_t max_xip) {
+    return max_text_length(max_xip);
+}

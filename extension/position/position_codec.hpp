@@ -123,8 +123,8 @@ typedef struct ChangefeedWalPoint {
     uint64_t lsn;
 } ChangefeedWalPoint;
 ChangefeedCodecStatus changefeed_codec_encode(const char *lo, const char *hi, int64_t last_seq, uint64_t system_id,
-                            uint32_t database, ChangefeedWalPoint at, const uint8_t *key, char *out,
-                            size_t outlen, char *err, size_t errlen);
+                                              uint32_t database, ChangefeedWalPoint at, const uint8_t *key, char *out,
+                                              size_t outlen, char *err, size_t errlen);
 // Positions (lo, hi, seqs[i]) for i < n, each NUL-terminated at out + i * stride;
 // `length` (if not null) receives their length, the same for all.
 ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, const char *hi, const int64_t *seqs, size_t n,
@@ -132,10 +132,9 @@ ChangefeedCodecStatus changefeed_codec_encode_page(const char *lo, const char *h
                                                    const uint8_t *key, char *out, size_t stride, size_t *length,
                                                    char *err, size_t errlen);
 // `at` receives the position's timeline and LSN (timeline 0: a version 2 position).
-ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id,
-                            uint32_t database, const uint8_t *key, uint64_t next_xid,
-                            size_t max_text, char *lo, char *hi, size_t snaplen,
-                            int64_t *last_seq, int *has_hi, ChangefeedWalPoint *at, char *err,
-                            size_t errlen);
+ChangefeedCodecStatus changefeed_codec_decode(const char *text, size_t textlen, uint64_t system_id, uint32_t database,
+                                              const uint8_t *key, uint64_t next_xid, size_t max_text, char *lo,
+                                              char *hi, size_t snaplen, int64_t *last_seq, int *has_hi,
+                                              ChangefeedWalPoint *at, char *err, size_t errlen);
 size_t changefeed_codec_max_text(uint64_t max_xip);
 }

@@ -99,8 +99,7 @@ static bool history_holds(uint32 tli, uint64 upto, ChangefeedWalPoint at) {
 
 static void refuse_other_history(ChangefeedWalPoint at, ChangefeedWalPoint here) {
     ereport(ERROR,
-            (errcode(changefeed::kOtherHistory),
-             errmsg("position belongs to a history this server did not follow"),
+            (errcode(changefeed::kOtherHistory), errmsg("position belongs to a history this server did not follow"),
              errdetail("The position was taken at %X/%X on timeline %u; this server, on timeline %u, left that "
                        "history before that point or never was on it (a point-in-time restore, or a standby "
                        "promoted from an earlier point). Transactions the position counts as read may have "
@@ -112,15 +111,13 @@ static void refuse_other_history(ChangefeedWalPoint at, ChangefeedWalPoint here)
 }
 
 static void refuse_not_replayed(ChangefeedWalPoint at, ChangefeedWalPoint here) {
-    ereport(ERROR,
-            (errcode(changefeed::kNotReplayedYet),
-             errmsg("this standby has not replayed the position yet"),
-             errdetail("The position was taken at %X/%X on timeline %u; this standby has replayed up to %X/%X "
-                       "on timeline %u.",
-                       (uint32)(at.lsn >> 32), (uint32)at.lsn, at.timeline,
-                       (uint32)(here.lsn >> 32), (uint32)here.lsn, here.timeline),
-             errhint("Retry once the standby has caught up, or read from the primary. See "
-                     "docs/runbooks/position-not-replayed.md.")));
+    ereport(ERROR, (errcode(changefeed::kNotReplayedYet), errmsg("this standby has not replayed the position yet"),
+                    errdetail("The position was taken at %X/%X on timeline %u; this standby has replayed up to %X/%X "
+                              "on timeline %u.",
+                              (uint32)(at.lsn >> 32), (uint32)at.lsn, at.timeline, (uint32)(here.lsn >> 32),
+                              (uint32)here.lsn, here.timeline),
+                    errhint("Retry once the standby has caught up, or read from the primary. See "
+                            "docs/runbooks/position-not-replayed.md.")));
 }
 
 void changefeed_check_history(ChangefeedWalPoint at) {

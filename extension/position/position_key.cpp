@@ -44,26 +44,23 @@ static bool read_position_key_file(const char *path, uint8 *key) {
     int fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
     if (fd < 0) {
         if (errno == ENOENT) return false;
-        ereport(ERROR, (errcode_for_file_access(),
-                        errmsg("could not open position key file \"%s\": %m", path)));
+        ereport(ERROR, (errcode_for_file_access(), errmsg("could not open position key file \"%s\": %m", path)));
     }
     ssize_t total = 0;
     for (;;) {
         ssize_t n = read(fd, buf + total, sizeof buf - total);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0)
-            ereport(ERROR, (errcode_for_file_access(),
-                            errmsg("could not read position key file \"%s\": %m", path)));
+            ereport(ERROR, (errcode_for_file_access(), errmsg("could not read position key file \"%s\": %m", path)));
         if (n == 0 || (total += n) == (ssize_t)sizeof buf) break;
     }
     CloseTransientFile(fd);
     if (total != (ssize_t)changefeed::codec::kKeySize)
-        ereport(ERROR,
-                (errcode(ERRCODE_DATA_CORRUPTED),
-                 errmsg("position key file \"%s\" holds %zd bytes instead of %d", path, total,
-                        (int)changefeed::codec::kKeySize),
-                 errhint("Restore the file from a backup of this cluster. Removing it makes every "
-                         "stored position fail with CF004.")));
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+                        errmsg("position key file \"%s\" holds %zd bytes instead of %d", path, total,
+                               (int)changefeed::codec::kKeySize),
+                        errhint("Restore the file from a backup of this cluster. Removing it makes every "
+                                "stored position fail with CF004.")));
     memcpy(key, buf, changefeed::codec::kKeySize);
     explicit_bzero(buf, sizeof buf);
     return true;
@@ -76,14 +73,12 @@ static void create_position_key_file(const char *path) {
     uint8 key[changefeed::codec::kKeySize];
     char tmp[MAXPGPATH + 32];
     if (!pg_strong_random(key, sizeof key))
-        ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-                        errmsg("could not generate a random position key")));
+        ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not generate a random position key")));
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, MyProcPid);
     (void)unlink(tmp);  // left by a backend of the same pid that crashed here
     int fd = OpenTransientFilePerm(tmp, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY, S_IRUSR | S_IWUSR);
     if (fd < 0)
-        ereport(ERROR, (errcode_for_file_access(),
-                        errmsg("could not create position key file \"%s\": %m", tmp)));
+        ereport(ERROR, (errcode_for_file_access(), errmsg("could not create position key file \"%s\": %m", tmp)));
     bool ok = write(fd, key, sizeof key) == (ssize_t)sizeof key && pg_fsync(fd) == 0;
     int saved = errno;
     CloseTransientFile(fd);
@@ -95,8 +90,7 @@ static void create_position_key_file(const char *path) {
     (void)unlink(tmp);
     if (!ok) {
         errno = saved;
-        ereport(ERROR, (errcode_for_file_access(),
-                        errmsg("could not write position key file \"%s\": %m", path)));
+        ereport(ERROR, (errcode_for_file_access(), errmsg("could not write position key file \"%s\": %m", path)));
     }
     fsync_fname(DataDir, true);  // the new directory entry survives a crash
 }
@@ -108,15 +102,14 @@ static void load_position_key_file(void) {
     // A file made here would differ from the primary's: the standby's
     // positions would fail there, and the primary's here.
     if (RecoveryInProgress())
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("this standby has no position key"),
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE), errmsg("this standby has no position key"),
                         errdetail("The changefeed installation of this database predates version 0.3, whose "
                                   "position key is database state that standbys receive."),
                         errhint("Run ALTER EXTENSION changefeed UPDATE on the primary.")));
     create_position_key_file(path);
     if (!read_position_key_file(path, position_key))
-        ereport(ERROR, (errcode_for_file_access(),
-                        errmsg("position key file \"%s\" vanished after it was created", path)));
+        ereport(ERROR,
+                (errcode_for_file_access(), errmsg("position key file \"%s\" vanished after it was created", path)));
 }
 
 // ---- changefeed.position_key ------------------------------------------------

@@ -116,8 +116,8 @@ void open_rows(CurrentRows *r) {
         Oid opfamily = r->index->rd_opfamily[i], opcintype = r->index->rd_opcintype[i];
         Oid op = get_opfamily_member(opfamily, opcintype, opcintype, BTEqualStrategyNumber);
         if (!OidIsValid(op)) elog(ERROR, "changefeed: no equality operator for key column %d", i + 1);
-        ScanKeyEntryInitialize(&r->keys[i], 0, i + 1, BTEqualStrategyNumber, InvalidOid,
-                               r->index->rd_indcollation[i], get_opcode(op), (Datum)0);
+        ScanKeyEntryInitialize(&r->keys[i], 0, i + 1, BTEqualStrategyNumber, InvalidOid, r->index->rd_indcollation[i],
+                               get_opcode(op), (Datum)0);
         Form_pg_attribute att = TupleDescAttr(desc, r->index->rd_index->indkey.values[i] - 1);
         getTypeInputInfo(att->atttypid, &r->input[i], &r->ioparam[i]);
         r->typmod[i] = att->atttypmod;
@@ -134,9 +134,8 @@ void open_rows(CurrentRows *r) {
     }
     // to_jsonb() reads its argument type from the call expression, as in capture.cpp.
     fmgr_info(F_TO_JSONB, &r->to_jsonb);
-    Node *expr = (Node *)makeFuncExpr(F_TO_JSONB, JSONBOID,
-                                      list_make1(makeNullConst(desc->tdtypeid, -1, InvalidOid)), InvalidOid,
-                                      InvalidOid, COERCE_EXPLICIT_CALL);
+    Node *expr = (Node *)makeFuncExpr(F_TO_JSONB, JSONBOID, list_make1(makeNullConst(desc->tdtypeid, -1, InvalidOid)),
+                                      InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
     fmgr_info_set_expr(expr, &r->to_jsonb);
     r->slot = table_slot_create(r->heap, NULL);
     r->scan = index_beginscan(r->heap, r->index, GetActiveSnapshot(), r->nkeys, 0);
@@ -216,9 +215,11 @@ CurrentRows *current_rows_for(int32 collection) {
         if (plan == NULL || SPI_keepplan(plan) != 0) elog(ERROR, "changefeed: cannot prepare the collection lookup");
     }
     Datum args[1] = {Int32GetDatum(collection)};
-    if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT) elog(ERROR, "changefeed: collection lookup failed");
+    if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT)
+        elog(ERROR, "changefeed: collection lookup failed");
     if (SPI_processed != 1)
-        ereport(ERROR, (errcode(changefeed::kNotEnabled), errmsg("changefeed collection %d does not exist", collection)));
+        ereport(ERROR,
+                (errcode(changefeed::kNotEnabled), errmsg("changefeed collection %d does not exist", collection)));
     HeapTuple t = SPI_tuptable->vals[0];
     TupleDesc desc = SPI_tuptable->tupdesc;
     bool isnull;
@@ -226,8 +227,8 @@ CurrentRows *current_rows_for(int32 collection) {
     r->keys_only = DatumGetBool(SPI_getbinval(t, desc, 2, &isnull));
     Datum *elems;
     bool *nulls;
-    deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(t, desc, 3, &isnull)), TEXTOID, -1, false, TYPALIGN_INT,
-                      &elems, &nulls, &r->nkeys);
+    deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(t, desc, 3, &isnull)), TEXTOID, -1, false, TYPALIGN_INT, &elems,
+                      &nulls, &r->nkeys);
     if (r->nkeys < 1 || r->nkeys > INDEX_MAX_KEYS) elog(ERROR, "changefeed: collection %d has no key", collection);
     r->key_names = (char **)MemoryContextAlloc(cxt, sizeof(char *) * r->nkeys);
     for (int i = 0; i < r->nkeys; i++) r->key_names[i] = MemoryContextStrdup(cxt, TextDatumGetCString(elems[i]));
@@ -237,7 +238,9 @@ CurrentRows *current_rows_for(int32 collection) {
     return r;
 }
 
-bool current_rows_keys_only(const CurrentRows *rows) { return rows->keys_only; }
+bool current_rows_keys_only(const CurrentRows *rows) {
+    return rows->keys_only;
+}
 
 bool current_row(CurrentRows *r, text *doc_id, Datum *document, Datum *tenant) {
     if (!r->open) open_rows(r);

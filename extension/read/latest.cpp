@@ -145,7 +145,7 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg, int keep) {
             Datum doc = heap_getattr(row->tuple, p->att[kDocId], RelationGetDescr(p->heap), &nul);
             Datum document, tenant;
             CHECK_FOR_INTERRUPTS();
-            if (!current_row(w->current, DatumGetTextPP(doc), &document, &tenant)) continue;  // gone
+            if (!current_row(w->current, DatumGetTextPP(doc), &document, &tenant)) continue;      // gone
             if (w->tenants.n >= 0 && !in_set(&w->tenants, tenant, tenant == (Datum)0)) continue;  // moved away
             if (w->filter != NULL && !path_matches(w->filter, document)) continue;
             row->current = document;

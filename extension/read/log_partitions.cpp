@@ -23,10 +23,10 @@ namespace changefeed::read {
 
 namespace {
 
-const char *const kColumnNames[kColumns] = {"seq",        "txid",       "collection_id", "range_id", "doc_id",
-                                            "partition_key", "op",      "current",       "previous", "ttl_expired",
-                                            "written_at", "tenant",     "previous_tenant", "schema_version",
-                                            "previous_partition_key"};
+const char *const kColumnNames[kColumns] = {
+    "seq",           "txid",   "collection_id",   "range_id",       "doc_id",
+    "partition_key", "op",     "current",         "previous",       "ttl_expired",
+    "written_at",    "tenant", "previous_tenant", "schema_version", "previous_partition_key"};
 
 }  // namespace
 
@@ -69,7 +69,8 @@ Partition *open_partitions(int *count, List **locked) {
             Form_pg_index ix = index->rd_index;
             if (p->index == NULL && index->rd_rel->relam == BTREE_AM_OID && ix->indisvalid && ix->indnkeyatts >= 3 &&
                 ix->indkey.values[0] == p->att[kCollection] && ix->indkey.values[1] == p->att[kRange] &&
-                ix->indkey.values[2] == p->att[kTxid] && heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+                ix->indkey.values[2] == p->att[kTxid] &&
+                heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
                 heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL))
                 p->index = index;
             else

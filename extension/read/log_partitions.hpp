@@ -20,8 +20,24 @@ namespace changefeed::read {
 
 // changefeed.log's columns, by name: a partition attached from elsewhere may
 // number them differently.
-enum Column { kSeq, kTxid, kCollection, kRange, kDocId, kPartitionKey, kOp, kCurrent, kPrevious, kTtl, kWrittenAt,
-              kTenant, kPreviousTenant, kSchemaVersion, kPreviousPartitionKey, kColumns };
+enum Column {
+    kSeq,
+    kTxid,
+    kCollection,
+    kRange,
+    kDocId,
+    kPartitionKey,
+    kOp,
+    kCurrent,
+    kPrevious,
+    kTtl,
+    kWrittenAt,
+    kTenant,
+    kPreviousTenant,
+    kSchemaVersion,
+    kPreviousPartitionKey,
+    kColumns
+};
 
 struct Partition {
     Relation heap;

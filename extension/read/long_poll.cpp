@@ -38,14 +38,14 @@ long wait_ms_of(FunctionCallInfo fcinfo, int n) {
 
 void check_can_wait(FunctionCallInfo fcinfo) {
     if (!changefeed_commit_wait_available())
-        ereport(ERROR, (errcode(changefeed::kNoCommitWakeups),
-                        errmsg("read_ranges() cannot wait: changefeed is not in shared_preload_libraries"),
-                        errdetail("Commits wake waiting reads through shared memory, which needs the library preloaded."),
-                        errhint("Preload the library, or read without wait and LISTEN "
-                                "(see docs/runbooks/long-poll-unavailable.md).")));
+        ereport(ERROR,
+                (errcode(changefeed::kNoCommitWakeups),
+                 errmsg("read_ranges() cannot wait: changefeed is not in shared_preload_libraries"),
+                 errdetail("Commits wake waiting reads through shared memory, which needs the library preloaded."),
+                 errhint("Preload the library, or read without wait and LISTEN "
+                         "(see docs/runbooks/long-poll-unavailable.md).")));
     if (RecoveryInProgress())
-        ereport(ERROR, (errcode(changefeed::kNoCommitWakeups),
-                        errmsg("read_ranges() cannot wait on a standby"),
+        ereport(ERROR, (errcode(changefeed::kNoCommitWakeups), errmsg("read_ranges() cannot wait on a standby"),
                         errdetail("Commits replayed from the primary wake no waiting read."),
                         errhint("Read without wait and poll (see docs/runbooks/long-poll-unavailable.md).")));
     if (IsolationUsesXactSnapshot())
@@ -61,10 +61,10 @@ void check_can_wait(FunctionCallInfo fcinfo) {
                         errdetail("Its transaction id would hold back vacuum while it waits."),
                         errhint("Wait in a transaction of its own, or read without wait.")));
     if (!ThereAreNoReadyPortals())
-        ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-                        errmsg("read_ranges() cannot wait while a cursor is open"),
-                        errdetail("The cursor's snapshot would be left to vacuum while the read waits."),
-                        errhint("Close the cursor first, or read without wait.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_TRANSACTION_STATE), errmsg("read_ranges() cannot wait while a cursor is open"),
+                 errdetail("The cursor's snapshot would be left to vacuum while the read waits."),
+                 errhint("Close the cursor first, or read without wait.")));
     if (!changefeed_read_is_statement_alone(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
                         errmsg("read_ranges() can wait only as a statement of its own"),

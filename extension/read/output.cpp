@@ -108,8 +108,9 @@ void emit(Emitter *out, Partition *p, HeapTuple tuple, int64 seq, text *pos, Dat
         if (!isnull[kCurrent]) v[kCurrent] = reader_visible_schema(out->sight, v[kCurrent]);
     } else if (out->sight != NULL) {
         // A document read from the table has the table's shape now.
-        const int32 version = current != (Datum)0 ? kShapeNow
-                                                  : version_of(out->sight, isnull[kSchemaVersion], v[kSchemaVersion], seq);
+        const int32 version = current != (Datum)0
+                                  ? kShapeNow
+                                  : version_of(out->sight, isnull[kSchemaVersion], v[kSchemaVersion], seq);
         if (!isnull[kCurrent]) v[kCurrent] = reader_visible_image(out->sight, version, v[kCurrent]);
         if (!isnull[kPrevious]) v[kPrevious] = reader_visible_image(out->sight, version, v[kPrevious]);
         if (!reader_sees_tenant(out->sight)) isnull[kTenant] = isnull[kPreviousTenant] = true;

@@ -23,12 +23,12 @@ text *encode_position(const char *lo, const char *hi, int64 seq, char *buf, size
 struct Emitter {
     ReturnSetInfo *rsinfo;
     const TextSet *tenants;  // the read's tenants (n < 0: not scoped), for seen_op()
-    text *last_pos;   // the position after the last row emitted
-    char prefix[32];  // "<collection id>."
+    text *last_pos;          // the position after the last row emitted
+    char prefix[32];         // "<collection id>."
     int prefix_len;
-    Datum *all;       // a deformed log row, sized for the widest partition
+    Datum *all;  // a deformed log row, sized for the widest partition
     bool *all_null;
-    bool all_versions;  // mode 'all': a change needs its logged images
+    bool all_versions;   // mode 'all': a change needs its logged images
     ReaderSight *sight;  // what the reader may see (null: everything)
     // Rows carry their positions every this many changes of their range
     // (read_ranges(positions_every)), counted in per_range by range id.

@@ -125,8 +125,7 @@ void on_xact(XactEvent event, void *) {
                     }
             }
             break;
-        default:
-            break;
+        default: break;
     }
 }
 
@@ -154,7 +153,8 @@ void changefeed_read_materialize(FunctionCallInfo fcinfo) {
     if (limit_bytes() == 0) return;
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     MemoryContext caller = MemoryContextSwitchTo(context_of(&results));
-    Tuplestorestate *kept = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0, false, work_mem);
+    Tuplestorestate *kept = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0, false,
+                                                  work_mem);
     MemoryContextSwitchTo(caller);
     tuplestore_end(rsinfo->setResult);
     rsinfo->setResult = kept;

@@ -117,8 +117,8 @@ int read_page(const Window *w, Partition *parts, int nparts, int32 limit, Emitte
     size_t length = 0;
     ChangefeedCodecStatus rc = changefeed_codec_encode_page(lo_text, hi_text, seqs, npos, GetSystemIdentifier(),
                                                             MyDatabaseId, changefeed_wal_point(),
-                                                            changefeed_position_key(), positions, stride, &length,
-                                                            err, sizeof err);
+                                                            changefeed_position_key(), positions, stride, &length, err,
+                                                            sizeof err);
     if (rc != CHANGEFEED_CODEC_OK)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot encode position: %s", err)));
     int next = 0;  // the next of the positions
@@ -159,7 +159,8 @@ int32 read_windows_into(Window *w, int32 remaining, Partition *parts, int nparts
             // More than the page's backlog is read in windows bounded by
             // ticks (about remaining / tick_rows ticks ahead: one window per
             // page), less in one window up to now.
-            if (count_window(w->collection, w->ranges, w->nranges, w->lo, now, parts, nparts, remaining + 1) > remaining)
+            if (count_window(w->collection, w->ranges, w->nranges, w->lo, now, parts, nparts, remaining + 1) >
+                remaining)
                 w->hi = tick_after(w->lo, now, Max(remaining / changefeed_tick_rows - 1, 0));
             if (w->hi == NULL) {
                 w->hi = now;

@@ -86,7 +86,8 @@ int32 version_of(ReaderSight *sight, bool isnull, Datum logged, int64 seq) {
 
 int32 version_in_slot(ReaderSight *sight, Partition *p, TupleTableSlot *slot, int64 seq) {
     bool isnull = true;
-    Datum v = p->att[kSchemaVersion] == InvalidAttrNumber ? (Datum)0 : slot_getattr(slot, p->att[kSchemaVersion], &isnull);
+    Datum v = p->att[kSchemaVersion] == InvalidAttrNumber ? (Datum)0
+                                                          : slot_getattr(slot, p->att[kSchemaVersion], &isnull);
     return version_of(sight, isnull, v, seq);
 }
 
@@ -101,10 +102,9 @@ int32 version_in_tuple(ReaderSight *sight, Partition *p, HeapTuple tuple, int64 
 void refuse_no_images(Partition *p, char op, bool current_null, const Datum *doc_id, int64 seq) {
     if (!current_null || (op != 'c' && op != 'r' && op != 'm')) return;
     ereport(ERROR, (errcode(changefeed::kNoImages),
-                    doc_id != NULL
-                        ? errmsg("a change of document %s was logged without images (images => 'keys')",
-                                 TextDatumGetCString(*doc_id))
-                        : errmsg("a change was logged without images (images => 'keys')"),
+                    doc_id != NULL ? errmsg("a change of document %s was logged without images (images => 'keys')",
+                                            TextDatumGetCString(*doc_id))
+                                   : errmsg("a change was logged without images (images => 'keys')"),
                     errdetail("The all-versions feed cannot deliver it: change %lld in partition \"%s\" of the "
                               "change log holds its key alone.",
                               (long long)seq, RelationGetRelationName(p->heap)),

@@ -85,7 +85,9 @@ void refuse_no_images(Partition *p, char op, bool current_null, const Datum *doc
 
 // A change of every document of its range (a clear or a schema change):
 // document and tenant filters pass it.
-inline bool of_every_document(char op) { return op == 't' || op == 's'; }
+inline bool of_every_document(char op) {
+    return op == 't' || op == 's';
+}
 
 // A replace that changed the partition key is logged twice: where the row
 // is now (op r or m, with previous_partition_key) and, as op 'x', in the

@@ -80,8 +80,8 @@ const PgSnapshot *tick_after(const PgSnapshot *lo, const PgSnapshot *upto, int32
         // Unpacked (a short varlena header in the tuple) and copied out of
         // SPI's memory into the caller's.
         if (!isnull)
-            found = (const PgSnapshot *)DatumGetPointer(
-                SPI_datumTransfer(PointerGetDatum(PG_DETOAST_DATUM(d)), false, -1));
+            found = (const PgSnapshot *)DatumGetPointer(SPI_datumTransfer(PointerGetDatum(PG_DETOAST_DATUM(d)), false,
+                                                                          -1));
     }
     SPI_finish();
     return found;
@@ -116,7 +116,8 @@ RangesPlan plan_ranges(FunctionCallInfo fcinfo) {
         args[i] = PG_ARGISNULL(i) ? (Datum)0 : PG_GETARG_DATUM(i);
         if (PG_ARGISNULL(i)) nulls[i] = 'n';
     }
-    if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_SELECT) elog(ERROR, "changefeed: read_ranges_plan() failed");
+    if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_SELECT)
+        elog(ERROR, "changefeed: read_ranges_plan() failed");
     out.ngroups = (int)SPI_processed;
     out.groups = (RangeGroup *)SPI_palloc(sizeof(RangeGroup) * Max(out.ngroups, 1));
     TupleDesc desc = SPI_tuptable->tupdesc;

@@ -57,8 +57,8 @@ void page_add(Kept *pg, int64 seq, HeapTuple tuple, int part, int32 range, char 
     pg->rows[pg->n++] = Row{seq, tuple, part, range, (Datum)0, seen, false};
 }
 
-void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData *keys, int nkeys,
-              TupleTableSlot *slot, Kept *pg) {
+void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData *keys, int nkeys, TupleTableSlot *slot,
+              Kept *pg) {
     IndexScanDesc scan = index_beginscan(p->heap, p->index, GetActiveSnapshot(), nkeys, 0);
     index_rescan(scan, keys, nkeys, NULL, 0);
     while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
@@ -70,7 +70,7 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
         CHECK_FOR_INTERRUPTS();
         const char logged = DatumGetChar(slot_getattr(slot, p->att[kOp], &isnull));
         if (logged == 's' && !w->with_schema) continue;  // asked for by mode 'all_with_schema' alone
-        if (w->latest) {  // coalesced once the whole window is in (latest_versions)
+        if (w->latest) {                                 // coalesced once the whole window is in (latest_versions)
             page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, range, 0);
             continue;
         }
@@ -86,8 +86,10 @@ void scan_one(const Window *w, Partition *p, int part, int32 range, ScanKeyData 
                                                                     : (Datum)0);
             else if (p->att[kPreviousPartitionKey] != InvalidAttrNumber)
                 (void)slot_getattr(slot, p->att[kPreviousPartitionKey], &nul);
-            if (copy) op = logical_op(logged, nul);
-            else moved = !nul;
+            if (copy)
+                op = logical_op(logged, nul);
+            else
+                moved = !nul;
         }
         char seen = 0;
         if (w->doc_ids.n >= 0 || w->tenants.n >= 0 || w->filter != NULL || w->sight != NULL) {

@@ -32,8 +32,8 @@ struct Window {
     int64 after;
     TextSet doc_ids;  // n < 0: no filter; clears always pass
     TextSet tenants;
-    bool latest;      // mode 'latest': per document the window's last version
-    Filter *filter;   // null: none
+    bool latest;     // mode 'latest': per document the window's last version
+    Filter *filter;  // null: none
     // Mode 'latest': the collection's current rows, for the changes logged
     // without images (every change of a collection that logs keys alone).
     CurrentRows *current;

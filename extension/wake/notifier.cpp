@@ -49,12 +49,12 @@ PG_FUNCTION_INFO_V1(changefeed_ensure_notifier);
 
 namespace {
 
-constexpr int kSlots = 64;            // databases with a notifier
-constexpr int kCommitSlots = 128;     // commit wake-ups of long-poll reads, hashed by collection
-constexpr int kPending = 64;          // collections queued per database before "all"
-constexpr long kIdleWaitMs = 60000;   // the worker sleeps on its latch; this is a safety net
+constexpr int kSlots = 64;           // databases with a notifier
+constexpr int kCommitSlots = 128;    // commit wake-ups of long-poll reads, hashed by collection
+constexpr int kPending = 64;         // collections queued per database before "all"
+constexpr long kIdleWaitMs = 60000;  // the worker sleeps on its latch; this is a safety net
 constexpr long kStartTimeoutMs = 10000;
-constexpr long kRetryMinMs = 100;     // first retry of failed wake-ups or a failed tick
+constexpr long kRetryMinMs = 100;  // first retry of failed wake-ups or a failed tick
 constexpr long kRetryMaxMs = 10000;
 
 enum SlotState { kFree = 0, kStarting = 1, kRunning = 2 };
@@ -109,8 +109,7 @@ bool slot_in_use(const Slot *slot) {
 
 Slot *find_slot(Oid database) {
     for (int i = 0; i < kSlots; i++)
-        if (slot_in_use(&shared->slots[i]) && shared->slots[i].database == database)
-            return &shared->slots[i];
+        if (slot_in_use(&shared->slots[i]) && shared->slots[i].database == database) return &shared->slots[i];
     return NULL;
 }
 
@@ -161,7 +160,8 @@ void startup_shmem(void) {
 // Called with the mutex held on a slot of this database; releases it.
 bool start_worker(Slot *slot, int kind, TimestampTz now) {
     Worker *w = &slot->workers[kind];
-    if (w->state == kRunning || (w->state == kStarting && !TimestampDifferenceExceeds(w->claimed_at, now, kStartTimeoutMs))) {
+    if (w->state == kRunning ||
+        (w->state == kStarting && !TimestampDifferenceExceeds(w->claimed_at, now, kStartTimeoutMs))) {
         SpinLockRelease(&shared->mutex);
         return true;
     }
@@ -196,9 +196,10 @@ bool start_worker(Slot *slot, int kind, TimestampTz now) {
     }
     SpinLockRelease(&shared->mutex);
     if (!warned_no_worker)
-        ereport(WARNING, (errmsg("changefeed: could not start the %s (max_worker_processes reached)", kWorkerType[kind]),
-                          errdetail(kind == kNotifier ? "Consumers fall back to polling."
-                                                      : "Run changefeed.maintain() from elsewhere (cron, processors).")));
+        ereport(WARNING,
+                (errmsg("changefeed: could not start the %s (max_worker_processes reached)", kWorkerType[kind]),
+                 errdetail(kind == kNotifier ? "Consumers fall back to polling."
+                                             : "Run changefeed.maintain() from elsewhere (cron, processors).")));
     warned_no_worker = true;
     return false;
 }
@@ -274,9 +275,8 @@ Oid database_to_drop(DropdbStmt *stmt, ProcessUtilityContext context) {
     return is_template ? InvalidOid : database;
 }
 
-void process_utility(PlannedStmt *pstmt, const char *query, bool read_only_tree,
-                     ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *env,
-                     DestReceiver *dest, QueryCompletion *qc) {
+void process_utility(PlannedStmt *pstmt, const char *query, bool read_only_tree, ProcessUtilityContext context,
+                     ParamListInfo params, QueryEnvironment *env, DestReceiver *dest, QueryCompletion *qc) {
     Node *stmt = pstmt->utilityStmt;
     if (IsA(stmt, DropdbStmt)) stop_workers(database_to_drop((DropdbStmt *)stmt, context));
     if (prev_process_utility)
@@ -310,8 +310,7 @@ void changefeed_notifier_publish(const int32 *collection_ids, int n, bool overfl
     if (slot != NULL && slot->workers[kNotifier].state != kFree) {
         for (int i = 0; i < n && !slot->overflow; i++) {
             bool queued = false;
-            for (int j = 0; j < slot->npending && !queued; j++)
-                queued = slot->pending[j] == collection_ids[i];
+            for (int j = 0; j < slot->npending && !queued; j++) queued = slot->pending[j] == collection_ids[i];
             if (queued) continue;
             if (slot->npending < kPending)
                 slot->pending[slot->npending++] = collection_ids[i];
@@ -427,10 +426,9 @@ void execute_statement(void *arg) {
 
 // The statement is a no-op when the extension was dropped from this database.
 bool record_tick(void) {
-    static const char sql[] =
-        "INSERT INTO changefeed.tick (snap_xmax, snap)"
-        " SELECT pg_catalog.pg_snapshot_xmax(s), s FROM pg_catalog.pg_current_snapshot() s,"
-        " pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'changefeed'";
+    static const char sql[] = "INSERT INTO changefeed.tick (snap_xmax, snap)"
+                              " SELECT pg_catalog.pg_snapshot_xmax(s), s FROM pg_catalog.pg_current_snapshot() s,"
+                              " pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'changefeed'";
     return changefeed_worker_transaction("changefeed tick", "changefeed notifier: recording a tick",
                                          "The next tick covers it.", execute_statement, (void *)sql);
 }
@@ -494,10 +492,10 @@ void changefeed_notifier_main(Datum arg) {
     int32 ids[kPending];
     int n = 0;
     bool all = false;
-    long notify_backoff = 0;           // after a failed send: wait this long, doubling
+    long notify_backoff = 0;  // after a failed send: wait this long, doubling
     TimestampTz notify_retry_at = 0;
     long tick_backoff = 0;
-    TimestampTz first_untracked = 0;   // when rows were first seen since the last tick
+    TimestampTz first_untracked = 0;  // when rows were first seen since the last tick
     for (;;) {
         long wait_ms = kIdleWaitMs;
         TimestampTz now = GetCurrentTimestamp();
@@ -507,8 +505,7 @@ void changefeed_notifier_main(Datum arg) {
             wait_ms = Min(wait_ms, Max(until, 1L));
         }
         if (n > 0 || all) wait_ms = Min(wait_ms, Max(TimestampDifferenceMilliseconds(now, notify_retry_at), 1L));
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
-                        PG_WAIT_EXTENSION);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms, PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
         if (ConfigReloadPending) {

@@ -53,7 +53,9 @@ bool reads_something(Node *node, void *context) {
     return walk(node, context);
 }
 
-bool reads_nothing(Node *expr) { return !reads_something(expr, NULL); }
+bool reads_nothing(Node *expr) {
+    return !reads_something(expr, NULL);
+}
 
 // `self`: the call's expression in the plan (the entry point's, which the
 // implementation is handed on).
@@ -80,10 +82,8 @@ bool scans_only_self(Plan *plan, Node *self, int *calls) {
         case T_IncrementalSort:
         case T_Material:
         case T_Agg:
-        case T_Unique:
-            break;
-        default:
-            return false;
+        case T_Unique: break;
+        default: return false;
     }
     return scans_only_self(plan->lefttree, self, calls) && scans_only_self(plan->righttree, self, calls);
 }

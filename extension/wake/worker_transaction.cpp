@@ -12,8 +12,8 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
-bool changefeed_worker_transaction(const char *activity, const char *what, const char *retry,
-                                   void (*body)(void *), void *arg) {
+bool changefeed_worker_transaction(const char *activity, const char *what, const char *retry, void (*body)(void *),
+                                   void *arg) {
     MemoryContext caller = CurrentMemoryContext;
     volatile bool done = false;
     PG_TRY();

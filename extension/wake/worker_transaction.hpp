@@ -6,5 +6,5 @@
 // timeout, `activity` shown in pg_stat_activity.  An error is logged as a
 // WARNING "<what> failed: <error>" with `retry` as detail, and the transaction
 // aborted; the worker goes on.  Returns whether the work committed.
-bool changefeed_worker_transaction(const char *activity, const char *what, const char *retry,
-                                   void (*body)(void *), void *arg);
+bool changefeed_worker_transaction(const char *activity, const char *what, const char *retry, void (*body)(void *),
+                                   void *arg);

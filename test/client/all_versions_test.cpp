@@ -98,7 +98,7 @@ TEST(AllVersions, SchemaChangesArriveInOrderWithTheData) {
     std::vector<changefeed::Change> mine, other;
     for (const auto& h : rec.all()) (h.change.range_id == range ? mine : other).push_back(h.change);
     ASSERT_EQ(mine.size(), 7u);
-    const std::vector<Operation> ops{Operation::create, Operation::schema,  Operation::replace, Operation::schema,
+    const std::vector<Operation> ops{Operation::create,  Operation::schema, Operation::replace, Operation::schema,
                                      Operation::replace, Operation::schema, Operation::delete_};
     for (std::size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(mine[i].operation, ops[i]) << i;
     ASSERT_EQ(other.size(), 3u);

@@ -115,8 +115,8 @@ TEST(Backfill, KilledMidwayItResumesWithoutLoss) {
     cftest::create_table(cluster(), "bf_kill", 2);
     fill("bf_kill", 2000);
     const std::string out = cftest::test_file("handled.txt");
-    auto doomed = cftest::processor_runner({cluster().conninfo(), "bf_kill", "bf", "doomed", out,
-                                            "--from-beginning", "--batch", "50", "--slow-ms", "20"});
+    auto doomed = cftest::processor_runner({cluster().conninfo(), "bf_kill", "bf", "doomed", out, "--from-beginning",
+                                            "--batch", "50", "--slow-ms", "20"});
     ASSERT_TRUE(doomed.running());
     auto rows_done = [] {
         auto r = cluster().exec("SELECT coalesce(sum(backfill_rows), 0) FROM changefeed.leases"

@@ -39,8 +39,8 @@ changefeed::ProcessorOptions options(const std::string& instance) {
 
 std::map<std::string, int> split(const std::string& table, const std::string& processor) {
     std::map<std::string, int> out;
-    for (const auto& row : cluster().exec("SELECT owner, count(*) FROM changefeed.leases WHERE table_name = '" +
-                                          table + "'::regclass AND processor = '" + processor +
+    for (const auto& row : cluster().exec("SELECT owner, count(*) FROM changefeed.leases WHERE table_name = '" + table +
+                                          "'::regclass AND processor = '" + processor +
                                           "' AND owner IS NOT NULL AND live GROUP BY owner"))
         out[row[0].as<std::string>()] = row[1].as<int>();
     return out;
@@ -97,14 +97,19 @@ TEST(Balance, FourInstancesStartedTogetherSplitSixtyFourRangesAtOnce) {
     // (a, the first to start, would give up 48 leases, 12 to each other instance).
     const auto rounds = cftest::rounds_until(
         cluster(), "bl_start", "together", {"a", "b", "c", "d"}, kLease,
-        [&] { return split_is(split("bl_start", "together"), {"a", "b", "c", "d"}, 16, 16); }, 3);
+        [&] {
+            return split_is(split("bl_start", "together"), {"a", "b", "c", "d"}, 16, 16);
+        },
+        3);
     ASSERT_TRUE(rounds && *rounds < 3) << (rounds ? "rounds of renewals: " + std::to_string(*rounds) : "no renewals");
     // The notifications agree with the leases.
-    ASSERT_TRUE(cftest::eventually([&] {
-        for (const char* name : {"a", "b", "c", "d"})
-            if (notified.of(name) != 16) return false;
-        return true;
-    }, 5s));
+    ASSERT_TRUE(cftest::eventually(
+        [&] {
+            for (const char* name : {"a", "b", "c", "d"})
+                if (notified.of(name) != 16) return false;
+            return true;
+        },
+        5s));
     // And it stays so: three more acquire steps of every instance move nothing.
     ASSERT_TRUE(cftest::lease_cycles(cluster(), "bl_start", "together", {"a", "b", "c", "d"}, kLease, 4));
     EXPECT_TRUE(split_is(split("bl_start", "together"), {"a", "b", "c", "d"}, 16, 16));
@@ -116,8 +121,8 @@ TEST(Balance, JoinStopAndKillRebalanceWithinTwoIntervalsWithoutLossOrDisorder) {
     const std::string table = "bl_moves";
     cftest::create_table(cluster(), table, 64);
     constexpr int kDocs = 200;
-    cluster().exec("INSERT INTO " + table + " (id, v) SELECT g, '0' FROM generate_series(1, " +
-                   std::to_string(kDocs) + ") g");
+    cluster().exec("INSERT INTO " + table + " (id, v) SELECT g, '0' FROM generate_series(1, " + std::to_string(kDocs) +
+                   ") g");
     Notified notified;
     cftest::Recorder got;
     // The killed instance runs in a child process and writes what it handles to a file.
@@ -130,9 +135,8 @@ TEST(Balance, JoinStopAndKillRebalanceWithinTwoIntervalsWithoutLossOrDisorder) {
     auto make = [&](const std::string& name) {
         auto o = options(name);
         notified.hook(o);
-        ps[name] = std::make_unique<changefeed::Processor>(
-            changefeed::make_processor({cluster().conninfo(), table}, "moves", got.handler(),
-                                       changefeed::AllVersionsOptions(o)));
+        ps[name] = std::make_unique<changefeed::Processor>(changefeed::make_processor(
+            {cluster().conninfo(), table}, "moves", got.handler(), changefeed::AllVersionsOptions(o)));
         ps[name]->start();
     };
     for (const char* name : {"a", "b", "c"}) make(name);
@@ -167,29 +171,31 @@ TEST(Balance, JoinStopAndKillRebalanceWithinTwoIntervalsWithoutLossOrDisorder) {
         const auto rounds = cftest::rounds_until(cluster(), table, "moves", others, kLease, done, max_rounds);
         EXPECT_TRUE(rounds && *rounds < max_rounds)
             << what << ": " << (rounds ? "not within " + std::to_string(max_rounds) + " rounds" : "no renewals");
-        std::printf("rebalanced after %s: %d rounds, %lld ms\n", what, rounds ? *rounds : -1,
-                    static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               std::chrono::steady_clock::now() - t0).count()));
+        std::printf(
+            "rebalanced after %s: %d rounds, %lld ms\n", what, rounds ? *rounds : -1,
+            static_cast<long long>(
+                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()));
     };
 
     // A fifth joins: 64/5, 12 or 13 each, in its first acquire steps (one
     // lease per step would take it twelve).
     make("e");
-    settles("join", {"a", "b", "c", "k"}, 3,
-            [&] { return split_is(split(table, "moves"), {"a", "b", "c", "k", "e"}, 12, 13); });
+    settles("join", {"a", "b", "c", "k"}, 3, [&] {
+        return split_is(split(table, "moves"), {"a", "b", "c", "k", "e"}, 12, 13);
+    });
 
     // One stops (releases): the other four take its ranges, 16 each, each in
     // an acquire step.
     ps["b"]->stop();
-    settles("stop", {"a", "c", "k", "e"}, 3,
-            [&] { return split_is(split(table, "moves"), {"a", "c", "k", "e"}, 16, 16); });
+    settles("stop", {"a", "c", "k", "e"}, 3, [&] {
+        return split_is(split(table, "moves"), {"a", "c", "k", "e"}, 16, 16);
+    });
 
     // One is killed: once its leases expired the other three split them (21
     // or 22).  The lease lasts four renew intervals of theirs, so four rounds
     // at least, and two acquire steps after it.
     victim.kill_hard();
-    settles("kill", {"a", "c", "e"}, 4 + 4,
-            [&] { return split_is(split(table, "moves"), {"a", "c", "e"}, 21, 22); });
+    settles("kill", {"a", "c", "e"}, 4 + 4, [&] { return split_is(split(table, "moves"), {"a", "c", "e"}, 21, 22); });
 
     // Writes went on after the last move, and reach the new owners.
     const auto handled_after_moves = updates_handled();
@@ -216,16 +222,19 @@ TEST(Balance, JoinStopAndKillRebalanceWithinTwoIntervalsWithoutLossOrDisorder) {
         }
         return all;
     };
-    ASSERT_TRUE(cftest::eventually([&] {
-        std::map<std::string, std::set<int>> seen;
-        for (const auto& d : delivered()) seen[d.doc].insert(d.v);
-        // v0 was inserted before the processors started; every update after it counts.
-        for (const auto& [doc, v] : final_v) {
-            const auto from = seen[doc].lower_bound(1);
-            if (static_cast<int>(std::distance(from, seen[doc].end())) != v) return false;
-        }
-        return true;
-    }, 30s)) << "a version was lost";
+    ASSERT_TRUE(cftest::eventually(
+        [&] {
+            std::map<std::string, std::set<int>> seen;
+            for (const auto& d : delivered()) seen[d.doc].insert(d.v);
+            // v0 was inserted before the processors started; every update after it counts.
+            for (const auto& [doc, v] : final_v) {
+                const auto from = seen[doc].lower_bound(1);
+                if (static_cast<int>(std::distance(from, seen[doc].end())) != v) return false;
+            }
+            return true;
+        },
+        30s))
+        << "a version was lost";
     // Within one ownership of a range (instance, range, epoch), each document's
     // versions come in order, without repeats.
     std::map<std::tuple<std::string, int, std::int64_t, std::string>, int> last;

@@ -153,9 +153,9 @@ bool wait_bridge_running(const changefeed::Bridge& b) {
 // The feed's own view of the table: an all-versions processor that records
 // every change, the truth the envelopes are compared with.
 struct Reference {
-    Reference(const std::string& table) : processor(changefeed::make_processor(
-                                              {cluster().conninfo(), table}, "reference", rec.handler(),
-                                              changefeed::AllVersionsOptions(cftest::fast_options("ref")))) {
+    Reference(const std::string& table)
+        : processor(changefeed::make_processor({cluster().conninfo(), table}, "reference", rec.handler(),
+                                               changefeed::AllVersionsOptions(cftest::fast_options("ref")))) {
         processor.start();
         EXPECT_TRUE(cftest::wait_running(processor));
     }
@@ -279,8 +279,7 @@ TEST(Bridge, CloudEventsEveryCommittedChangeArrivesOnce) {
     // A few spot checks against what was written, not only against the feed.
     for (const auto& c : ref.rec.of("1")) {
         const auto ev = body_of(envelopes.at(c.event_id));
-        if (c.operation == Operation::create)
-            EXPECT_EQ(ev.at("data").at("current").at("doc").at("n").as_int64(), 1);
+        if (c.operation == Operation::create) EXPECT_EQ(ev.at("data").at("current").at("doc").at("n").as_int64(), 1);
     }
     const auto del = ref.rec.of("2").back();
     ASSERT_EQ(del.operation, Operation::delete_);
@@ -340,7 +339,10 @@ TEST(Bridge, DebeziumOpsSourceAndOneTruncatePerStatement) {
             case Operation::create: EXPECT_EQ(op, "c"); break;
             case Operation::replace: EXPECT_EQ(op, "u"); break;
             case Operation::delete_: EXPECT_EQ(op, "d"); break;
-            case Operation::clear: EXPECT_EQ(op, "t"); ++truncates; break;
+            case Operation::clear:
+                EXPECT_EQ(op, "t");
+                ++truncates;
+                break;
             case Operation::schema: ADD_FAILURE() << "a schema change without schema_changes"; break;
         }
         EXPECT_EQ(ev.at("before"), c.previous);
@@ -563,7 +565,7 @@ TEST(Bridge, AMapperThatThrowsFailsTheBatchLikeAHandler) {
     for (const auto& m : errors.messages(changefeed::errc::handler_failed))
         named = named || m.find("cannot map order 2") != std::string::npos;
     EXPECT_TRUE(named);
-    EXPECT_EQ(pub.calls(), 0);  // nothing of the batch was published
+    EXPECT_EQ(pub.calls(), 0);                 // nothing of the batch was published
     EXPECT_EQ(pending(t, "mapper-fails"), 3);  // nor checkpointed
     EXPECT_EQ(bridge.stats().changes, 0);
     broken = false;
@@ -595,8 +597,8 @@ TEST(Bridge, APublisherDownPausesWithoutCheckpointingThenNothingIsLost) {
     bridge.start();
     ASSERT_TRUE(wait_bridge_running(bridge));
     for (int i = 1; i <= 20; i += 4)
-        cluster().exec("INSERT INTO " + t + " (id, v) SELECT g, 'x' FROM generate_series(" + std::to_string(i) +
-                       ", " + std::to_string(i + 3) + ") g");
+        cluster().exec("INSERT INTO " + t + " (id, v) SELECT g, 'x' FROM generate_series(" + std::to_string(i) + ", " +
+                       std::to_string(i + 3) + ") g");
     cluster().exec("UPDATE " + t + " SET v = 'y' WHERE id <= 5");
     ASSERT_TRUE(cftest::eventually([&] { return ref.rec.size() == 25; }));
     ASSERT_TRUE(cftest::eventually([&] { return bridge.stats().publish_failures >= 4; }));
@@ -620,9 +622,8 @@ TEST(Bridge, APublisherDownPausesWithoutCheckpointingThenNothingIsLost) {
     std::vector<std::string> docs;
     for (int i = 1; i <= 20; ++i) docs.push_back(std::to_string(i));
     expect_per_document_order(ref, ids, docs);
-    std::printf("publisher down: %zu envelopes for %zu changes, %zu duplicates, %lld failed publishes\n",
-                ids.size(), expected.size(), duplicates,
-                static_cast<long long>(bridge.stats().publish_failures));
+    std::printf("publisher down: %zu envelopes for %zu changes, %zu duplicates, %lld failed publishes\n", ids.size(),
+                expected.size(), duplicates, static_cast<long long>(bridge.stats().publish_failures));
 }
 
 // Published but not confirmed (the acknowledgement was lost), then the
@@ -645,8 +646,10 @@ TEST(Bridge, ARedeliveryAfterARestartRepublishesTheSameIds) {
         ASSERT_TRUE(wait_bridge_running(bridge));
         // One range, one transaction: one batch, which the broker stores whole
         // before the acknowledgement is lost.
-        cluster().exec("INSERT INTO " + t + " (id, v) SELECT g, 'x' FROM generate_series(1, 6) g;"
-                       "DELETE FROM " + t + " WHERE id = 6");
+        cluster().exec("INSERT INTO " + t +
+                       " (id, v) SELECT g, 'x' FROM generate_series(1, 6) g;"
+                       "DELETE FROM " +
+                       t + " WHERE id = 6");
         ASSERT_TRUE(cftest::eventually([&] { return ref.rec.size() == 7 && first.unique_ids().size() == 7; }))
             << ref.rec.size() << " changes, " << first.unique_ids().size() << " ids, " << first.calls() << " calls";
         bridge.stop();
@@ -709,12 +712,13 @@ TEST(Bridge, ABacklogIsPublishedOnceTheLeasesAreRenewedWithoutWaitingForAPoll) {
     cluster().exec("SELECT changefeed.lease_init('" + t + "', '" + name + "')");
     cluster().exec("INSERT INTO " + t + " (id, v) SELECT g, 'x' FROM generate_series(1, 200) g");
     // A renewal moves the instance's expiry (the first acquire inserts it).
-    cluster().exec(
-        "CREATE FUNCTION br_hold_renewal() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$ BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(31005); RETURN NEW; END $$;"
-        "CREATE TRIGGER br_hold_renewal BEFORE UPDATE ON changefeed.holder FOR EACH ROW"
-        " WHEN (NEW.processor = '" + name + "' AND OLD.expires_at IS DISTINCT FROM NEW.expires_at)"
-        " EXECUTE FUNCTION br_hold_renewal()");
+    cluster().exec("CREATE FUNCTION br_hold_renewal() RETURNS trigger LANGUAGE plpgsql AS"
+                   " $$ BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(31005); RETURN NEW; END $$;"
+                   "CREATE TRIGGER br_hold_renewal BEFORE UPDATE ON changefeed.holder FOR EACH ROW"
+                   " WHEN (NEW.processor = '" +
+                   name +
+                   "' AND OLD.expires_at IS DISTINCT FROM NEW.expires_at)"
+                   " EXECUTE FUNCTION br_hold_renewal()");
     pqxx::connection holder(cluster().conninfo());
     pqxx::work hold(holder);
     hold.exec("SELECT pg_advisory_xact_lock(31005)");
@@ -730,13 +734,14 @@ TEST(Bridge, ABacklogIsPublishedOnceTheLeasesAreRenewedWithoutWaitingForAPoll) {
     ASSERT_TRUE(wait_bridge_running(bridge));
     ASSERT_TRUE(cftest::eventually([&] {
         return cluster()
-                   .exec("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                         " AND query LIKE '%lease_keep%'")[0][0]
-                   .as<int>() > 0 &&
+                       .exec("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                             " AND query LIKE '%lease_keep%'")[0][0]
+                       .as<int>() > 0 &&
                cluster()
-                   .exec("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' || (SELECT channel"
-                         " FROM changefeed.collections WHERE table_name = '" + t + "'::regclass) || '%'")[0][0]
-                   .as<int>() > 0;
+                       .exec("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' || (SELECT channel"
+                             " FROM changefeed.collections WHERE table_name = '" +
+                             t + "'::regclass) || '%'")[0][0]
+                       .as<int>() > 0;
     }));
     std::this_thread::sleep_for(500ms);  // the listener's first wake-up lands
     hold.commit();
@@ -770,8 +775,10 @@ TEST(Bridge, APipelinedPublisherConfirmsBeforeTheCheckpointAndResendsInOrder) {
         } unblock{pub};
         bridge.start();
         ASSERT_TRUE(wait_bridge_running(bridge));
-        cluster().exec("INSERT INTO " + t + " (id, v) SELECT g, 'x' FROM generate_series(1, 150) g;"
-                       "UPDATE " + t + " SET v = 'y' WHERE id <= 50");
+        cluster().exec("INSERT INTO " + t +
+                       " (id, v) SELECT g, 'x' FROM generate_series(1, 150) g;"
+                       "UPDATE " +
+                       t + " SET v = 'y' WHERE id <= 50");
         ASSERT_TRUE(cftest::eventually([&] { return ref.rec.size() == 200; }));
         // All of the read sent, its confirmation awaited, nothing checkpointed.
         ASSERT_TRUE(cftest::eventually([&] { return pub.unique_sent().size() == 200 && pub.confirms() == 1; }))
@@ -853,7 +860,9 @@ TEST(Bridge, OptionsAndSourcesAreValidated) {
     changefeed::Change c;
     c.event_id = "1.2.3";
     EXPECT_EQ(cftest::code_of([&] { changefeed::cloudevents_mapper()(c, changefeed::MapContext{}); }), invalid);
-    EXPECT_EQ(cftest::code_of([&] { changefeed::debezium_mapper({"shop", ""})(c, changefeed::MapContext{}); }),
+    EXPECT_EQ(cftest::code_of([&] {
+                  changefeed::debezium_mapper({"shop", ""})(c, changefeed::MapContext{});
+              }),
               invalid);
     // Given fields win over the bridge's; the others come from it.
     changefeed::MapContext ctx;
@@ -861,8 +870,8 @@ TEST(Bridge, OptionsAndSourcesAreValidated) {
     const auto ev = body_of(changefeed::cloudevents_mapper({"shop", ""})(c, ctx).at(0));
     EXPECT_EQ(ev.at("source").as_string(), "/shop/public.t1");
     // start() on a missing table, or on one that is not enabled.
-    changefeed::Bridge missing({cluster().conninfo(), "br_no_such_table"}, "b", changefeed::cloudevents_mapper(),
-                               pub, bridge_options("one"));
+    changefeed::Bridge missing({cluster().conninfo(), "br_no_such_table"}, "b", changefeed::cloudevents_mapper(), pub,
+                               bridge_options("one"));
     EXPECT_EQ(cftest::code_of([&] { missing.start(); }), make_error_code(changefeed::errc::collection_not_found));
     cluster().exec("CREATE TABLE br_plain (id int PRIMARY KEY)");
     changefeed::Bridge plain({cluster().conninfo(), "br_plain"}, "b", changefeed::cloudevents_mapper(), pub,

@@ -62,7 +62,7 @@ TEST(CancelInCallback, CancelFromTheCallbackStopsDeliveryAndKeepsStateAlive) {
                         sub->cancel();
                     }
                     EXPECT_TRUE(ctx.stop.stop_requested());  // the token of the cancelled subscription
-                    std::this_thread::sleep_for(20ms);  // still running while cancel() has returned
+                    std::this_thread::sleep_for(20ms);       // still running while cancel() has returned
                     returned = true;
                 },
                 fast());

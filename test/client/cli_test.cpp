@@ -130,8 +130,10 @@ changefeed::Processor start_billing(const std::string& t, const std::string& rea
 bool tail_reading() {
     // During a read its query is read(); after one, the COMMIT that ends it (tail
     // sends no COMMIT before its first read, which comes after it took "now").
-    return cluster().exec("SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = 'changefeed'"
-                          "   AND (query LIKE '%changefeed.read(%' OR query = 'COMMIT')")[0][0].as<int>() > 0;
+    return cluster()
+               .exec("SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = 'changefeed'"
+                     "   AND (query LIKE '%changefeed.read(%' OR query = 'COMMIT')")[0][0]
+               .as<int>() > 0;
 }
 
 class CliTest : public ::testing::Test {
@@ -147,9 +149,9 @@ protected:
 TEST_F(CliTest, UsageErrorsExitTwo) {
     EXPECT_EQ(run({}).code, 2);
     EXPECT_EQ(run({"frobnicate"}).code, 2);
-    EXPECT_EQ(run({"tail"}).code, 2);                        // TABLE missing
+    EXPECT_EQ(run({"tail"}).code, 2);  // TABLE missing
     EXPECT_EQ(run({"tail", "t", "--format", "xml"}).code, 2);
-    EXPECT_EQ(run({"checkpoint", "t", "p"}).code, 2);        // --to missing
+    EXPECT_EQ(run({"checkpoint", "t", "p"}).code, 2);  // --to missing
     auto help = run({"--help"});
     EXPECT_EQ(help.code, 0);
     EXPECT_TRUE(contains(help.out, "tail")) << help.out;
@@ -167,7 +169,8 @@ TEST_F(CliTest, ConnectsWithHostPortUserOptionsAndPgVariables) {
     const std::string dir = std::string(CF_TEST_DIR) + "-cli";
     auto a = run_env("", {"-h", dir, "-p", std::to_string(c.port()), "-U", "postgres", "-d", "postgres", "status"});
     EXPECT_EQ(a.code, 0) << a.err;
-    auto b = run_env("PGHOST=" + quote(dir) + " PGPORT=" + std::to_string(c.port()) + " PGUSER=cli_reader PGDATABASE=postgres",
+    auto b = run_env("PGHOST=" + quote(dir) + " PGPORT=" + std::to_string(c.port()) +
+                         " PGUSER=cli_reader PGDATABASE=postgres",
                      {"status"});
     EXPECT_EQ(b.code, 0) << b.err;
     EXPECT_TRUE(contains(b.out, "skipped: only members of changefeed_admin")) << b.out;
@@ -232,7 +235,9 @@ TEST_F(CliTest, TailFollowsNewChangesAndResumesFromItsPosition) {
     // From a time: what was written since then.
     const std::string before = value("SELECT now()::text");
     // The write comes after that time by the server's clock.
-    ASSERT_TRUE(cftest::eventually([&] { return value("SELECT clock_timestamp() > '" + before + "'::timestamptz") == "t"; }));
+    ASSERT_TRUE(cftest::eventually([&] {
+        return value("SELECT clock_timestamp() > '" + before + "'::timestamptz") == "t";
+    }));
     cluster().exec("INSERT INTO " + t + " (id, v) VALUES (13, 'd')");
     auto since = run({"tail", t, "--from", before, "--count", "1", "--format", "json", "--timeout", "10"});
     ASSERT_EQ(since.code, 0) << since.err;
@@ -267,8 +272,8 @@ TEST_F(CliTest, TailErrorsMapToExitCodes) {
     EXPECT_TRUE(contains(denied.err, "42501")) << denied.err;
     // History lost: retention dropped what the start time needs.
     cluster().exec("INSERT INTO changefeed.horizon (collection_id, dropped_txid, dropped_before, dropped_at)"
-                   " SELECT id, pg_current_xact_id(), now(), now() FROM changefeed.collection WHERE relid = '" + t +
-                   "'::regclass");
+                   " SELECT id, pg_current_xact_id(), now(), now() FROM changefeed.collection WHERE relid = '" +
+                   t + "'::regclass");
     auto lost = run({"tail", t, "--from", "2000-01-01", "--timeout", "1"});
     EXPECT_EQ(lost.code, 6) << lost.err;
     EXPECT_TRUE(contains(lost.err, "CF006")) << lost.err;
@@ -345,9 +350,12 @@ TEST_F(CliTest, ProcessorsAndLagOfARunningProcessor) {
     cluster().exec("INSERT INTO " + t + " (id) VALUES (1)");
     // Pending longer than 2 s by the server's clock, which the lag compares with.
     ASSERT_TRUE(cftest::eventually([&] {
-        return cluster().exec("SELECT max(written_at) < now() - interval '2.5 seconds' FROM changefeed.log l"
-                              "  JOIN changefeed.collection c ON c.id = l.collection_id"
-                              " WHERE c.relid = '" + t + "'::regclass")[0][0].as<bool>();
+        return cluster()
+            .exec("SELECT max(written_at) < now() - interval '2.5 seconds' FROM changefeed.log l"
+                  "  JOIN changefeed.collection c ON c.id = l.collection_id"
+                  " WHERE c.relid = '" +
+                  t + "'::regclass")[0][0]
+            .as<bool>();
     }));
     auto warn = run_as("cli_owner", {"lag", t, "billing"});
     EXPECT_EQ(warn.code, 9) << warn.out << warn.err;
@@ -367,20 +375,22 @@ TEST_F(CliTest, CheckpointMovesARunningProcessorBackAndOnlyItsOwnerMay) {
     cluster().exec("INSERT INTO " + t + " (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'c')");
     ASSERT_TRUE(cftest::eventually([&] { return d.count("1") == 1 && d.count("2") == 1 && d.count("3") == 1; }));
     const std::string epochs = value("SELECT sum(epoch)::text FROM changefeed.lease WHERE processor = 'billing'"
-                                     " AND collection_id = (changefeed.collection_of('" + t + "')).id");
+                                     " AND collection_id = (changefeed.collection_of('" +
+                                     t + "')).id");
 
     // Another processor role is refused, whatever it tries.
     for (const auto& args : std::vector<std::vector<std::string>>{{"checkpoint", t, "billing", "--to", "now"},
-                                                                    {"checkpoint", t, "billing", "--to", before},
-                                                                    {"reset", t, "billing", "--yes"},
-                                                                    {"resync", t, "billing"}}) {
+                                                                  {"checkpoint", t, "billing", "--to", before},
+                                                                  {"reset", t, "billing", "--yes"},
+                                                                  {"resync", t, "billing"}}) {
         auto r = run_as("cli_other", args);
         EXPECT_EQ(r.code, 5) << args[0] << ": " << r.err;
         EXPECT_TRUE(contains(r.err, "42501")) << r.err;
         EXPECT_TRUE(contains(r.err, "belongs to role cli_owner")) << r.err;
     }
     EXPECT_EQ(value("SELECT sum(epoch)::text FROM changefeed.lease WHERE processor = 'billing'"
-                    " AND collection_id = (changefeed.collection_of('" + t + "')).id"),
+                    " AND collection_id = (changefeed.collection_of('" +
+                    t + "')).id"),
               epochs);
 
     // The owner moves the running processor back: it is fenced and re-reads.
@@ -390,7 +400,8 @@ TEST_F(CliTest, CheckpointMovesARunningProcessorBackAndOnlyItsOwnerMay) {
     EXPECT_TRUE(cftest::eventually([&] { return d.count("1") == 2 && d.count("2") == 2 && d.count("3") == 2; }))
         << d.count("1") << d.count("2") << d.count("3");
     EXPECT_GT(std::stoll(value("SELECT sum(epoch)::text FROM changefeed.lease WHERE processor = 'billing'"
-                               " AND collection_id = (changefeed.collection_of('" + t + "')).id")),
+                               " AND collection_id = (changefeed.collection_of('" +
+                               t + "')).id")),
               std::stoll(epochs));
 
     // By time, through position_at(), and for one range only.

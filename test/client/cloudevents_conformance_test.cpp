@@ -108,8 +108,10 @@ struct OddTable {
     std::string qualified() const { return schema + "." + table; }
     std::string sql() const { return "\"" + schema + "\".\"" + table + "\""; }
 };
-const std::vector<OddTable> tables = {
-    {"public", "Order Lines"}, {"public", "a#b?c"}, {"public", "a#x"}, {"Ünï cödé/s", "50% off:[1]@x"}};
+const std::vector<OddTable> tables = {{"public", "Order Lines"},
+                                      {"public", "a#b?c"},
+                                      {"public", "a#x"},
+                                      {"Ünï cödé/s", "50% off:[1]@x"}};
 const std::vector<std::string> keys = {"", "plain", "a b", "#?/%", "ü€", "{\"k\": [1]}", "tab\there"};
 
 }  // namespace
@@ -122,12 +124,11 @@ TEST(CloudEvents, EveryEnvelopeOfOddNamesAndKeysIsValidAndIdenticalFromBridgeAnd
 
     const std::string db = cluster().exec("SELECT current_database()")[0][0].as<std::string>();
     const std::size_t per_table = 3 * keys.size();  // create, replace, delete per key
-    std::vector<std::string> lines;                  // every envelope, bridge's then CLI's
+    std::vector<std::string> lines;                 // every envelope, bridge's then CLI's
     std::set<std::string> sources;
     for (const auto& t : tables) {
         cluster().exec("CREATE SCHEMA IF NOT EXISTS \"" + t.schema + "\"; CREATE TABLE " + t.sql() +
-                       " (k text PRIMARY KEY, v int); SELECT changefeed.enable(" + literal(t.sql()) +
-                       ", ranges => 4)");
+                       " (k text PRIMARY KEY, v int); SELECT changefeed.enable(" + literal(t.sql()) + ", ranges => 4)");
         RecordingPublisher pub;
         changefeed::BridgeOptions o{changefeed::AllVersionsOptions(cftest::fast_options("ce"))};
         o.log = [](const changefeed::LogRecord&) {};
@@ -161,8 +162,8 @@ TEST(CloudEvents, EveryEnvelopeOfOddNamesAndKeysIsValidAndIdenticalFromBridgeAnd
 
         // The CLI's envelopes are the bridge's, byte for byte.
         const auto cli = sh(quote(CF_CLI) + " -d " + quote(cluster().conninfo()) + " tail " + quote(t.sql()) +
-                            " --from beginning --format cloudevents --count " + std::to_string(per_table) +
-                            " --timeout 30",
+                                " --from beginning --format cloudevents --count " + std::to_string(per_table) +
+                                " --timeout 30",
                             true);
         ASSERT_EQ(cli.code, 0) << cli.out;
         std::istringstream in(cli.out);
@@ -194,9 +195,8 @@ TEST(CloudEvents, EveryEnvelopeOfOddNamesAndKeysIsValidAndIdenticalFromBridgeAnd
         std::ofstream out(file);
         for (const auto& l : lines) out << l << '\n';
     }
-    const auto v = sh("CLOUDEVENTS_SDK=" + quote(sdk) + " node " + quote(std::string(CF_SOURCE_DIR) +
-                                                                        "/test/cloudevents/validate.js") +
-                      " " + quote(file));
+    const auto v = sh("CLOUDEVENTS_SDK=" + quote(sdk) + " node " +
+                      quote(std::string(CF_SOURCE_DIR) + "/test/cloudevents/validate.js") + " " + quote(file));
     EXPECT_EQ(v.code, 0) << v.out;
     std::cout << v.out;
     EXPECT_NE(v.out.find("valid " + std::to_string(lines.size()) + " of " + std::to_string(lines.size())),

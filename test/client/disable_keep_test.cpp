@@ -162,7 +162,8 @@ TEST(DisableKeep, ForgetDropsTheProcessors) {
     ASSERT_TRUE(cftest::wait_running(p, 2));
     p.stop();
     cluster().exec("SELECT changefeed.disable('" + table + "', forget => true)");
-    EXPECT_EQ(cluster().exec("SELECT count(*) FROM changefeed.lease WHERE collection_id = " + std::to_string(id))[0][0]
+    EXPECT_EQ(cluster()
+                  .exec("SELECT count(*) FROM changefeed.lease WHERE collection_id = " + std::to_string(id))[0][0]
                   .as<int>(),
               0);
     EXPECT_EQ(cftest::code_of([&] { p.start(); }), make_error_code(errc::collection_not_enabled));

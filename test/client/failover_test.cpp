@@ -37,8 +37,10 @@ TEST(Failover, ProcessorsFollowAPromotedStandbyLosingNothing) {
     if (standby_before_first_position) make_standby();
     primary.exec("CREATE EXTENSION changefeed");
     const std::string table = "ha_docs";
-    primary.exec("CREATE TABLE " + table + " (id int PRIMARY KEY, ver int NOT NULL);"
-                 "SELECT changefeed.enable('" + table + "')");
+    primary.exec("CREATE TABLE " + table +
+                 " (id int PRIMARY KEY, ver int NOT NULL);"
+                 "SELECT changefeed.enable('" +
+                 table + "')");
     if (!standby_before_first_position) {
         primary.exec("SELECT changefeed.current_position()");
         make_standby();
@@ -84,11 +86,14 @@ TEST(Failover, ProcessorsFollowAPromotedStandbyLosingNothing) {
     EXPECT_EQ(acked_lost, 0);
 
     const auto logged = cftest::logged_changes(*standby, table);
-    ASSERT_TRUE(cftest::eventually([&] {
-        return cftest::check_feed(logged, all_rec.all(), false).lost == 0 &&
-               cftest::check_feed(logged, latest_rec.all(), true).lost == 0;
-    }, 120s)) << "all versions: " << cftest::check_feed(logged, all_rec.all(), false)
-              << "; latest: " << cftest::check_feed(logged, latest_rec.all(), true);
+    ASSERT_TRUE(cftest::eventually(
+        [&] {
+            return cftest::check_feed(logged, all_rec.all(), false).lost == 0 &&
+                   cftest::check_feed(logged, latest_rec.all(), true).lost == 0;
+        },
+        120s))
+        << "all versions: " << cftest::check_feed(logged, all_rec.all(), false)
+        << "; latest: " << cftest::check_feed(logged, latest_rec.all(), true);
     const auto all_check = cftest::check_feed(logged, all_rec.all(), false);
     const auto latest_check = cftest::check_feed(logged, latest_rec.all(), true);
     EXPECT_TRUE(all_check.ok()) << all_check;

@@ -15,8 +15,8 @@ namespace {
 
 int owned_by(const std::string& table, const std::string& instance) {
     return cluster()
-        .exec("SELECT count(*) FROM changefeed.leases WHERE table_name = '" + table +
-              "'::regclass AND owner = '" + instance + "' AND live")[0][0]
+        .exec("SELECT count(*) FROM changefeed.leases WHERE table_name = '" + table + "'::regclass AND owner = '" +
+              instance + "' AND live")[0][0]
         .as<int>();
 }
 
@@ -51,8 +51,8 @@ TEST(Faults, AKilledInstancesRangesAreTakenOverAfterExpiry) {
     ASSERT_TRUE(cftest::eventually([] { return owned_by("ft_kill", "victim") == 8; }));
 
     cftest::Recorder rec;
-    auto p = changefeed::make_processor({cluster().conninfo(), "ft_kill"}, "killme",
-                                        rec.handler(), cftest::fast_options("survivor"));
+    auto p = changefeed::make_processor({cluster().conninfo(), "ft_kill"}, "killme", rec.handler(),
+                                        cftest::fast_options("survivor"));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));
     ASSERT_EQ(owned_by("ft_kill", "victim"), 4);
@@ -90,8 +90,7 @@ TEST(Faults, AServerRestartIsResumedWithoutLoss) {
     States states;
     auto o = cftest::fast_options("one");
     o.on_state_change = [&](changefeed::State s) { states.add(s); };
-    auto p = changefeed::make_processor({cluster().conninfo(), "ft_restart"}, "restart",
-                                        rec.handler(), o);
+    auto p = changefeed::make_processor({cluster().conninfo(), "ft_restart"}, "restart", rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p));
     insert_range("ft_restart", 1, 20);

@@ -189,8 +189,7 @@ TEST(HistoryLost, ResyncIsRefusedOnTheAllVersionsFeed) {
 TEST(Lag, EstimatorReturnsWhatTheServerSays) {
     cftest::create_table(cluster(), "lag_t", 4);
     cftest::Recorder rec;
-    auto p = changefeed::make_processor(coll("lag_t"), "dash", rec.handler(),
-                                        cftest::fast_options("pod-1"));
+    auto p = changefeed::make_processor(coll("lag_t"), "dash", rec.handler(), cftest::fast_options("pod-1"));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));
     auto live = changefeed::estimate_lag(coll("lag_t"), "dash");
@@ -223,8 +222,8 @@ TEST(Lag, EstimatorReturnsWhatTheServerSays) {
         EXPECT_LT(lag[i].retention_used, 1.0);
         if (*lag[i].pending > 0) {
             ASSERT_TRUE(lag[i].oldest_pending.has_value());
-            EXPECT_EQ(std::chrono::duration_cast<std::chrono::microseconds>(
-                          lag[i].oldest_pending->time_since_epoch()).count(),
+            EXPECT_EQ(std::chrono::duration_cast<std::chrono::microseconds>(lag[i].oldest_pending->time_since_epoch())
+                          .count(),
                       written_us);
         } else {
             EXPECT_FALSE(lag[i].oldest_pending.has_value());

@@ -19,7 +19,8 @@ std::string keys_table(const std::string& prefix) {
     const std::string table = cftest::test_table(prefix);
     cluster().exec("CREATE TABLE " + table +
                    " (id int PRIMARY KEY, v text, deleted bool NOT NULL DEFAULT false, doc jsonb);"
-                   "SELECT changefeed.enable('" + table + "', ranges => 4, images => 'keys', keep_previous => false)");
+                   "SELECT changefeed.enable('" +
+                   table + "', ranges => 4, images => 'keys', keep_previous => false)");
     return table;
 }
 
@@ -77,8 +78,10 @@ TEST(ImagesKeys, AllVersionsProcessorIsRefusedWithItsOwnCode) {
 // reads on from now by itself.
 TEST(ImagesKeys, AllVersionsProcessorHaltsWhenItsCollectionSwitchesToKeys) {
     const std::string table = cftest::test_table("ik_switch");
-    cluster().exec("CREATE TABLE " + table + " (id int PRIMARY KEY, v text);"
-                   "SELECT changefeed.enable('" + table + "', ranges => 2)");
+    cluster().exec("CREATE TABLE " + table +
+                   " (id int PRIMARY KEY, v text);"
+                   "SELECT changefeed.enable('" +
+                   table + "', ranges => 2)");
     cftest::Recorder rec;
     cftest::ErrorLog errors;
     auto o = cftest::fast_options("one");

@@ -35,8 +35,7 @@ TEST(InMemoryTransaction, ReadsItsOwnWritesAndCommitsThemWithTheBatch) {
             m.put("names", ch.doc_id, ch.current.at("name"));
             auto after = m.get("names", ch.doc_id);
             std::lock_guard lock(mu);
-            log.push_back((before ? std::string(before->as_string()) : "-") + ">" +
-                          std::string(after->as_string()));
+            log.push_back((before ? std::string(before->as_string()) : "-") + ">" + std::string(after->as_string()));
         }
         if (calls++ == 0) {
             EXPECT_TRUE(m.erase("names", "1"));   // its own put
@@ -66,7 +65,10 @@ TEST(InMemoryTransaction, ReadsItsOwnWritesAndCommitsThemWithTheBatch) {
 TEST(InMemory, EventIdsAndPositionsNameTheSequence) {
     changefeed::InMemoryCollection c;
     cftest::Recorder warmup;
-    { auto w = changefeed::make_processor(c, "warmup", warmup.handler(), cftest::fast_options("w")); w.start(); }
+    {
+        auto w = changefeed::make_processor(c, "warmup", warmup.handler(), cftest::fast_options("w"));
+        w.start();
+    }
     c.create({{"id", "a"}});
     c.create({{"id", "b"}});
     std::atomic<int> calls{0};
@@ -75,11 +77,13 @@ TEST(InMemory, EventIdsAndPositionsNameTheSequence) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.start_from_beginning = true;
     o.on_error = errors.sink();
-    auto p = changefeed::make_processor(c, "p",
+    auto p = changefeed::make_processor(
+        c, "p",
         [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
             if (calls++ == 0) throw std::runtime_error("once");
             rec.add(batch, ctx);
-        }, o);
+        },
+        o);
     p.start();
     c.create({{"id", "c"}});
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("a") && rec.has("b") && rec.has("c"); }));
@@ -87,8 +91,7 @@ TEST(InMemory, EventIdsAndPositionsNameTheSequence) {
     EXPECT_EQ(rec.of("b")[0].event_id, "mem.b1.b");
     EXPECT_EQ(rec.of("c")[0].event_id, "mem.3");
     EXPECT_EQ(rec.of("c")[0].txid, 3u);
-    for (const auto& h : rec.all())
-        EXPECT_EQ(h.context.position, h.change.from_backfill ? "" : "mem.3");
+    for (const auto& h : rec.all()) EXPECT_EQ(h.context.position, h.change.from_backfill ? "" : "mem.3");
 }
 
 TEST(InMemory, StartOptionsNeverStartSilentlyFromNow) {
@@ -102,7 +105,8 @@ TEST(InMemory, StartOptionsNeverStartSilentlyFromNow) {
     EXPECT_EQ(cftest::code_of([&] { p.start(); }), errc::history_lost);
     EXPECT_EQ(p.state(), changefeed::State::stopped);
 
-    auto reader = changefeed::make_processor(c, "reader", rec.handler(), changefeed::LatestVersionOptions(cftest::fast_options("r")));
+    auto reader = changefeed::make_processor(c, "reader", rec.handler(),
+                                             changefeed::LatestVersionOptions(cftest::fast_options("r")));
     reader.start();
     c.create({{"id", 1}});  // seq 2
     c.create({{"id", 2}});  // seq 3
@@ -112,13 +116,24 @@ TEST(InMemory, StartOptionsNeverStartSilentlyFromNow) {
     EXPECT_EQ(cftest::code_of([&] { q.start(); }), errc::history_lost);  // still before the recording
     o.start_time.reset();
     o.start_position = "mem.0";
-    EXPECT_EQ(cftest::code_of([&] { q = changefeed::make_processor(c, "q", rec.handler(), o); q.start(); }), errc::history_lost);
+    EXPECT_EQ(cftest::code_of([&] {
+                  q = changefeed::make_processor(c, "q", rec.handler(), o);
+                  q.start();
+              }),
+              errc::history_lost);
     o.start_position = "mem.99";
-    EXPECT_EQ(cftest::code_of([&] { q = changefeed::make_processor(c, "q", rec.handler(), o); q.start(); }),
+    EXPECT_EQ(cftest::code_of([&] {
+                  q = changefeed::make_processor(c, "q", rec.handler(), o);
+                  q.start();
+              }),
               errc::foreign_position);
-    for (const char* bad : {"mem.", "mem.1.2", "mem.x", "mem.-1", "mem.5.3.4", "pg.1", "mem.1.", "mem.99999999999999999999"}) {
+    for (const char* bad :
+         {"mem.", "mem.1.2", "mem.x", "mem.-1", "mem.5.3.4", "pg.1", "mem.1.", "mem.99999999999999999999"}) {
         o.start_position = bad;
-        EXPECT_EQ(cftest::code_of([&] { q = changefeed::make_processor(c, "q", rec.handler(), o); q.start(); }),
+        EXPECT_EQ(cftest::code_of([&] {
+                      q = changefeed::make_processor(c, "q", rec.handler(), o);
+                      q.start();
+                  }),
                   errc::malformed_position)
             << bad;
     }
@@ -136,7 +151,11 @@ TEST(InMemory, StartOptionsNeverStartSilentlyFromNow) {
 TEST(InMemory, ManualCheckpointsOfABackfill) {
     changefeed::InMemoryCollection c;
     cftest::Recorder warmup;
-    { auto w = changefeed::make_processor(c, "warmup", warmup.handler(), changefeed::LatestVersionOptions(cftest::fast_options("w"))); w.start(); }
+    {
+        auto w = changefeed::make_processor(c, "warmup", warmup.handler(),
+                                            changefeed::LatestVersionOptions(cftest::fast_options("w")));
+        w.start();
+    }
     for (const char* k : {"a", "b", "c"}) c.upsert({{"id", "x"}, {"k", k}});  // one document, replaced
     c.create({{"id", "y"}});
     c.create({{"id", "z"}});
@@ -204,11 +223,13 @@ TEST(InMemory, ShapesAndOptionsAreChecked) {
     changefeed::InMemoryCollection c;
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.checkpoint_mode = changefeed::CheckpointMode::manual;
-    auto tx_handler = [](const std::vector<changefeed::Change>&, changefeed::Transaction&,
-                         const changefeed::Context&) {};
+    auto tx_handler = [](const std::vector<changefeed::Change>&, changefeed::Transaction&, const changefeed::Context&) {
+    };
     EXPECT_EQ(cftest::code_of([&] { changefeed::make_processor(c, "p", tx_handler, o); }), errc::invalid_option);
     EXPECT_EQ(cftest::code_of([&] { changefeed::make_processor(c, "p", applying(), o); }), errc::invalid_option);
-    EXPECT_EQ(cftest::code_of([&] { changefeed::make_processor(c, "p", changefeed::Projector{}, changefeed::LatestVersionOptions{}); }),
+    EXPECT_EQ(cftest::code_of([&] {
+                  changefeed::make_processor(c, "p", changefeed::Projector{}, changefeed::LatestVersionOptions{});
+              }),
               errc::invalid_option);
     o = cftest::fast_options("one");
     o.start_from_beginning = true;
@@ -246,14 +267,16 @@ TEST(InMemory, RecoveryPolicyHaltsAFailingRange) {
             return changefeed::RecoveryDecision::halt(changefeed::State::stopped, "handler-failing");
         return changefeed::default_recovery(i);
     };
-    auto p = changefeed::make_processor(c, "p",
+    auto p = changefeed::make_processor(
+        c, "p",
         [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
             if (ctx.range == "eu") {
                 ++eu_calls;
                 throw std::runtime_error("eu is broken");
             }
             rec.add(batch, ctx);
-        }, o);
+        },
+        o);
     p.start();
     c.create({{"id", 1}, {"region", "eu"}});
     ASSERT_TRUE(cftest::eventually([&] { return errors.has(errc::halted); }));
@@ -288,10 +311,12 @@ TEST(InMemory, RecoveryPolicyHaltsAFailingRange) {
     // A restart delivers the range again (the halt kept its checkpoint).
     p.stop();
     std::atomic<bool> got{false};
-    auto q = changefeed::make_processor(c, "p",
+    auto q = changefeed::make_processor(
+        c, "p",
         [&](const std::vector<changefeed::Change>& batch, const changefeed::Context&) {
             for (const auto& ch : batch) got = got || ch.doc_id == "1";
-        }, changefeed::LatestVersionOptions(cftest::fast_options("one")));
+        },
+        changefeed::LatestVersionOptions(cftest::fast_options("one")));
     q.start();
     EXPECT_TRUE(cftest::eventually([&] { return got.load(); }));
 }
@@ -306,11 +331,13 @@ TEST(InMemory, DuplicatesRisingIsToldOncePerCrossing) {
     o.on_error = errors.sink();
     o.duplicate_alert_window = 4;
     o.duplicate_alert_share = 0.5;
-    auto p = changefeed::make_processor(c, "p",
+    auto p = changefeed::make_processor(
+        c, "p",
         [&](const changefeed::Change&, const changefeed::Context&) {
             ++seen;
             return duplicates ? changefeed::ProjectionResult::skipped_duplicate : changefeed::ProjectionResult::applied;
-        }, o);
+        },
+        o);
     p.start();
     int id = 0;
     auto write = [&](int n) {

@@ -25,8 +25,8 @@ namespace {
 
 changefeed::Processor make(const std::string& table, const std::string& name, changefeed::Handler h,
                            changefeed::ProcessorOptions o) {
-    return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table), name,
-                                      std::move(h), std::move(o));
+    return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table), name, std::move(h),
+                                      std::move(o));
 }
 
 int owned_by(const std::string& table, const std::string& instance) {
@@ -107,8 +107,8 @@ TEST(Instances, TwoProcessorsWithDefaultNamesInOneProcessSplitTheLeases) {
     for (const auto& h : rec.all()) instances.insert(h.context.instance);
     EXPECT_EQ(instances, (std::set<std::string>{a.instance_name(), b.instance_name()}));
     // Both are registered while they run, and gone after stop().
-    EXPECT_EQ(cluster().exec("SELECT count(*) FROM changefeed.instances('in_split', 'split') WHERE live")[0][0].as<int>(),
-              2);
+    EXPECT_EQ(
+        cluster().exec("SELECT count(*) FROM changefeed.instances('in_split', 'split') WHERE live")[0][0].as<int>(), 2);
     a.stop();
     b.stop();
     EXPECT_EQ(cluster().exec("SELECT count(*) FROM changefeed.instances('in_split', 'split')")[0][0].as<int>(), 0);
@@ -134,10 +134,14 @@ TEST(Instances, ALiveNameIsRefusedAndFreeAgainOnceItsHolderStopped) {
     EXPECT_EQ(b.state(), changefeed::State::stopped);
     // The refused instance took nothing: the first still holds and reads every
     // range, after acquire steps of its own that would have met another instance.
-    const int epoch = cluster().exec("SELECT max(epoch) FROM changefeed.leases WHERE table_name = 'in_live'::regclass")[0][0].as<int>();
+    const int epoch = cluster()
+                          .exec("SELECT max(epoch) FROM changefeed.leases WHERE table_name = 'in_live'::regclass")[0][0]
+                          .as<int>();
     ASSERT_TRUE(cftest::lease_cycles(cluster(), "in_live", "live", {"svc-1"}, o.lease_duration, 3));
     EXPECT_EQ(a.owned_ranges().size(), 4u);
-    EXPECT_EQ(cluster().exec("SELECT max(epoch) FROM changefeed.leases WHERE table_name = 'in_live'::regclass")[0][0].as<int>(),
+    EXPECT_EQ(cluster()
+                  .exec("SELECT max(epoch) FROM changefeed.leases WHERE table_name = 'in_live'::regclass")[0][0]
+                  .as<int>(),
               epoch);  // no lease changed hands
     cluster().exec("INSERT INTO in_live (id, v) SELECT g, 'x' FROM generate_series(1, 20) g");
     ASSERT_TRUE(cftest::eventually([&] { return ra.counts().size() == 20; }));
@@ -156,12 +160,14 @@ TEST(Instances, ANameIsFreeAtOnceWhenItsProcessWasKilled) {
     cftest::create_table(cluster(), "in_kill", 4);
     const std::string out = cftest::test_file("runner.out");
     // The runner's leases last ten minutes: a takeover within the test is the registry's doing.
-    auto victim = cftest::processor_runner(
-        {cluster().conninfo(), "in_kill", "kill", "svc-k", out, "--lease-ms", "600000"});
+    auto victim = cftest::processor_runner({cluster().conninfo(), "in_kill", "kill", "svc-k", out, "--lease-ms",
+                                            "600000"});
     ASSERT_TRUE(victim.running());
     ASSERT_TRUE(cftest::eventually([] { return owned_by("in_kill", "svc-k") == 4; }));
     const int epoch_before =
-        cluster().exec("SELECT max(epoch) FROM changefeed.leases WHERE table_name = 'in_kill'::regclass")[0][0].as<int>();
+        cluster()
+            .exec("SELECT max(epoch) FROM changefeed.leases WHERE table_name = 'in_kill'::regclass")[0][0]
+            .as<int>();
 
     cftest::Recorder rec;
     auto o = cftest::fast_options("svc-k");
@@ -176,9 +182,10 @@ TEST(Instances, ANameIsFreeAtOnceWhenItsProcessWasKilled) {
     ASSERT_TRUE(started);
     ASSERT_TRUE(cftest::wait_running(p, 4, 10s));
     // The leases came back under a new epoch: the dead holder is fenced.
-    EXPECT_GT(
-        cluster().exec("SELECT min(epoch) FROM changefeed.leases WHERE table_name = 'in_kill'::regclass")[0][0].as<int>(),
-        epoch_before);
+    EXPECT_GT(cluster()
+                  .exec("SELECT min(epoch) FROM changefeed.leases WHERE table_name = 'in_kill'::regclass")[0][0]
+                  .as<int>(),
+              epoch_before);
     cluster().exec("INSERT INTO in_kill (id, v) SELECT g, 'x' FROM generate_series(1, 30) g");
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 30; }));
 }

@@ -26,8 +26,8 @@ protected:
 
     changefeed::Processor processor(cftest::Recorder& rec, const std::string& name = "proj",
                                     changefeed::LatestVersionOptions o = cftest::fast_options("one")) {
-        return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table_),
-                                          name, rec.handler(), std::move(o));
+        return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table_), name, rec.handler(),
+                                          std::move(o));
     }
 
     // Starts, waits until running with all ranges leased.

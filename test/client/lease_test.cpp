@@ -16,8 +16,8 @@ namespace {
 
 changefeed::Processor make(const std::string& table, const std::string& name, changefeed::Handler h,
                            changefeed::ProcessorOptions o) {
-    return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table), name,
-                                      std::move(h), std::move(o));
+    return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table), name, std::move(h),
+                                      std::move(o));
 }
 
 TEST(Leases, ThreeInstancesShareSixteenRangesAndHandleEachChangeOnce) {
@@ -45,8 +45,8 @@ TEST(Leases, ThreeInstancesShareSixteenRangesAndHandleEachChangeOnce) {
         return all.size() == 16 && total == 16 && hi - lo <= 1;
     }));
     for (int t = 0; t < 10; ++t)
-        cluster().exec("INSERT INTO ls_three (id, v) SELECT g, 'x' FROM generate_series(" +
-                       std::to_string(t * 30 + 1) + ", " + std::to_string(t * 30 + 30) + ") g");
+        cluster().exec("INSERT INTO ls_three (id, v) SELECT g, 'x' FROM generate_series(" + std::to_string(t * 30 + 1) +
+                       ", " + std::to_string(t * 30 + 30) + ") g");
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 300; }));
     // A duplicate would come before the marker of its range.
     ASSERT_FALSE(cftest::deliver_markers(cluster(), "ls_three", 1000, rec).empty());
@@ -89,14 +89,15 @@ TEST(Leases, AFencedInstanceCannotCheckpoint) {
     o.lease_duration = 600s;
     o.renew_interval = 100s;
     o.on_error = errors.sink();
-    auto p = make("ls_fence", "fenced",
-                  [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
-                      std::unique_lock lock(mu);
-                      entered = true;
-                      cv.notify_all();
-                      cv.wait(lock, [&] { return release; });
-                  },
-                  o);
+    auto p = make(
+        "ls_fence", "fenced",
+        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+            std::unique_lock lock(mu);
+            entered = true;
+            cv.notify_all();
+            cv.wait(lock, [&] { return release; });
+        },
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1));
     auto before = cluster().exec("SELECT checkpoint, epoch FROM changefeed.leases WHERE table_name = "
@@ -136,8 +137,9 @@ TEST(Leases, AcquireBalancesInSql) {
     cftest::create_table(cluster(), "ls_sql", 16);
     cluster().exec("SELECT changefeed.lease_init('ls_sql', 'p')");
     auto take = [](const std::string& who) {
-        return cluster().exec("SELECT count(*) FROM changefeed.lease_acquire('ls_sql', 'p', '" + who +
-                              "', '1 hour')")[0][0].as<int>();
+        return cluster()
+            .exec("SELECT count(*) FROM changefeed.lease_acquire('ls_sql', 'p', '" + who + "', '1 hour')")[0][0]
+            .as<int>();
     };
     EXPECT_EQ(take("a"), 16);
     // A newcomer steals one lease per step until the shares are even.

@@ -106,8 +106,9 @@ TEST(Maintenance, AHeldTableLockFailsOnlyItsTtlStepAndWakeUpsGoOn) {
     std::string before = current_position(c);
     hold->commit();
     hold.reset();
-    EXPECT_TRUE(cftest::eventually(
-        [&] { return c.exec("SELECT count(*) FROM m_locked WHERE id = 1")[0][0].as<int>() == 0; }));
+    EXPECT_TRUE(cftest::eventually([&] {
+        return c.exec("SELECT count(*) FROM m_locked WHERE id = 1")[0][0].as<int>() == 0;
+    }));
     auto deleted = c.exec("SELECT doc_id, ttl_expired FROM changefeed.read('m_locked', '" + before +
                           "') WHERE operation = 'delete'");
     ASSERT_EQ(deleted.size(), 1u);
@@ -129,9 +130,10 @@ TEST(Maintenance, ALongReaderDelaysOnlyThePartitionDrop) {
     pause.exec("SELECT pg_advisory_lock(hashtext('changefeed.maintain'))");
     c.exec("SELECT changefeed.create_partitions(0, now() - interval '30 days')");
     auto old_parts = [&] {
-        return c.exec("SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid"
-                      " WHERE i.inhparent = 'changefeed.log'::regclass AND p.relname ~ '^log_[0-9]{8}$'"
-                      " AND to_date(substr(p.relname, 5), 'YYYYMMDD') < current_date - 20")[0][0]
+        return c
+            .exec("SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid"
+                  " WHERE i.inhparent = 'changefeed.log'::regclass AND p.relname ~ '^log_[0-9]{8}$'"
+                  " AND to_date(substr(p.relname, 5), 'YYYYMMDD') < current_date - 20")[0][0]
             .as<int>();
     };
     ASSERT_EQ(old_parts(), 2);
@@ -171,8 +173,10 @@ TEST(Maintenance, AFailedNotifyIsRetriedAndTheNotifierKeepsRunning) {
     const int tables = 70;
     std::string sql;
     for (int i = 0; i < tables; ++i)
-        sql += "CREATE TABLE m_many_" + std::to_string(i) + " (id int PRIMARY KEY);"
-               "SELECT changefeed.enable('m_many_" + std::to_string(i) + "');";
+        sql += "CREATE TABLE m_many_" + std::to_string(i) +
+               " (id int PRIMARY KEY);"
+               "SELECT changefeed.enable('m_many_" +
+               std::to_string(i) + "');";
     c.exec(sql);
     c.exec("INSERT INTO m_many_0 VALUES (0)");  // starts the notifier if needed
     int notifier = 0;

@@ -40,14 +40,15 @@ TEST(ManualCheckpoint, NothingIsStoredWithoutACallAndARestartRedelivers) {
         auto o = manual_options();
         auto idle = std::make_shared<cftest::CaughtUp>();
         o.metrics = idle;
-        auto p = changefeed::make_processor(coll, "mc",
-                                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
-                                    first.add(batch, ctx);
-                                    std::lock_guard lock(mu);
-                                    positions.push_back(ctx.position);
-                                    EXPECT_TRUE(static_cast<bool>(ctx.checkpoint));
-                                },
-                                o);
+        auto p = changefeed::make_processor(
+            coll, "mc",
+            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
+                first.add(batch, ctx);
+                std::lock_guard lock(mu);
+                positions.push_back(ctx.position);
+                EXPECT_TRUE(static_cast<bool>(ctx.checkpoint));
+            },
+            o);
         p.start();
         ASSERT_TRUE(cftest::wait_running(p, 1u));
         const std::string initial = stored_checkpoint("mc_none");
@@ -81,13 +82,14 @@ TEST(ManualCheckpoint, ACheckpointCalledFromAnotherThreadAfterTheHandlerIsStored
     std::vector<changefeed::Context> contexts;
     std::vector<std::string> ids;
     {
-        auto p = changefeed::make_processor(coll, "mc",
-                                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
-                                    std::lock_guard lock(mu);
-                                    contexts.push_back(ctx);
-                                    for (const auto& c : batch) ids.push_back(c.doc_id);
-                                },
-                                manual_options(2));
+        auto p = changefeed::make_processor(
+            coll, "mc",
+            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
+                std::lock_guard lock(mu);
+                contexts.push_back(ctx);
+                for (const auto& c : batch) ids.push_back(c.doc_id);
+            },
+            manual_options(2));
         p.start();
         ASSERT_TRUE(cftest::wait_running(p, 1u));
         cluster().exec("INSERT INTO mc_later (id, v) SELECT g, 'x' FROM generate_series(1, 6) g");  // three batches

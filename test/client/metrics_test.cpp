@@ -103,14 +103,15 @@ TEST(Metrics, CountsEqualWhatWasDelivered) {
     o.metrics = metrics;
     o.max_batch_size = 7;
     o.log = [](const LogRecord&) {};
-    auto p = changefeed::make_processor(coll(table), "counted",
-                            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
-                                std::this_thread::sleep_for(3ms);
-                                std::lock_guard lock(mu);
-                                changes[ctx.range_id] += static_cast<std::int64_t>(batch.size());
-                                ++batches[ctx.range_id];
-                            },
-                            o);
+    auto p = changefeed::make_processor(
+        coll(table), "counted",
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
+            std::this_thread::sleep_for(3ms);
+            std::lock_guard lock(mu);
+            changes[ctx.range_id] += static_cast<std::int64_t>(batch.size());
+            ++batches[ctx.range_id];
+        },
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4));
     insert_rows(table, 1, 60);
@@ -130,11 +131,12 @@ TEST(Metrics, CountsEqualWhatWasDelivered) {
         return true;
     }));
     // The view agrees on who holds what.
-    EXPECT_EQ(cluster()
-                  .exec("SELECT count(*) FROM changefeed.processor_status WHERE table_name = '" + table +
-                        "'::regclass AND processor = 'counted' AND instance = 'i1' AND live AND pending_estimate = 0")[0][0]
-                  .as<int>(),
-              4);
+    EXPECT_EQ(
+        cluster()
+            .exec("SELECT count(*) FROM changefeed.processor_status WHERE table_name = '" + table +
+                  "'::regclass AND processor = 'counted' AND instance = 'i1' AND live AND pending_estimate = 0")[0][0]
+            .as<int>(),
+        4);
     p.stop();
     const auto s = metrics->snapshot();
     const auto pm = of(s, table, "counted", "i1");
@@ -180,12 +182,13 @@ TEST(Metrics, ErrorsAreCountedByCodeAndLogged) {
             return changefeed::RecoveryDecision::halt(changefeed::State::stopped, "handler-failing");
         return changefeed::default_recovery(i);
     };
-    auto p = changefeed::make_processor(coll(table), "failing",
-                                        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
-                                            ++calls;
-                                            throw std::runtime_error("projection store unavailable");
-                                        },
-                                        o);
+    auto p = changefeed::make_processor(
+        coll(table), "failing",
+        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+            ++calls;
+            throw std::runtime_error("projection store unavailable");
+        },
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1));
     insert_rows(table, 1, 3);
@@ -281,7 +284,8 @@ TEST(Metrics, ReconnectsOfEachConnectionAreCountedAndLogged) {
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = log.sink();
-    auto p = changefeed::make_processor({cluster().conninfo_as("mt_reconnect_svc"), table}, "reconnecting", rec.handler(), o);
+    auto p = changefeed::make_processor({cluster().conninfo_as("mt_reconnect_svc"), table}, "reconnecting",
+                                        rec.handler(), o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     // Once the caught-up worker long-polls on a connection of its own, a
@@ -328,12 +332,12 @@ TEST(Metrics, DuplicatesAProjectorSkippedAreCounted) {
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = [](const LogRecord&) {};
-    auto p = changefeed::make_processor(coll(table), "projecting",
-                            changefeed::Projector([](const changefeed::Change& c, const changefeed::Context&) {
-                                return std::stoi(c.doc_id) % 2 == 0 ? changefeed::ProjectionResult::skipped_duplicate
-                                                                    : changefeed::ProjectionResult::applied;
-                            }),
-                            o);
+    auto p = changefeed::make_processor(
+        coll(table), "projecting", changefeed::Projector([](const changefeed::Change& c, const changefeed::Context&) {
+            return std::stoi(c.doc_id) % 2 == 0 ? changefeed::ProjectionResult::skipped_duplicate
+                                                : changefeed::ProjectionResult::applied;
+        }),
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1));
     insert_rows(table, 1, 10);
@@ -383,8 +387,10 @@ TEST(Logs, ByDefaultEachEventIsOneLogfmtLineOnStderr) {
     }
     const std::string err = testing::internal::GetCapturedStderr();
     const std::string who = " table=" + table + " processor=plain instance=i1";
-    EXPECT_TRUE(std::regex_search(err, std::regex("(^|\n)changefeed: ts=\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z "
-                                                  "level=info event=started" + who + "\n")))
+    EXPECT_TRUE(std::regex_search(err,
+                                  std::regex("(^|\n)changefeed: ts=\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z "
+                                             "level=info event=started" +
+                                             who + "\n")))
         << err;
     EXPECT_NE(err.find("level=info event=leases_acquired" + who + " ranges=0\n"), std::string::npos) << err;
     EXPECT_NE(err.find("level=info event=leases_released" + who + " ranges=0\n"), std::string::npos) << err;
@@ -463,10 +469,8 @@ ExporterQuery exporter_query(const std::string& name = "changefeed_processor") {
         } else if (at == seen) {
             if (line.find("query: |") != std::string::npos) at = in_query;
         } else if (at == in_query) {
-            if (line.rfind("    ", 0) == 0)
-                q.sql += line + "\n";
-            else if (line.find("metrics:") != std::string::npos)
-                at = in_metrics;
+            if (line.rfind("    ", 0) == 0) q.sql += line + "\n";
+            else if (line.find("metrics:") != std::string::npos) at = in_metrics;
         } else {
             if (!line.empty() && line[0] != ' ') break;  // the next query
             if (line.rfind("    - ", 0) == 0) column = line.substr(6, line.find(':') - 6);
@@ -484,11 +488,10 @@ TEST(StatusView, TheExporterQueryRunsAsAMonitoringRole) {
     cftest::create_login_role(cluster(), "mt_exporter", {"changefeed_reader", "pg_monitor"});
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.log = [](const LogRecord&) {};
-    auto p = changefeed::make_processor(coll(table), "watched",
-                                        [](const std::vector<changefeed::Change>&, const changefeed::Context&) {
-                                            throw std::runtime_error("stuck");
-                                        },
-                                        o);
+    auto p = changefeed::make_processor(
+        coll(table), "watched",
+        [](const std::vector<changefeed::Change>&, const changefeed::Context&) { throw std::runtime_error("stuck"); },
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     insert_rows(table, 1, 10);
@@ -499,8 +502,11 @@ TEST(StatusView, TheExporterQueryRunsAsAMonitoringRole) {
     pqxx::connection c(cluster().conninfo_as("mt_exporter"));
     pqxx::work tx(c);
     const auto r = tx.exec("SELECT q.range, o.instance, q.live, q.pending_estimate, q.lag_seconds >= 0, q.history_lost"
-                           "  FROM (" + sql + ") q LEFT JOIN (" + owners + ") o USING (\"table\", processor, range)"
-                           " WHERE \"table\" = 'public." + table + "' AND processor = 'watched' ORDER BY range");
+                           "  FROM (" +
+                           sql + ") q LEFT JOIN (" + owners +
+                           ") o USING (\"table\", processor, range)"
+                           " WHERE \"table\" = 'public." +
+                           table + "' AND processor = 'watched' ORDER BY range");
     ASSERT_EQ(r.size(), 2u);
     std::int64_t pending = 0;
     for (const auto& row : r) {
@@ -565,11 +571,12 @@ TEST(Prometheus, TheExpositionScrapedOverHttpHasTheSeries) {
     changefeed::LatestVersionOptions o = steady_options("i1");
     o.metrics = metrics;
     o.log = [](const LogRecord&) {};
-    auto p = changefeed::make_processor(coll(table), "scraped",
-                                        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
-                                            if (calls++ == 0) throw std::runtime_error("first call fails");
-                                        },
-                                        o);
+    auto p = changefeed::make_processor(
+        coll(table), "scraped",
+        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+            if (calls++ == 0) throw std::runtime_error("first call fails");
+        },
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     insert_rows(table, 1, 20);
@@ -587,10 +594,10 @@ TEST(Prometheus, TheExpositionScrapedOverHttpHasTheSeries) {
     EXPECT_EQ(sum_of(body, "changefeed_batches_delivered_total", mine),
               sum_of(body, "changefeed_handler_seconds_count", mine));
     EXPECT_GE(sum_of(body, "changefeed_batches_delivered_total", mine), 1);
-    for (const char* series : {"# TYPE changefeed_handler_seconds histogram", "changefeed_handler_seconds_bucket{",
-                               "le=\"0.001\"", "le=\"+Inf\"", "# TYPE changefeed_lag_seconds gauge",
-                               "changefeed_lag_seconds{", "range=\"0\"", "range=\"1\"",
-                               "# TYPE changefeed_changes_delivered_total counter"})
+    for (const char* series :
+         {"# TYPE changefeed_handler_seconds histogram", "changefeed_handler_seconds_bucket{", "le=\"0.001\"",
+          "le=\"+Inf\"", "# TYPE changefeed_lag_seconds gauge", "changefeed_lag_seconds{", "range=\"0\"", "range=\"1\"",
+          "# TYPE changefeed_changes_delivered_total counter"})
         EXPECT_NE(body.find(series), std::string::npos) << series << "\n" << body;
     EXPECT_NE(metrics->exposition().find("changefeed_changes_delivered_total{"), std::string::npos);
     p.stop();
@@ -655,8 +662,8 @@ TEST(Prometheus, TheClientsSeriesJoinTheExportersOnTableProcessorAndRange) {
     })) << body;
 
     // Counters exist before their first event, at 0.
-    for (const char* name : {"changefeed_errors_total", "changefeed_reconnects_total",
-                             "changefeed_lease_losses_total", "changefeed_changes_delivered_total"}) {
+    for (const char* name : {"changefeed_errors_total", "changefeed_reconnects_total", "changefeed_lease_losses_total",
+                             "changefeed_changes_delivered_total"}) {
         int present = 0;
         for (const auto& x : series_of(body, name))
             if (mine(x)) {
@@ -698,7 +705,8 @@ TEST(Prometheus, TheClientsSeriesJoinTheExportersOnTableProcessorAndRange) {
     EXPECT_EQ(tx.exec("SELECT '" + table + "'::regclass::text")[0][0].as<std::string>(), table)
         << "the regclass text would not join";
     const auto rows = tx.exec("SELECT q.\"table\", q.processor, q.range, q.live, o.instance FROM (" + ranges.sql +
-                              ") q LEFT JOIN (" + owners.sql + ") o USING (\"table\", processor, range)"
+                              ") q LEFT JOIN (" + owners.sql +
+                              ") o USING (\"table\", processor, range)"
                               " WHERE q.processor = 'joined'");
     ASSERT_EQ(rows.size(), 3u);
     std::set<std::string> joined;

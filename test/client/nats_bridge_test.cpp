@@ -51,7 +51,8 @@ changefeed::Envelope envelope(const std::string& id, const std::string& table = 
 std::string checkpoint(const std::string& table, const std::string& processor) {
     return cluster()
         .exec("SELECT string_agg(checkpoint, ',' ORDER BY range_id) FROM changefeed.leases"
-              " WHERE table_name = '" + table + "'::regclass AND processor = '" + processor + "'")[0][0]
+              " WHERE table_name = '" +
+              table + "'::regclass AND processor = '" + processor + "'")[0][0]
         .as<std::string>("");
 }
 
@@ -99,8 +100,9 @@ TEST(NatsBridge, TheStreamHoldsExactlyTheCommittedChangesInOrder) {
     }
     EXPECT_EQ(publisher.published(), static_cast<std::int64_t>(committed.size()));
     EXPECT_EQ(bridge.stats().published, static_cast<std::int64_t>(committed.size()));
-    std::cout << "nats-exact: changes=" << r.changes << " stored=" << r.stored << " duplicates_dropped="
-              << publisher.duplicates() << " publish_failures=" << publisher.failures() << "\n";
+    std::cout << "nats-exact: changes=" << r.changes << " stored=" << r.stored
+              << " duplicates_dropped=" << publisher.duplicates() << " publish_failures=" << publisher.failures()
+              << "\n";
     bridge.stop();
 }
 
@@ -109,8 +111,10 @@ TEST(NatsBridge, AStreamPerTableHoldsItsTablesSubjects) {
     nats.start();
     cftest::create_table(cluster(), "nb_left", 4);
     cftest::create_table(cluster(), "nb_right", 4);
-    changefeed::NatsPublisher publisher({.url = nats.url(), .subject_prefix = "cf",
-                                         .layout = changefeed::StreamLayout::stream_per_table, .stream = "CF"});
+    changefeed::NatsPublisher publisher({.url = nats.url(),
+                                         .subject_prefix = "cf",
+                                         .layout = changefeed::StreamLayout::stream_per_table,
+                                         .stream = "CF"});
     changefeed::Bridge left({cluster().conninfo(), "nb_left"}, "to-nats", cftest::test_mapper("public.nb_left"),
                             publisher, bridge_options("one"));
     changefeed::Bridge right({cluster().conninfo(), "nb_right"}, "to-nats", cftest::test_mapper("public.nb_right"),
@@ -189,8 +193,8 @@ TEST(NatsBridge, ABrokerThatIsDownPausesTheRangeWithoutMovingTheCheckpoint) {
     nats.start();
     const std::string table = "nb_paused";
     cftest::create_table(cluster(), table, 1);
-    changefeed::NatsPublisher publisher({.url = nats.url(), .subject_prefix = "p", .stream = "P",
-                                         .ack_timeout = 1s, .connect_timeout = 300ms});
+    changefeed::NatsPublisher publisher(
+        {.url = nats.url(), .subject_prefix = "p", .stream = "P", .ack_timeout = 1s, .connect_timeout = 300ms});
     changefeed::Bridge bridge({cluster().conninfo(), table}, "paused", cftest::test_mapper("public." + table),
                               publisher, bridge_options("one"));
     bridge.start();

@@ -65,8 +65,10 @@ TEST(NatsFaults, KilledBridgesAndARestartedBrokerLoseAndInventNothing) {
     auto first = bridge_runner(table, "b1", nats.url(), stats);
     ASSERT_TRUE(first.running());
     ASSERT_TRUE(cftest::eventually([&] {
-        return cluster().exec("SELECT count(*) FROM changefeed.leases WHERE table_name = '" + table +
-                              "'::regclass AND processor = 'to-nats' AND owner = 'b1'")[0][0].as<int>() == 8;
+        return cluster()
+                   .exec("SELECT count(*) FROM changefeed.leases WHERE table_name = '" + table +
+                         "'::regclass AND processor = 'to-nats' AND owner = 'b1'")[0][0]
+                   .as<int>() == 8;
     }));
 
     // Writers: 1600 transactions, each a new document and a replace of an
@@ -108,9 +110,12 @@ TEST(NatsFaults, KilledBridgesAndARestartedBrokerLoseAndInventNothing) {
     ASSERT_TRUE(acked_grows(100)) << "the second bridge published nothing after the broker's restart";
     // Its database sessions (leases, reads, checkpoints) are cut while it
     // publishes: it reconnects and republishes what it had not checkpointed.
-    const int db_cuts = cluster().exec("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
-                                       " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
-                                       "   AND pid <> " + std::to_string(writer_pid.load()))[0][0].as<int>();
+    const int db_cuts = cluster()
+                            .exec("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                  " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                                  "   AND pid <> " +
+                                  std::to_string(writer_pid.load()))[0][0]
+                            .as<int>();
     EXPECT_GE(db_cuts, 1);
     ASSERT_TRUE(acked_grows(100)) << "the second bridge published nothing after its sessions were cut";
     second.kill_hard();
@@ -131,9 +136,10 @@ TEST(NatsFaults, KilledBridgesAndARestartedBrokerLoseAndInventNothing) {
     if (!cftest::eventually(complete, 60s)) {
         stored = cftest::read_stream(nats.url(), "FAULT");
         std::string lag;
-        for (auto row : cluster().exec("SELECT range_id, owner, live, pending FROM changefeed.lag('" + table + "', 'to-nats')"))
-            lag += " [" + row[0].as<std::string>() + " " + row[1].as<std::string>("-") + " " + row[2].as<std::string>() +
-                   " " + row[3].as<std::string>() + "]";
+        for (auto row :
+             cluster().exec("SELECT range_id, owner, live, pending FROM changefeed.lag('" + table + "', 'to-nats')"))
+            lag += " [" + row[0].as<std::string>() + " " + row[1].as<std::string>("-") + " " +
+                   row[2].as<std::string>() + " " + row[3].as<std::string>() + "]";
         FAIL() << cftest::check_stream(committed, stored) << " lag:" << lag;
     }
     // Anything extra (a redelivery the window let through) would be stored

@@ -94,8 +94,7 @@ TEST(Notifier, NotPreloadedTheWriterSendsOnePerTransaction) {
     pqxx::connection writer(plain->conninfo());
     for (int t = 0; t < 3; ++t) {
         pqxx::work tx(writer);
-        for (int i = 0; i < 50; ++i)
-            tx.exec("INSERT INTO n_plain (id) VALUES (" + std::to_string(t * 100 + i) + ")");
+        for (int i = 0; i < 50; ++i) tx.exec("INSERT INTO n_plain (id) VALUES (" + std::to_string(t * 100 + i) + ")");
         tx.exec("UPDATE n_plain SET v = 'x'");
         tx.commit();
     }

@@ -13,7 +13,7 @@ namespace codec = changefeed::codec;
 
 namespace {
 
-std::string hex(const std::array<uint8_t, 32> &a, size_t n = 32) {
+std::string hex(const std::array<uint8_t, 32>& a, size_t n = 32) {
     static const char digits[] = "0123456789abcdef";
     std::string out;
     for (size_t i = 0; i < n; i++) {
@@ -23,12 +23,11 @@ std::string hex(const std::array<uint8_t, 32> &a, size_t n = 32) {
     return out;
 }
 
-const uint8_t kKey[codec::kKeySize] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
-                                       12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
-                                       23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+const uint8_t kKey[codec::kKeySize] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+                                       17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 const uint8_t kOtherKey[codec::kKeySize] = {};
 
-codec::Checks checks(const uint8_t *key = kKey, uint64_t next_xid = 1000) {
+codec::Checks checks(const uint8_t* key = kKey, uint64_t next_xid = 1000) {
     codec::Checks c;
     c.system_id = 7301234567890123456ull;
     c.database = 16384;
@@ -62,12 +61,18 @@ TEST(PositionMac, Sha256MatchesFips180Vectors) {
 }
 
 TEST(PositionMac, Sha256PadsAtBlockEdges) {
-    EXPECT_EQ(hex(codec::sha256(std::string(55, 'a'))), "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
-    EXPECT_EQ(hex(codec::sha256(std::string(56, 'a'))), "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
-    EXPECT_EQ(hex(codec::sha256(std::string(63, 'a'))), "7d3e74a05d7db15bce4ad9ec0658ea98e3f06eeecf16b4c6fff2da457ddc2f34");
-    EXPECT_EQ(hex(codec::sha256(std::string(64, 'a'))), "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
-    EXPECT_EQ(hex(codec::sha256(std::string(119, 'a'))), "31eba51c313a5c08226adf18d4a359cfdfd8d2e816b13f4af952f7ea6584dcfb");
-    EXPECT_EQ(hex(codec::sha256(std::string(120, 'a'))), "2f3d335432c70b580af0e8e1b3674a7c020d683aa5f73aaaedfdc55af904c21c");
+    EXPECT_EQ(hex(codec::sha256(std::string(55, 'a'))),
+              "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
+    EXPECT_EQ(hex(codec::sha256(std::string(56, 'a'))),
+              "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
+    EXPECT_EQ(hex(codec::sha256(std::string(63, 'a'))),
+              "7d3e74a05d7db15bce4ad9ec0658ea98e3f06eeecf16b4c6fff2da457ddc2f34");
+    EXPECT_EQ(hex(codec::sha256(std::string(64, 'a'))),
+              "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
+    EXPECT_EQ(hex(codec::sha256(std::string(119, 'a'))),
+              "31eba51c313a5c08226adf18d4a359cfdfd8d2e816b13f4af952f7ea6584dcfb");
+    EXPECT_EQ(hex(codec::sha256(std::string(120, 'a'))),
+              "2f3d335432c70b580af0e8e1b3674a7c020d683aa5f73aaaedfdc55af904c21c");
 }
 
 TEST(PositionMac, HmacSha256MatchesRfc4231Vectors) {
@@ -99,8 +104,8 @@ TEST(PositionCodec, RoundTrips) {
 }
 
 namespace {
-std::string base64url(const std::string &in) {
-    const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+std::string base64url(const std::string& in) {
+    const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     std::string out;
     uint32_t acc = 0;
     int bits = 0;
@@ -112,7 +117,7 @@ std::string base64url(const std::string &in) {
     if (bits > 0) out += a[(acc << (6 - bits)) & 63];
     return out;
 }
-void put(std::string &s, uint64_t v, int n) {
+void put(std::string& s, uint64_t v, int n) {
     for (int i = 0; i < n; i++) s += char((v >> (8 * i)) & 0xff);
 }
 }  // namespace
@@ -126,8 +131,8 @@ TEST(PositionCodec, Version2WithoutHistoryStillDecodes) {
     put(body, 100, 8), put(body, 120, 8), put(body, 1, 4), put(body, 105, 8);
     put(body, 0, 1);
     put(body, 0, 8);
-    auto tag = codec::hmac_sha256(std::string(reinterpret_cast<const char *>(kKey), codec::kKeySize), body);
-    std::string text = "cf2." + base64url(body + std::string(reinterpret_cast<const char *>(tag.data()), 16));
+    auto tag = codec::hmac_sha256(std::string(reinterpret_cast<const char*>(kKey), codec::kKeySize), body);
+    std::string text = "cf2." + base64url(body + std::string(reinterpret_cast<const char*>(tag.data()), 16));
     auto p = codec::decode(text, checks());
     EXPECT_EQ(p.timeline, 0u);
     EXPECT_EQ(p.lsn, 0u);
@@ -166,8 +171,9 @@ TEST(PositionCodec, APageEncodesAsEachPositionAloneWhateverTheHeadsLength) {
     // in-progress xid adds 8 bytes), and heads longer than a hash block.
     const std::vector<int64_t> seqs = {0, 1, 255, 256, 65537, INT64_MAX};
     std::set<size_t> remainders;
-    for (const char *lo : {"100:120:", "100:120:105", "100:120:105,110", "100:120:101,102,103,104,105,106,107,108,109"}) {
-        for (const char *hi : {"115:130:", "115:130:125", "115:130:116,117,118"}) {
+    for (const char* lo :
+         {"100:120:", "100:120:105", "100:120:105,110", "100:120:101,102,103,104,105,106,107,108,109"}) {
+        for (const char* hi : {"115:130:", "115:130:125", "115:130:116,117,118"}) {
             codec::Position p = sample();
             p.lo = codec::parse_snapshot(lo);
             p.hi = codec::parse_snapshot(hi);
@@ -204,11 +210,11 @@ TEST(PositionCodec, EveryFlippedBitIsRefused) {
             try {
                 codec::decode(t, checks());
                 ADD_FAILURE() << "accepted with character " << i << " bit " << bit << " flipped";
-            } catch (const codec::ForeignPosition &) {
+            } catch (const codec::ForeignPosition&) {
                 foreign++;
-            } catch (const codec::ForgedPosition &) {
+            } catch (const codec::ForgedPosition&) {
                 forged++;
-            } catch (const codec::InvalidPosition &) {
+            } catch (const codec::InvalidPosition&) {
             }
         }
     }
@@ -234,9 +240,9 @@ TEST(PositionCodec, TheTagIsCheckedBeforeTheSnapshots) {
     try {
         codec::decode(codec::encode(p, kKey), checks());
         FAIL() << "accepted an impossible snapshot";
-    } catch (const codec::ForgedPosition &) {
+    } catch (const codec::ForgedPosition&) {
         FAIL() << "an authentic position was called forged";
-    } catch (const codec::InvalidPosition &e) {
+    } catch (const codec::InvalidPosition& e) {
         EXPECT_NE(std::string(e.what()).find("impossible"), std::string::npos) << e.what();
     }
 }
@@ -269,13 +275,13 @@ TEST(PositionCodec, LengthIsCappedBeforeDecoding) {
     try {
         codec::decode("cf2." + std::string(97, '@'), c);
         FAIL();
-    } catch (const codec::InvalidPosition &e) {
+    } catch (const codec::InvalidPosition& e) {
         EXPECT_NE(std::string(e.what()).find("longer than"), std::string::npos) << e.what();
     }
     try {
         codec::decode("cf2." + std::string(96, '@'), c);
         FAIL();
-    } catch (const codec::InvalidPosition &e) {
+    } catch (const codec::InvalidPosition& e) {
         EXPECT_NE(std::string(e.what()).find("alphabet"), std::string::npos) << e.what();
     }
     // The cap derived from a snapshot size holds the largest position of that size.

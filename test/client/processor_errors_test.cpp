@@ -20,7 +20,8 @@ protected:
 };
 
 TEST_F(Errors, EmptyProcessorName) {
-    EXPECT_EQ(code_of([&] { auto p = changefeed::make_processor(enabled(), "", cftest::noop_handler()); }), errc::processor_name_empty);
+    EXPECT_EQ(code_of([&] { auto p = changefeed::make_processor(enabled(), "", cftest::noop_handler()); }),
+              errc::processor_name_empty);
 }
 
 // Refused at compile time: the all-versions feed's options have no
@@ -115,9 +116,11 @@ TEST_F(Errors, LeaseFunctionsValidateTheirInput) {
     cluster().exec("SELECT changefeed.lease_init('err_enabled', 'sqlcheck')");
     EXPECT_EQ(sqlstate_of("SELECT * FROM changefeed.lease_acquire('err_enabled', 'sqlcheck', '', '1 s')"), "CF011");
     EXPECT_EQ(sqlstate_of("SELECT * FROM changefeed.lease_acquire('err_enabled', 'sqlcheck', 'i', '-1 s')"), "CF003");
-    EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_checkpoint('err_enabled', 'sqlcheck', 0, 'i', 1, 'garbage')"), "CF004");
+    EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_checkpoint('err_enabled', 'sqlcheck', 0, 'i', 1, 'garbage')"),
+              "CF004");
     EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_checkpoint('err_enabled', 'sqlcheck', 0, 'i', 1,"
-                          " changefeed.current_position())"), "CF010");
+                          " changefeed.current_position())"),
+              "CF010");
     EXPECT_EQ(sqlstate_of("SELECT * FROM changefeed.backfill_page('err_enabled', 5, NULL)"), "CF003");
     // Names are data, never SQL.
     EXPECT_EQ(sqlstate_of("SELECT changefeed.lease_init('err_enabled', 'x''); DROP TABLE err_plain; --')"), "");
@@ -181,8 +184,8 @@ TEST_F(Errors, HistoryLostHaltsWithARunbook) {
     // A write after the checkpoint, then retention "drops" it (as prune() records it).
     auto txid = cluster().exec("INSERT INTO err_history (id) VALUES (1); SELECT pg_current_xact_id()::text");
     cluster().exec("INSERT INTO changefeed.horizon (collection_id, dropped_txid, dropped_before)"
-                   " VALUES ((changefeed.collection_of('err_history')).id, '" + txid[0][0].as<std::string>() +
-                   "', now())");
+                   " VALUES ((changefeed.collection_of('err_history')).id, '" +
+                   txid[0][0].as<std::string>() + "', now())");
     p.start();
     ASSERT_TRUE(cftest::eventually([&] { return p.state() == changefeed::State::history_lost; }));
     EXPECT_EQ(rec.size(), 0u);  // never a silent restart from now

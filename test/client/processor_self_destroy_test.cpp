@@ -84,8 +84,8 @@ TEST(ProcessorSelfDestroy, OnPostgresTheProcessorStopsAndReleasesItsLeases) {
     // The batch whose handler destroyed the processor returned, so it was
     // checkpointed: a successor does not get it again, and gets the rest.
     cftest::Recorder rec;
-    auto next = changefeed::make_processor(changefeed::Collection(cluster().conninfo(), "sd_pg"),
-                                           "self-destroy", rec.handler(), cftest::fast_options("two"));
+    auto next = changefeed::make_processor(changefeed::Collection(cluster().conninfo(), "sd_pg"), "self-destroy",
+                                           rec.handler(), cftest::fast_options("two"));
     next.start();
     ASSERT_GT(seen.first_batch.load(), 0u);
     EXPECT_TRUE(cftest::eventually([&] { return rec.size() == 40 - seen.first_batch.load(); }));

@@ -33,7 +33,8 @@ changefeed::Collection table_for_role(const std::string& table, int ranges) {
 }
 
 int collection_id(const std::string& table) {
-    return cluster().exec("SELECT id FROM changefeed.collections WHERE table_name = '" + table + "'::regclass")[0][0]
+    return cluster()
+        .exec("SELECT id FROM changefeed.collections WHERE table_name = '" + table + "'::regclass")[0][0]
         .as<int>();
 }
 
@@ -52,10 +53,11 @@ public:
     // Writes a marker into every range of `table` and waits until each was projected;
     // how many there were (0: not all came).
     std::int64_t deliver(const std::string& table) {
-        return static_cast<std::int64_t>(cftest::deliver_markers(cluster(), table, 100000, [this](const std::string& id) {
-            std::lock_guard lock(mu_);
-            return seen_.count(id) > 0;
-        }).size());
+        return static_cast<std::int64_t>(
+            cftest::deliver_markers(cluster(), table, 100000, [this](const std::string& id) {
+                std::lock_guard lock(mu_);
+                return seen_.count(id) > 0;
+            }).size());
     }
 
 private:
@@ -64,7 +66,8 @@ private:
 };
 
 std::int64_t applied_rows(const std::string& processor) {
-    return cluster().exec("SELECT count(*) FROM changefeed.applied WHERE processor = '" + processor + "'")[0][0]
+    return cluster()
+        .exec("SELECT count(*) FROM changefeed.applied WHERE processor = '" + processor + "'")[0][0]
         .as<std::int64_t>();
 }
 
@@ -72,7 +75,7 @@ TEST(EventIds, TheSameAcrossARedeliveryAndAcrossProcessors) {
     auto coll = table_for_role("ev_ids", 4);
     const int cid = collection_id("ev_ids");
     std::mutex mu;
-    std::vector<std::string> failed_batch;             // processor a, first attempt
+    std::vector<std::string> failed_batch;                 // processor a, first attempt
     std::map<std::string, std::vector<std::string>> seen;  // processor -> ids delivered and checkpointed
     std::atomic<bool> failed{false};
     auto handler_of = [&](const std::string& who) {
@@ -88,7 +91,7 @@ TEST(EventIds, TheSameAcrossARedeliveryAndAcrossProcessors) {
             }
         };
     };
-        // All versions: the insert and the update of a row are two changes, however they are read.
+    // All versions: the insert and the update of a row are two changes, however they are read.
     auto a = changefeed::make_processor(coll, "ev_a", changefeed::Handler(handler_of("a")),
                                         changefeed::AllVersionsOptions(cftest::fast_options("a")));
     auto b = changefeed::make_processor(coll, "ev_b", changefeed::Handler(handler_of("b")),
@@ -142,15 +145,15 @@ TEST(Projector, NotCalledAgainForTheChangesBeforeTheOneThatThrew) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.max_batch_size = 10;
     o.on_error = errors.sink();
-    auto p = changefeed::make_processor(coll, "pj",
-                            changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
-                                if (markers.take(c)) return changefeed::ProjectionResult::applied;
-                                std::lock_guard lock(mu);
-                                if (++calls[c.event_id] == 1) order.push_back(c.event_id);
-                                if (++total == 4) throw std::runtime_error("the 4th change fails once");
-                                return changefeed::ProjectionResult::applied;
-                            }),
-                            o);
+    auto p = changefeed::make_processor(
+        coll, "pj", changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+            if (markers.take(c)) return changefeed::ProjectionResult::applied;
+            std::lock_guard lock(mu);
+            if (++calls[c.event_id] == 1) order.push_back(c.event_id);
+            if (++total == 4) throw std::runtime_error("the 4th change fails once");
+            return changefeed::ProjectionResult::applied;
+        }),
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1u));
     cluster().exec("INSERT INTO pj_throw (id, v) SELECT g, 'x' FROM generate_series(1, 10) g");  // one batch
@@ -160,8 +163,7 @@ TEST(Projector, NotCalledAgainForTheChangesBeforeTheOneThatThrew) {
     {
         std::lock_guard lock(mu);
         ASSERT_EQ(order.size(), 10u);
-        for (std::size_t i = 0; i < order.size(); ++i)
-            EXPECT_EQ(calls[order[i]], i == 3 ? 2 : 1) << "change " << i + 1;
+        for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(calls[order[i]], i == 3 ? 2 : 1) << "change " << i + 1;
         EXPECT_EQ(total.load(), 11);
     }
     EXPECT_TRUE(errors.has(changefeed::errc::handler_failed));
@@ -192,42 +194,47 @@ TEST(Projector, AppliesEachChangeOnceAcrossTerminatedBackends) {
     Markers markers;
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.max_batch_size = 20;
-    auto p = changefeed::make_processor(coll, "pj_blip",
-                            changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
-                                if (markers.take(c)) return changefeed::ProjectionResult::applied;
-                                {
-                                    std::lock_guard lock(mu);
-                                    ++calls[c.event_id];
-                                }
-                                ++total;
-                                std::this_thread::sleep_for(100ms);
-                                return changefeed::ProjectionResult::applied;
-                            }),
-                            o);
+    auto p = changefeed::make_processor(
+        coll, "pj_blip", changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+            if (markers.take(c)) return changefeed::ProjectionResult::applied;
+            {
+                std::lock_guard lock(mu);
+                ++calls[c.event_id];
+            }
+            ++total;
+            std::this_thread::sleep_for(100ms);
+            return changefeed::ProjectionResult::applied;
+        }),
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1u));
     auto terminate_all = [&] {
         return cluster()
             .exec("SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity"
-                  " WHERE usename = '" + role + "'")[0][0]
+                  " WHERE usename = '" +
+                  role + "'")[0][0]
             .as<int>();
     };
     int terminated = 0;
     for (int round = 0; round < 2; ++round) {
         const int before = total;
         const int from = round * 20 + 1;
-        cluster().exec("INSERT INTO pj_blip (id, v) SELECT g, 'x' FROM generate_series(" + std::to_string(from) +
-                       ", " + std::to_string(from + 19) + ") g");  // one transaction, one batch
+        cluster().exec("INSERT INTO pj_blip (id, v) SELECT g, 'x' FROM generate_series(" + std::to_string(from) + ", " +
+                       std::to_string(from + 19) + ") g");                     // one transaction, one batch
         ASSERT_TRUE(cftest::eventually([&] { return total >= before + 5; }));  // mid-batch
         terminated += terminate_all();
         // The batch is read again after the blip: its checkpoint comes after
         // the re-read, so a re-application would have happened by then.
-        ASSERT_TRUE(cftest::eventually([&] {
-            return cluster().exec("SELECT count(*) FROM changefeed.applied WHERE processor = 'pj_blip'")[0][0]
-                           .as<int>() == (round + 1) * 20 &&
-                   cluster().exec("SELECT coalesce(sum(pending), 0) FROM changefeed.lag('pj_blip', 'pj_blip')")[0][0]
-                           .as<std::int64_t>() == 0;
-        }, 60s));
+        ASSERT_TRUE(cftest::eventually(
+            [&] {
+                return cluster()
+                               .exec("SELECT count(*) FROM changefeed.applied WHERE processor = 'pj_blip'")[0][0]
+                               .as<int>() == (round + 1) * 20 &&
+                       cluster()
+                               .exec("SELECT coalesce(sum(pending), 0) FROM changefeed.lag('pj_blip', 'pj_blip')")[0][0]
+                               .as<std::int64_t>() == 0;
+            },
+            60s));
     }
     EXPECT_GE(terminated, 2);  // at least the worker's backend, each time
     const auto marked = markers.deliver("pj_blip");
@@ -272,12 +279,16 @@ TEST(Projector, ALeaseTakenMidBatchReappliesNothing) {
     auto b = changefeed::make_processor(coll, "pj_steal", projector, options("b"));
     b.start();
     ASSERT_TRUE(cftest::wait_running(b, 2u));
-    ASSERT_TRUE(cftest::eventually([&] {
-        return cluster().exec("SELECT count(*) FROM changefeed.applied WHERE processor = 'pj_steal'")[0][0]
-                       .as<int>() == 400 &&
-               cluster().exec("SELECT coalesce(sum(pending), 0) FROM changefeed.lag('pj_steal', 'pj_steal')")[0][0]
-                       .as<std::int64_t>() == 0;
-    }, 60s));
+    ASSERT_TRUE(cftest::eventually(
+        [&] {
+            return cluster()
+                           .exec("SELECT count(*) FROM changefeed.applied WHERE processor = 'pj_steal'")[0][0]
+                           .as<int>() == 400 &&
+                   cluster()
+                           .exec("SELECT coalesce(sum(pending), 0) FROM changefeed.lag('pj_steal', 'pj_steal')")[0][0]
+                           .as<std::int64_t>() == 0;
+        },
+        60s));
     ASSERT_GT(markers.deliver("pj_steal"), 0);
     std::lock_guard lock(mu);
     EXPECT_EQ(calls.size(), 400u);
@@ -297,17 +308,18 @@ TEST(Projector, ProjectsABackfillOnce) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.start_from_beginning = true;
     o.max_batch_size = 10;
-    auto p = changefeed::make_processor(coll, "pj_bf",
-                            changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
-                                if (markers.take(c)) return changefeed::ProjectionResult::applied;
-                                std::lock_guard lock(mu);
-                                ++calls[c.doc_id];
-                                return changefeed::ProjectionResult::applied;
-                            }),
-                            o);
+    auto p = changefeed::make_processor(
+        coll, "pj_bf", changefeed::Projector([&](const changefeed::Change& c, const changefeed::Context&) {
+            if (markers.take(c)) return changefeed::ProjectionResult::applied;
+            std::lock_guard lock(mu);
+            ++calls[c.doc_id];
+            return changefeed::ProjectionResult::applied;
+        }),
+        o);
     p.start();
     ASSERT_TRUE(cftest::eventually([&] {
-        return cluster().exec("SELECT bool_and(backfill_done) FROM changefeed.leases WHERE processor = 'pj_bf'")[0][0]
+        return cluster()
+            .exec("SELECT bool_and(backfill_done) FROM changefeed.leases WHERE processor = 'pj_bf'")[0][0]
             .as<bool>(false);
     }));
     cluster().exec("INSERT INTO pj_backfill (id, v) VALUES (46, 'after')");
@@ -328,18 +340,17 @@ TEST(Projector, DuplicatesRisingIsToldOncePerCrossing) {
     o.duplicate_alert_window = 4;
     o.duplicate_alert_share = 0.5;
     o.on_error = errors.sink();
-    auto p = changefeed::make_processor(coll, "pj_dups",
-                            changefeed::Projector([&](const changefeed::Change&, const changefeed::Context&) {
-                                return skip ? changefeed::ProjectionResult::skipped_duplicate
-                                            : changefeed::ProjectionResult::applied;
-                            }),
-                            o);
+    auto p = changefeed::make_processor(
+        coll, "pj_dups", changefeed::Projector([&](const changefeed::Change&, const changefeed::Context&) {
+            return skip ? changefeed::ProjectionResult::skipped_duplicate : changefeed::ProjectionResult::applied;
+        }),
+        o);
     EXPECT_EQ(p.projection_stats().applied + p.projection_stats().skipped_duplicate, 0);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1u));
     auto write = [&](int from) {
-        cluster().exec("INSERT INTO pj_dups (id, v) SELECT g, 'x' FROM generate_series(" + std::to_string(from) +
-                       ", " + std::to_string(from + 9) + ") g");
+        cluster().exec("INSERT INTO pj_dups (id, v) SELECT g, 'x' FROM generate_series(" + std::to_string(from) + ", " +
+                       std::to_string(from + 9) + ") g");
     };
     // Counted, and recorded: a batch's alerts are told before its record commits.
     auto handled = [&](std::int64_t n) {
@@ -366,10 +377,11 @@ TEST(Projector, DuplicatesRisingIsToldOncePerCrossing) {
 
 TEST(Projector, OptionsAreChecked) {
     changefeed::Collection coll(cluster().conninfo(), "whatever");
-    auto projector = changefeed::Projector(
-        [](const changefeed::Change&, const changefeed::Context&) { return changefeed::ProjectionResult::applied; });
-    auto transactional = changefeed::TransactionalHandler(
-        [](const std::vector<changefeed::Change>&, changefeed::Transaction&, const changefeed::Context&) {});
+    auto projector = changefeed::Projector([](const changefeed::Change&, const changefeed::Context&) {
+        return changefeed::ProjectionResult::applied;
+    });
+    auto transactional = changefeed::TransactionalHandler([](const std::vector<changefeed::Change>&,
+                                                             changefeed::Transaction&, const changefeed::Context&) {});
     auto invalid = [&](auto handler, auto tweak) {
         changefeed::LatestVersionOptions o = cftest::fast_options("one");
         tweak(o);

@@ -30,7 +30,8 @@ struct Recorded {
     std::vector<std::string> unexpected() const {
         std::vector<std::string> out;
         for (const auto& e : errors.all())
-            if (e.code != make_error_code(changefeed::errc::lease_lost)) out.push_back(e.code.message() + ": " + e.message);
+            if (e.code != make_error_code(changefeed::errc::lease_lost))
+                out.push_back(e.code.message() + ": " + e.message);
         return out;
     }
 };
@@ -67,8 +68,8 @@ void expect_complete_and_ordered(const std::vector<cftest::Delivery>& all, const
         if (d.v < 1 || s.count(d.v)) continue;  // the insert before the start, or a redelivery
         if (static_cast<int>(s.size()) != d.v - 1) {
             if (++disorder <= 5)
-                ADD_FAILURE() << "document " << d.doc << ": version " << d.v << " first delivered after "
-                              << s.size() << " earlier versions (range " << d.range << ", " << d.instance << ")";
+                ADD_FAILURE() << "document " << d.doc << ": version " << d.v << " first delivered after " << s.size()
+                              << " earlier versions (range " << d.range << ", " << d.instance << ")";
         }
         s.insert(d.v);
     }
@@ -95,9 +96,8 @@ void run_through_changes(const std::string& table, const std::vector<int>& chang
     for (const auto& name : instances) {
         auto o = cftest::fast_options(name);
         o.on_error = got.errors.sink();
-        ps.push_back(std::make_unique<changefeed::Processor>(
-            changefeed::make_processor({cluster().conninfo(), table}, "through", got.handled.handler(),
-                                       changefeed::AllVersionsOptions(o))));
+        ps.push_back(std::make_unique<changefeed::Processor>(changefeed::make_processor(
+            {cluster().conninfo(), table}, "through", got.handled.handler(), changefeed::AllVersionsOptions(o))));
         ps.back()->start();
     }
     ASSERT_TRUE(cftest::eventually([&] { return held(owners(table, "through")) == 4; }, 20s));
@@ -112,8 +112,8 @@ void run_through_changes(const std::string& table, const std::vector<int>& chang
             int i = 0;
             while (writing) {
                 pqxx::work tx(c);
-                tx.exec("UPDATE " + table + " SET v = (v::int + 1)::text WHERE id % 24 = " +
-                        std::to_string((2 * i++ + w) % 24));
+                tx.exec("UPDATE " + table +
+                        " SET v = (v::int + 1)::text WHERE id % 24 = " + std::to_string((2 * i++ + w) % 24));
                 tx.commit();
                 ++written;
                 std::this_thread::sleep_for(5ms);
@@ -141,13 +141,16 @@ void run_through_changes(const std::string& table, const std::vector<int>& chang
     std::map<std::string, int> final_v;
     for (const auto& row : cluster().exec("SELECT id::text, v::int FROM " + table))
         final_v[row[0].as<std::string>()] = row[1].as<int>();
-    ASSERT_TRUE(cftest::eventually([&] {
-        std::map<std::string, std::set<int>> seen;
-        for (const auto& d : got.all()) seen[d.doc].insert(d.v);
-        for (const auto& [doc, v] : final_v)
-            if (v > 0 && !seen[doc].count(v)) return false;
-        return true;
-    }, 30s)) << "the last versions were not all delivered";
+    ASSERT_TRUE(cftest::eventually(
+        [&] {
+            std::map<std::string, std::set<int>> seen;
+            for (const auto& d : got.all()) seen[d.doc].insert(d.v);
+            for (const auto& [doc, v] : final_v)
+                if (v > 0 && !seen[doc].count(v)) return false;
+            return true;
+        },
+        30s))
+        << "the last versions were not all delivered";
     expect_complete_and_ordered(got.all(), final_v);
 
     // The ranges handed to the handler after the last change are the new ones.
@@ -183,21 +186,22 @@ TEST(RangeChange, ACheckpointOfTheOldLayoutIsFencedAndTheNewRangesInheritIt) {
     auto o = cftest::fast_options("only");
     o.on_error = got.errors.sink();
     // Started from the beginning of the log is not possible; start, then write.
-    changefeed::Processor p =
-        changefeed::make_processor({cluster().conninfo(), table}, "fence", got.handled.handler(),
-                                   changefeed::AllVersionsOptions(o));
+    changefeed::Processor p = changefeed::make_processor({cluster().conninfo(), table}, "fence", got.handled.handler(),
+                                                         changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     cluster().exec("UPDATE " + table + " SET v = '2'");
     ASSERT_TRUE(cftest::eventually([&] { return got.all().size() >= 50; }, 20s));
     // Every range checkpointed past the update: after the split, nothing is due again.
-    ASSERT_TRUE(cftest::eventually([&] {
-        return cluster()
-                   .exec("SELECT count(*) FROM changefeed.leases l, LATERAL changefeed.read('" + table +
-                         "', l.checkpoint, 1000, ARRAY[l.range_id]) WHERE l.table_name = '" + table +
-                         "'::regclass AND l.processor = 'fence'")[0][0]
-                   .as<int>() == 0;
-    }, 20s));
+    ASSERT_TRUE(cftest::eventually(
+        [&] {
+            return cluster()
+                       .exec("SELECT count(*) FROM changefeed.leases l, LATERAL changefeed.read('" + table +
+                             "', l.checkpoint, 1000, ARRAY[l.range_id]) WHERE l.table_name = '" + table +
+                             "'::regclass AND l.processor = 'fence'")[0][0]
+                       .as<int>() == 0;
+        },
+        20s));
     const auto before = got.all().size();
     cluster().exec("SELECT changefeed.alter('" + table + "', ranges => 4)");
     ASSERT_TRUE(cftest::wait_running(p, 4));

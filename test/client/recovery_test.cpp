@@ -59,12 +59,13 @@ TEST(Recovery, HandlerFailingHaltsItsRangeByPolicy) {
     // Range of id 1 fails always; the other range's ids are delivered.
     const int poison_range = cluster().exec("SELECT changefeed.range_of('1', 2)")[0][0].as<int>();
     cftest::Recorder rec;
-    auto p = changefeed::make_processor({cluster().conninfo(), table}, "p",
-                            [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
-                                if (ctx.range_id == poison_range) throw std::runtime_error("cannot project");
-                                rec.add(batch, ctx);
-                            },
-                            o);
+    auto p = changefeed::make_processor(
+        {cluster().conninfo(), table}, "p",
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
+            if (ctx.range_id == poison_range) throw std::runtime_error("cannot project");
+            rec.add(batch, ctx);
+        },
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 2));
     int others = 0;
@@ -134,11 +135,12 @@ TEST(Recovery, ThrowingPolicyFallsBackToDefaults) {
     o.retry_delay = std::chrono::milliseconds(20);
     o.recovery = [](const changefeed::Incident&) -> RecoveryDecision { throw std::runtime_error("broken policy"); };
     o.on_error = [](const changefeed::ErrorInfo&) {};
-    auto p = changefeed::make_processor({cluster().conninfo(), table}, "p",
-                                        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
-                                            if (++calls < 3) throw std::runtime_error("transient");
-                                        },
-                                        o);
+    auto p = changefeed::make_processor(
+        {cluster().conninfo(), table}, "p",
+        [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+            if (++calls < 3) throw std::runtime_error("transient");
+        },
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1));
     cluster().exec("INSERT INTO " + table + " (id) VALUES (1)");
@@ -156,11 +158,12 @@ TEST(Recovery, FailuresGoToStderrWithoutOnError) {
     o.retry_delay = std::chrono::milliseconds(20);
     testing::internal::CaptureStderr();
     {
-        auto p = changefeed::make_processor({cluster().conninfo(), table}, "p",
-                                [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
-                                    if (++calls == 1) throw std::runtime_error("projection store unavailable");
-                                },
-                                o);
+        auto p = changefeed::make_processor(
+            {cluster().conninfo(), table}, "p",
+            [&](const std::vector<changefeed::Change>&, const changefeed::Context&) {
+                if (++calls == 1) throw std::runtime_error("projection store unavailable");
+            },
+            o);
         p.start();
         cftest::wait_running(p, 1);
         cluster().exec("INSERT INTO " + table + " (id) VALUES (1)");

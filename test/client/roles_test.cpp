@@ -19,8 +19,8 @@ namespace {
 
 changefeed::Processor as(const std::string& role, const std::string& table, const std::string& name,
                          changefeed::Handler h, changefeed::ProcessorOptions o) {
-    return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), table),
-                                      name, std::move(h), std::move(o));
+    return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), table), name, std::move(h),
+                                      std::move(o));
 }
 
 class Roles : public ::testing::Test {
@@ -48,8 +48,7 @@ TEST_F(Roles, TheRolesAreNotSuperusersAndCannotReadTheCatalogTables) {
     auto r = cluster().exec("SELECT count(*) FROM pg_roles WHERE rolname IN ('owner_svc', 'thief_svc') AND rolsuper");
     EXPECT_EQ(r[0][0].as<int>(), 0);
     for (const char* t : {"changefeed.lease", "changefeed.log", "changefeed.collection", "changefeed.horizon"})
-        EXPECT_EQ(cftest::sqlstate_as(cluster(), "owner_svc", std::string("SELECT 1 FROM ") + t + " LIMIT 1"),
-                  "42501")
+        EXPECT_EQ(cftest::sqlstate_as(cluster(), "owner_svc", std::string("SELECT 1 FROM ") + t + " LIMIT 1"), "42501")
             << t;
 }
 
@@ -77,16 +76,17 @@ TEST_F(Roles, AProcessorRunningAsAnOrdinaryRoleReceivesChangesWokenByListen) {
     EXPECT_TRUE(errors.all().empty()) << errors.all().front().message;
     p.stop();
     // The processor is filed under the role that started it.
-    auto owner = cluster().exec(
-        "SELECT DISTINCT owner_role::text FROM changefeed.leases"
-        " WHERE table_name = 'ro_e2e'::regclass AND processor = 'e2e'");
+    auto owner = cluster().exec("SELECT DISTINCT owner_role::text FROM changefeed.leases"
+                                " WHERE table_name = 'ro_e2e'::regclass AND processor = 'e2e'");
     ASSERT_EQ(owner.size(), 1u);
     EXPECT_EQ(owner[0][0].as<std::string>(), "owner_svc");
     // Its owner sees its leases in the view; another role sees none of them.
-    EXPECT_EQ(cluster().exec_as("owner_svc", "SELECT count(*) FROM changefeed.leases WHERE processor = 'e2e'")[0][0]
+    EXPECT_EQ(cluster()
+                  .exec_as("owner_svc", "SELECT count(*) FROM changefeed.leases WHERE processor = 'e2e'")[0][0]
                   .as<int>(),
               4);
-    EXPECT_EQ(cluster().exec_as("thief_svc", "SELECT count(*) FROM changefeed.leases WHERE processor = 'e2e'")[0][0]
+    EXPECT_EQ(cluster()
+                  .exec_as("thief_svc", "SELECT count(*) FROM changefeed.leases WHERE processor = 'e2e'")[0][0]
                   .as<int>(),
               0);
 }
@@ -186,18 +186,19 @@ TEST_F(Roles, ResetCheckpointByTheOwnerMovesRunningInstancesAnotherRoleIsRefused
     std::atomic<int> refused{0};  // calls that met the poison
     auto o = cftest::fast_options("reset-1");
     o.max_batch_size = 1000;
-    auto p = as("owner_svc", "ro_reset", "mover",
-                [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
-                    for (const auto& c : batch) {
-                        int id = std::stoi(c.doc_id);
-                        if (id >= 100 && id < 105) {
-                            ++refused;
-                            throw std::runtime_error("poison");
-                        }
-                    }
-                    rec.add(batch, ctx);
-                },
-                o);
+    auto p = as(
+        "owner_svc", "ro_reset", "mover",
+        [&](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
+            for (const auto& c : batch) {
+                int id = std::stoi(c.doc_id);
+                if (id >= 100 && id < 105) {
+                    ++refused;
+                    throw std::runtime_error("poison");
+                }
+            }
+            rec.add(batch, ctx);
+        },
+        o);
     p.start();
     cluster().exec("INSERT INTO ro_reset (id, v) VALUES (1, 'a')");
     ASSERT_TRUE(cftest::eventually([&] { return rec.has("1"); }));
@@ -236,8 +237,7 @@ TEST_F(Roles, ResetCheckpointByTheOwnerMovesRunningInstancesAnotherRoleIsRefused
               "");
     EXPECT_EQ(cftest::sqlstate_as(cluster(), "thief_svc", "SELECT changefeed.drop_processor('ro_reset', 'mover')"),
               "42501");
-    EXPECT_EQ(cftest::sqlstate_as(cluster(), "owner_svc", "SELECT changefeed.drop_processor('ro_reset', 'mover')"),
-              "");
+    EXPECT_EQ(cftest::sqlstate_as(cluster(), "owner_svc", "SELECT changefeed.drop_processor('ro_reset', 'mover')"), "");
     auto q = as("thief_svc", "ro_reset", "mover", cftest::noop_handler(), cftest::fast_options("t-1"));
     EXPECT_EQ(code_of([&] { q.start(); }), std::error_code());
     q.stop();

@@ -57,15 +57,14 @@ changefeed::Processor tenant_processor(const std::string& role, cftest::Recorder
 TEST(RowSecurity, EachTenantsProcessorGetsExactlyItsShare) {
     cftest::create_login_role(cluster(), "rs_a_svc", {"changefeed_processor"});
     cftest::create_login_role(cluster(), "rs_b_svc", {"changefeed_processor"});
-    cluster().exec(
-        "CREATE TABLE rs_map (role_name name, tenant text);"
-        "INSERT INTO rs_map VALUES ('rs_a_svc', 'a'), ('rs_b_svc', 'b');"
-        "CREATE TABLE rs_docs (id int PRIMARY KEY, tenant text NOT NULL, v text);"
-        "ALTER TABLE rs_docs ENABLE ROW LEVEL SECURITY;"
-        "CREATE POLICY by_map ON rs_docs USING ("
-        "    tenant IN (SELECT m.tenant FROM public.rs_map m WHERE m.role_name = current_user));"
-        "GRANT SELECT ON rs_docs, rs_map TO rs_a_svc, rs_b_svc;"
-        "SELECT changefeed.enable('rs_docs', ranges => 1)");
+    cluster().exec("CREATE TABLE rs_map (role_name name, tenant text);"
+                   "INSERT INTO rs_map VALUES ('rs_a_svc', 'a'), ('rs_b_svc', 'b');"
+                   "CREATE TABLE rs_docs (id int PRIMARY KEY, tenant text NOT NULL, v text);"
+                   "ALTER TABLE rs_docs ENABLE ROW LEVEL SECURITY;"
+                   "CREATE POLICY by_map ON rs_docs USING ("
+                   "    tenant IN (SELECT m.tenant FROM public.rs_map m WHERE m.role_name = current_user));"
+                   "GRANT SELECT ON rs_docs, rs_map TO rs_a_svc, rs_b_svc;"
+                   "SELECT changefeed.enable('rs_docs', ranges => 1)");
     cftest::Recorder a_rec, b_rec;
     auto a = tenant_processor("rs_a_svc", a_rec);
     auto b = tenant_processor("rs_b_svc", b_rec);
@@ -89,8 +88,8 @@ TEST(RowSecurity, EachTenantsProcessorGetsExactlyItsShare) {
     write("INSERT INTO rs_docs VALUES (2, 'b', 'x')", {}, {"create:2"});
     write("INSERT INTO rs_docs VALUES (3, 'a', 'x')", {"create:3"}, {});
     write("UPDATE rs_docs SET v = 'y' WHERE id = 1", {"replace:1"}, {});
-    write("UPDATE rs_docs SET tenant = 'b' WHERE id = 3", {"delete:3"}, {"create:3"});   // a -> b
-    write("UPDATE rs_docs SET tenant = 'a' WHERE id = 2", {"create:2"}, {"delete:2"});   // b -> a
+    write("UPDATE rs_docs SET tenant = 'b' WHERE id = 3", {"delete:3"}, {"create:3"});  // a -> b
+    write("UPDATE rs_docs SET tenant = 'a' WHERE id = 2", {"create:2"}, {"delete:2"});  // b -> a
     write("INSERT INTO rs_docs VALUES (4, 'c', 'x')", {}, {});                          // nobody's
     write("DELETE FROM rs_docs WHERE id = 1", {"delete:1"}, {});
     write("UPDATE rs_docs SET v = 'z' WHERE id = 3", {}, {"replace:3"});
@@ -117,12 +116,16 @@ TEST(RowSecurity, EachTenantsProcessorGetsExactlyItsShare) {
     // rows written after reach both, the one before stays behind.
     cluster().exec("INSERT INTO rs_docs VALUES (9, 'shared', 'x')");
     cluster().exec("INSERT INTO rs_docs VALUES (11, 'a', 'marker'), (12, 'b', 'marker')");
-    ASSERT_TRUE(cftest::eventually([&] { return has(received(a_rec), "create:11") && has(received(b_rec), "create:12"); }));
+    ASSERT_TRUE(cftest::eventually([&] {
+        return has(received(a_rec), "create:11") && has(received(b_rec), "create:12");
+    }));
     cluster().exec(
         "ALTER POLICY by_map ON rs_docs USING ("
         "    tenant IN (SELECT m.tenant FROM public.rs_map m WHERE m.role_name = current_user) OR tenant = 'shared')");
     cluster().exec("INSERT INTO rs_docs VALUES (10, 'shared', 'x')");
-    ASSERT_TRUE(cftest::eventually([&] { return has(received(a_rec), "create:10") && has(received(b_rec), "create:10"); }));
+    ASSERT_TRUE(cftest::eventually([&] {
+        return has(received(a_rec), "create:10") && has(received(b_rec), "create:10");
+    }));
     EXPECT_FALSE(has(received(a_rec), "create:9"));
     EXPECT_FALSE(has(received(b_rec), "create:9"));
     EXPECT_FALSE(has(received(a_rec), "create:12"));

@@ -21,16 +21,19 @@ namespace {
 // Which feed a test reads (chosen in the library by the options' type).
 enum class FeedMode { latest_version, all_versions_and_deletes };
 
-
 // Documents are {"id": int, "v": text} on both sides.  A transactional
 // handler's projection is key -> text: a table of the test's own on
 // PostgreSQL, a named in-memory projection on the other side.
 class PostgresProvider {
 public:
     PostgresProvider() : table_("shared_" + std::to_string(++counter_)) {
-        cluster().exec("CREATE TABLE " + table_ + " (id int PRIMARY KEY, v text);"
-                       "SELECT changefeed.enable('" + table_ + "', ranges => 4);"
-                       "CREATE TABLE " + table_ + "_projection (key text PRIMARY KEY, value text NOT NULL)");
+        cluster().exec("CREATE TABLE " + table_ +
+                       " (id int PRIMARY KEY, v text);"
+                       "SELECT changefeed.enable('" +
+                       table_ +
+                       "', ranges => 4);"
+                       "CREATE TABLE " +
+                       table_ + "_projection (key text PRIMARY KEY, value text NOT NULL)");
     }
     void insert(int id, const std::string& v) {
         exec("INSERT INTO " + table_ + " VALUES (" + std::to_string(id) + ", " + quoted(v) + ")");
@@ -49,8 +52,9 @@ public:
     }
     // A transactional handler's write to the projection, in its transaction.
     void put(changefeed::Transaction& tx, const std::string& key, const std::string& value) {
-        tx.sql().exec_params("INSERT INTO " + table_ + "_projection (key, value) VALUES ($1, $2) "
-                             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        tx.sql().exec_params("INSERT INTO " + table_ +
+                                 "_projection (key, value) VALUES ($1, $2) "
+                                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                              key, value);
     }
     // What has committed of the projection.
@@ -89,7 +93,8 @@ public:
     template <class Consumer>
     changefeed::Processor processor(const std::string& name, Consumer h, changefeed::LatestVersionOptions o,
                                     FeedMode mode) {
-        if (mode == FeedMode::latest_version) return changefeed::make_processor(coll_, name, std::move(h), std::move(o));
+        if (mode == FeedMode::latest_version)
+            return changefeed::make_processor(coll_, name, std::move(h), std::move(o));
         return changefeed::make_processor(coll_, name, std::move(h), cftest::common_options(std::move(o)));
     }
     void put(changefeed::Transaction& tx, const std::string& key, const std::string& value) {

@@ -39,8 +39,10 @@ public:
 ::testing::Environment* const environment = ::testing::AddGlobalTestEnvironment(new StandbyEnvironment);
 
 void create_versioned(const std::string& table) {
-    primary->exec("CREATE TABLE " + table + " (id int PRIMARY KEY, ver int NOT NULL);"
-                  "SELECT changefeed.enable('" + table + "', ranges => 8)");
+    primary->exec("CREATE TABLE " + table +
+                  " (id int PRIMARY KEY, ver int NOT NULL);"
+                  "SELECT changefeed.enable('" +
+                  table + "', ranges => 8)");
 }
 
 // The standby has replayed everything the primary committed so far.
@@ -48,7 +50,8 @@ void wait_replayed() {
     const std::string lsn = primary->exec("SELECT pg_current_wal_lsn()::text")[0][0].as<std::string>();
     ASSERT_TRUE(cftest::eventually([&] {
         return standby->exec("SELECT pg_last_wal_replay_lsn() >= '" + lsn + "'::pg_lsn")[0][0].as<bool>();
-    })) << "the standby did not replay up to " << lsn;
+    })) << "the standby did not replay up to "
+        << lsn;
 }
 
 int log_rows(cftest::Cluster& c, const std::string& table) {
@@ -91,19 +94,19 @@ TEST(Standby, StartOnAStandbyFailsWithReadOnlyServer) {
     }
     EXPECT_EQ(p.state(), changefeed::State::stopped);
     // Nothing was filed on the primary under that name.
-    EXPECT_EQ(primary->exec("SELECT count(*) FROM changefeed.leases WHERE table_name = '" + table +
-                            "'::regclass")[0][0].as<int>(),
+    EXPECT_EQ(primary->exec("SELECT count(*) FROM changefeed.leases WHERE table_name = '" + table + "'::regclass")[0][0]
+                  .as<int>(),
               0);
 
     // A multi-host string that takes any server takes the standby listed first: the same error.
-    auto q = changefeed::make_processor(
-        {cftest::multi_host_conninfo({standby.get(), primary.get()}, "any"), table}, "on_standby", rec.handler(),
-        changefeed::AllVersionsOptions(cftest::fast_options("a")));
+    auto q = changefeed::make_processor({cftest::multi_host_conninfo({standby.get(), primary.get()}, "any"), table},
+                                        "on_standby", rec.handler(),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("a")));
     EXPECT_EQ(cftest::code_of([&] { q.start(); }), errc::read_only_server);
     // With read-write it finds the primary.
-    auto r = changefeed::make_processor(
-        {cftest::multi_host_conninfo({standby.get(), primary.get()}), table}, "on_standby", rec.handler(),
-        changefeed::AllVersionsOptions(cftest::fast_options("a")));
+    auto r = changefeed::make_processor({cftest::multi_host_conninfo({standby.get(), primary.get()}), table},
+                                        "on_standby", rec.handler(),
+                                        changefeed::AllVersionsOptions(cftest::fast_options("a")));
     r.start();
     EXPECT_TRUE(cftest::wait_running(r, 8));
 }
@@ -144,9 +147,10 @@ TEST(Standby, ReadScaleOutDeliversWhatThePrimaryDelivers) {
     }
     wait_replayed();
     const int first = log_rows(*primary, table);
-    ASSERT_TRUE(cftest::eventually([&] {
-        return cftest::check_feed(cftest::logged_changes(*primary, table), on_standby.all(), false).lost == 0;
-    }, 60s)) << cftest::check_feed(cftest::logged_changes(*primary, table), on_standby.all(), false);
+    ASSERT_TRUE(cftest::eventually(
+        [&] { return cftest::check_feed(cftest::logged_changes(*primary, table), on_standby.all(), false).lost == 0; },
+        60s))
+        << cftest::check_feed(cftest::logged_changes(*primary, table), on_standby.all(), false);
 
     // The reads went to the standby: its sessions show the reader's name.
     EXPECT_GE(standby->exec("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cf_standby_reader'")[0][0]
@@ -155,8 +159,9 @@ TEST(Standby, ReadScaleOutDeliversWhatThePrimaryDelivers) {
 
     // Part two: the standby stops replaying; the primary goes on.
     standby->exec("SELECT pg_wal_replay_pause()");
-    ASSERT_TRUE(cftest::eventually(
-        [&] { return standby->exec("SELECT pg_get_wal_replay_pause_state()")[0][0].as<std::string>() == "paused"; }));
+    ASSERT_TRUE(cftest::eventually([&] {
+        return standby->exec("SELECT pg_get_wal_replay_pause_state()")[0][0].as<std::string>() == "paused";
+    }));
     const int replayed = log_rows(*standby, table);
     {
         cftest::WriteLoad load(primary->conninfo(), table, 50, 400, 500us);
@@ -165,9 +170,9 @@ TEST(Standby, ReadScaleOutDeliversWhatThePrimaryDelivers) {
     const int second = log_rows(*primary, table);
     ASSERT_GT(second, first);
     // The primary's reader has it all; the standby's reader has no more than the standby replayed.
-    ASSERT_TRUE(cftest::eventually([&] {
-        return cftest::check_feed(cftest::logged_changes(*primary, table), on_primary.all(), false).lost == 0;
-    }, 60s));
+    ASSERT_TRUE(cftest::eventually(
+        [&] { return cftest::check_feed(cftest::logged_changes(*primary, table), on_primary.all(), false).lost == 0; },
+        60s));
     EXPECT_EQ(log_rows(*standby, table), replayed);
     {
         std::set<std::string> distinct;
@@ -177,9 +182,10 @@ TEST(Standby, ReadScaleOutDeliversWhatThePrimaryDelivers) {
 
     // Replay resumes: the lag was only a delay.
     standby->exec("SELECT pg_wal_replay_resume()");
-    ASSERT_TRUE(cftest::eventually([&] {
-        return cftest::check_feed(cftest::logged_changes(*primary, table), on_standby.all(), false).lost == 0;
-    }, 60s)) << cftest::check_feed(cftest::logged_changes(*primary, table), on_standby.all(), false);
+    ASSERT_TRUE(cftest::eventually(
+        [&] { return cftest::check_feed(cftest::logged_changes(*primary, table), on_standby.all(), false).lost == 0; },
+        60s))
+        << cftest::check_feed(cftest::logged_changes(*primary, table), on_standby.all(), false);
 
     const auto logged = cftest::logged_changes(*primary, table);
     const auto via_standby = cftest::check_feed(logged, on_standby.all(), false);
@@ -197,7 +203,8 @@ TEST(Standby, ReadScaleOutDeliversWhatThePrimaryDelivers) {
     auto after = primary->exec("SELECT count(DISTINCT l.range_id), count(r.seq) FROM changefeed.leases l"
                                "  LEFT JOIN LATERAL changefeed.read(l.table_name, l.checkpoint, 1000,"
                                "                                    ARRAY[l.range_id]) r ON true"
-                               " WHERE l.table_name = '" + table + "'::regclass AND l.processor = 'scaled'");
+                               " WHERE l.table_name = '" +
+                               table + "'::regclass AND l.processor = 'scaled'");
     EXPECT_EQ(after[0][0].as<int>(), 8);
     EXPECT_EQ(after[0][1].as<int>(), 0) << "changes after the stored checkpoints";
 }
@@ -235,9 +242,9 @@ TEST(Standby, AReaderConnectionCutMidDrainResumesWithoutLoss) {
     }
     EXPECT_GE(cuts, 3) << "every cut found a reader session";
     wait_replayed();
-    ASSERT_TRUE(cftest::eventually([&] {
-        return cftest::check_feed(cftest::logged_changes(*primary, table), rec.all(), false).lost == 0;
-    }, 60s)) << cftest::check_feed(cftest::logged_changes(*primary, table), rec.all(), false);
+    ASSERT_TRUE(cftest::eventually(
+        [&] { return cftest::check_feed(cftest::logged_changes(*primary, table), rec.all(), false).lost == 0; }, 60s))
+        << cftest::check_feed(cftest::logged_changes(*primary, table), rec.all(), false);
     const auto r = cftest::check_feed(cftest::logged_changes(*primary, table), rec.all(), false);
     EXPECT_TRUE(r.ok()) << r;
     EXPECT_EQ(p.state(), changefeed::State::running);
@@ -254,8 +261,9 @@ TEST(Standby, APositionTheStandbyHasNotReplayedOnlyDelays) {
     create_versioned(table);
     wait_replayed();
     standby->exec("SELECT pg_wal_replay_pause()");
-    ASSERT_TRUE(cftest::eventually(
-        [&] { return standby->exec("SELECT pg_get_wal_replay_pause_state()")[0][0].as<std::string>() == "paused"; }));
+    ASSERT_TRUE(cftest::eventually([&] {
+        return standby->exec("SELECT pg_get_wal_replay_pause_state()")[0][0].as<std::string>() == "paused";
+    }));
     {
         cftest::WriteLoad load(primary->conninfo(), table, 20, 100, 500us);
         ASSERT_TRUE(cftest::eventually([&] { return load.done(); }, 60s));
@@ -335,7 +343,8 @@ TEST(Standby, TheInMemoryProviderRefusesReadConnection) {
     changefeed::InMemoryCollection c;
     auto o = changefeed::AllVersionsOptions(cftest::fast_options("a"));
     o.read_connection = standby->conninfo();
-    EXPECT_EQ(cftest::code_of([&] { (void)changefeed::make_processor(c, "x", cftest::noop_handler(), o); }), errc::invalid_option);
+    EXPECT_EQ(cftest::code_of([&] { (void)changefeed::make_processor(c, "x", cftest::noop_handler(), o); }),
+              errc::invalid_option);
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ namespace {
 
 changefeed::Processor make(const std::string& table, const std::string& name, changefeed::Handler h,
                            changefeed::LatestVersionOptions o) {
-    return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table), name,
-                                      std::move(h), std::move(o));
+    return changefeed::make_processor(changefeed::Collection(cluster().conninfo(), table), name, std::move(h),
+                                      std::move(o));
 }
 
 void insert(const std::string& table, int from, int to) {
@@ -182,8 +182,8 @@ TEST(StartPositions, AtMostOneStartOption) {
     a.start_time = std::chrono::system_clock::now();
     a.start_position = "x";
     EXPECT_EQ(cftest::code_of([&] {
-                  changefeed::make_processor({cluster().conninfo(), "sp_none"}, "n",
-                                             cftest::noop_handler(), changefeed::AllVersionsOptions(a));
+                  changefeed::make_processor({cluster().conninfo(), "sp_none"}, "n", cftest::noop_handler(),
+                                             changefeed::AllVersionsOptions(a));
               }),
               errc::invalid_option);
 }

@@ -130,7 +130,8 @@ TEST(Subscription, EachFilterOperatorIsAppliedInTheDatabase) {
         {"exists", field("doc", "vip").exists(), {"3", "5"}},
         {"tricky", field("doc", "name") == tricky, {"5"}},
         {"bool", field("doc", "vip") == true, {"3"}},
-        {"and-or-not", (field("doc", "status") == "open" && !(field("doc", "n") == 1)) || field("doc", "n") == 4,
+        {"and-or-not",
+         (field("doc", "status") == "open" && !(field("doc", "n") == 1)) || field("doc", "n") == 4,
          {"3", "4"}},
     };
     std::vector<std::unique_ptr<cftest::ChangeSink>> sinks;
@@ -185,7 +186,7 @@ TEST(Subscription, RemovedIsTestedOnThePreviousImageWhenKept) {
         cluster().exec("UPDATE " + t + " SET status = 'marker' WHERE id = 99");
     }
     ASSERT_TRUE(cftest::eventually([&] { return kept.has("99") && plain.has("99"); }));
-    EXPECT_EQ(kept.ids(), (std::vector<std::string>{"1", "99"}));  // the closed one filtered out
+    EXPECT_EQ(kept.ids(), (std::vector<std::string>{"1", "99"}));        // the closed one filtered out
     EXPECT_EQ(plain.ids(), (std::vector<std::string>{"1", "2", "99"}));  // nothing to test: passed
     for (const auto& c : plain.all())
         if (c.operation == Operation::delete_) EXPECT_TRUE(c.previous.is_null());

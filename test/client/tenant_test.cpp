@@ -86,18 +86,22 @@ Rows markers_of(const std::vector<changefeed::Change>& changes) {
 // rows written, or none if they missed a range.
 Rows write_markers(const std::string& table, const std::string& tenant, int first_id) {
     constexpr int n = 32;  // ample for a handful of ranges
-    cluster().exec("INSERT INTO " + table + " (tenant, id, v) SELECT '" + tenant + "', g, 'marker'"
-                   " FROM generate_series(" + std::to_string(first_id) + ", " + std::to_string(first_id + n - 1) +
-                   ") g");
-    const bool every_range =
-        cluster()
-            .exec("SELECT count(DISTINCT l.range_id) = max(col.ranges) FROM changefeed.log l"
-                  "  JOIN changefeed.collections col ON col.id = l.collection_id"
-                  " WHERE col.table_name = '" + table + "'::regclass AND l.current->>'v' = 'marker'"
-                  "   AND l.current->>'tenant' = '" + tenant + "'"
-                  "   AND (l.current->>'id')::int BETWEEN " + std::to_string(first_id) + " AND " +
-                  std::to_string(first_id + n - 1))[0][0]
-            .as<bool>(false);
+    cluster().exec("INSERT INTO " + table + " (tenant, id, v) SELECT '" + tenant +
+                   "', g, 'marker'"
+                   " FROM generate_series(" +
+                   std::to_string(first_id) + ", " + std::to_string(first_id + n - 1) + ") g");
+    const bool every_range = cluster()
+                                 .exec("SELECT count(DISTINCT l.range_id) = max(col.ranges) FROM changefeed.log l"
+                                       "  JOIN changefeed.collections col ON col.id = l.collection_id"
+                                       " WHERE col.table_name = '" +
+                                       table +
+                                       "'::regclass AND l.current->>'v' = 'marker'"
+                                       "   AND l.current->>'tenant' = '" +
+                                       tenant +
+                                       "'"
+                                       "   AND (l.current->>'id')::int BETWEEN " +
+                                       std::to_string(first_id) + " AND " + std::to_string(first_id + n - 1))[0][0]
+                                 .as<bool>(false);
     if (!every_range) return {};
     Rows out;
     for (int id = first_id; id < first_id + n; ++id) out.emplace(tenant, id);
@@ -108,14 +112,18 @@ changefeed::Processor as(const std::string& role, const std::string& table, cons
                          changefeed::Handler h, const std::string& tenant, const std::string& instance) {
     auto o = cftest::fast_options(instance);
     o.tenant = tenant;
-    return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), table),
-                                      name, std::move(h), o);
+    return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), table), name, std::move(h),
+                                      o);
 }
 
 void create_tenant_table(const std::string& name) {
-    cluster().exec("CREATE TABLE " + name + " (tenant text, id int, v text, PRIMARY KEY (tenant, id));"
-                   "SELECT changefeed.enable('" + name + "', ranges => 4, tenant_column => 'tenant');"
-                   "GRANT SELECT ON " + name + " TO tn_svc, tn_bound");
+    cluster().exec("CREATE TABLE " + name +
+                   " (tenant text, id int, v text, PRIMARY KEY (tenant, id));"
+                   "SELECT changefeed.enable('" +
+                   name +
+                   "', ranges => 4, tenant_column => 'tenant');"
+                   "GRANT SELECT ON " +
+                   name + " TO tn_svc, tn_bound");
 }
 
 class Tenants : public ::testing::Test {
@@ -142,9 +150,10 @@ TEST_F(Tenants, EachProcessorSeesExactlyItsShare) {
     // Two tenants' writers at once, several transactions each.
     auto writer = [](std::string tenant, int n) {
         for (int from = 1; from <= n; from += 5)
-            cluster().exec("INSERT INTO tn_orders (tenant, id, v) SELECT '" + tenant + "', g, 'x'"
-                           " FROM generate_series(" + std::to_string(from) + ", " +
-                           std::to_string(std::min(n, from + 4)) + ") g");
+            cluster().exec("INSERT INTO tn_orders (tenant, id, v) SELECT '" + tenant +
+                           "', g, 'x'"
+                           " FROM generate_series(" +
+                           std::to_string(from) + ", " + std::to_string(std::min(n, from + 4)) + ") g");
     };
     std::thread wa(writer, "a", 40), wb(writer, "b", 25);
     wa.join();
@@ -170,11 +179,12 @@ TEST_F(Tenants, EachProcessorSeesExactlyItsShare) {
     for (const auto& h : a.all()) {
         EXPECT_EQ(h.change.tenant, "a");
         EXPECT_EQ(h.change.partition_key, std::to_string(h.change.current.at("id").as_int64()));  // no prefix
-        EXPECT_EQ(h.context.processor, "proj");  // the name as given
+        EXPECT_EQ(h.context.processor, "proj");                                                   // the name as given
     }
     for (const auto& h : b.all()) EXPECT_EQ(h.change.partition_key.find('/'), std::string::npos);
     for (const auto& h : all.all())  // unscoped: the partition key as stored
-        EXPECT_EQ(h.change.partition_key, *h.change.tenant + "/" + std::to_string(h.change.current.at("id").as_int64()));
+        EXPECT_EQ(h.change.partition_key,
+                  *h.change.tenant + "/" + std::to_string(h.change.current.at("id").as_int64()));
 
     // Three lease sets of four ranges, filed under the stored names.
     auto sets = cluster().exec(
@@ -212,8 +222,9 @@ TEST_F(Tenants, TheTenantOptionNeedsATenantColumn) {
     changefeed::SubscriptionOptions o;
     o.tenant = "a";
     EXPECT_EQ(code_of([&] {
-                  changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_plain"),
-                                        [](const changefeed::Change&, const changefeed::Context&) {}, o);
+                  changefeed::subscribe(
+                      changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_plain"),
+                      [](const changefeed::Change&, const changefeed::Context&) {}, o);
               }),
               errc::invalid_option);
 }
@@ -227,8 +238,8 @@ TEST_F(Tenants, StartFromBeginningBackfillsOnlyTheTenantsRows) {
     o.tenant = "b";
     o.start_from_beginning = true;
     o.max_batch_size = 7;  // pages of mixed tenants, some without a row of b
-    auto p = changefeed::make_processor(
-        changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_backfill"), "bf", rec.handler(), o);
+    auto p = changefeed::make_processor(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_backfill"), "bf",
+                                        rec.handler(), o);
     p.start();
     cluster().exec("INSERT INTO tn_backfill (tenant, id, v) VALUES ('a', 31, 'new'), ('b', 31, 'new')");
     ASSERT_TRUE(cftest::eventually([&] { return rec.size() >= 31; }));
@@ -255,8 +266,8 @@ TEST_F(Tenants, ASubscriptionMayBeScopedToATenant) {
     changefeed::SubscriptionOptions o;
     o.tenant = "b";
     cftest::ChangeSink sink;
-    auto sub = changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_sub"),
-                                     sink.callback(), o);
+    auto sub = changefeed::subscribe(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_sub"), sink.callback(),
+                                     o);
     cluster().exec("INSERT INTO tn_sub (tenant, id, v) VALUES ('a', 1, 'x'), ('b', 1, 'x'), ('b', 2, 'x')");
     ASSERT_TRUE(cftest::eventually([&] { return sink.all().size() >= 2; }));
     const auto marks_a = write_markers("tn_sub", "a", 1000), marks_b = write_markers("tn_sub", "b", 1000);
@@ -282,22 +293,22 @@ TEST_F(Tenants, ARowThatMovesIsADeleteForTheOldTenantAndACreateForTheNew) {
                    "GRANT SELECT ON tn_move TO tn_svc, tn_bound");
     auto all_versions = [](const std::string& role, const std::string& name, cftest::Recorder& rec,
                            const std::string& instance) {
-        return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), "tn_move"),
-                                          name, rec.handler(),
+        return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as(role), "tn_move"), name,
+                                          rec.handler(),
                                           changefeed::AllVersionsOptions(cftest::fast_options(instance)));
     };
     cftest::Recorder a, b, all, bound;
     auto pa = [&] {
         auto o = changefeed::AllVersionsOptions(cftest::fast_options("mv-a"));
         o.tenant = "a";
-        return changefeed::make_processor(
-            changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"), "audit", a.handler(), changefeed::AllVersionsOptions(o));
+        return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"), "audit",
+                                          a.handler(), changefeed::AllVersionsOptions(o));
     }();
     auto pb = [&] {
         auto o = changefeed::AllVersionsOptions(cftest::fast_options("mv-b"));
         o.tenant = "b";
-        return changefeed::make_processor(
-            changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"), "audit", b.handler(), changefeed::AllVersionsOptions(o));
+        return changefeed::make_processor(changefeed::Collection(cluster().conninfo_as("tn_svc"), "tn_move"), "audit",
+                                          b.handler(), changefeed::AllVersionsOptions(o));
     }();
     auto pall = all_versions("tn_svc", "audit", all, "mv-all");
     auto pbound = all_versions("tn_bound", "audit-bound", bound, "mv-bound");  // bound to a, not scoped

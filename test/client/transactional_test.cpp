@@ -31,12 +31,22 @@ void ensure_role() {
 changefeed::Collection setup(const std::string& table, int ranges, const std::string& app) {
     ensure_role();
     cftest::create_table(cluster(), table, ranges);
-    cluster().exec("CREATE TABLE " + table + "_copy (id int PRIMARY KEY, v text);"
-                   "CREATE TABLE " + table + "_applied (event_id text PRIMARY KEY, n int NOT NULL);"
-                   "CREATE TABLE " + table + "_attempts (n serial);"
-                   "GRANT SELECT ON " + table + " TO " + kRole + ";"
-                   "GRANT ALL ON " + table + "_copy, " + table + "_applied, " + table + "_attempts TO " + kRole + ";"
-                   "GRANT USAGE ON SEQUENCE " + table + "_attempts_n_seq TO " + kRole);
+    cluster().exec("CREATE TABLE " + table +
+                   "_copy (id int PRIMARY KEY, v text);"
+                   "CREATE TABLE " +
+                   table +
+                   "_applied (event_id text PRIMARY KEY, n int NOT NULL);"
+                   "CREATE TABLE " +
+                   table +
+                   "_attempts (n serial);"
+                   "GRANT SELECT ON " +
+                   table + " TO " + kRole +
+                   ";"
+                   "GRANT ALL ON " +
+                   table + "_copy, " + table + "_applied, " + table + "_attempts TO " + kRole +
+                   ";"
+                   "GRANT USAGE ON SEQUENCE " +
+                   table + "_attempts_n_seq TO " + kRole);
     return changefeed::Collection(cluster().conninfo_as(kRole) + " application_name=" + app, table);
 }
 
@@ -46,11 +56,14 @@ void apply(const std::string& table, const std::vector<changefeed::Change>& batc
         if (c.operation == changefeed::Operation::delete_)
             tx.exec_params("DELETE FROM " + table + "_copy WHERE id = $1::int", c.doc_id);
         else
-            tx.exec_params("INSERT INTO " + table + "_copy VALUES ($1::int, $2)"
-                           " ON CONFLICT (id) DO UPDATE SET v = excluded.v",
+            tx.exec_params("INSERT INTO " + table +
+                               "_copy VALUES ($1::int, $2)"
+                               " ON CONFLICT (id) DO UPDATE SET v = excluded.v",
                            c.doc_id, std::string(c.current.at("v").as_string()));
-        tx.exec_params("INSERT INTO " + table + "_applied VALUES ($1, 1)"
-                       " ON CONFLICT (event_id) DO UPDATE SET n = " + table + "_applied.n + 1",
+        tx.exec_params("INSERT INTO " + table +
+                           "_applied VALUES ($1, 1)"
+                           " ON CONFLICT (event_id) DO UPDATE SET n = " +
+                           table + "_applied.n + 1",
                        c.event_id);
     }
 }
@@ -75,8 +88,8 @@ TEST(Transactional, AHandlerThatWritesThenThrowsLeavesNothingAndGetsTheBatchAgai
     o.metrics = idle;
     auto p = changefeed::make_processor(
         coll, "tx",
-        changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch,
-                                             changefeed::Transaction& tx, const changefeed::Context&) {
+        changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch, changefeed::Transaction& tx,
+                                             const changefeed::Context&) {
             tx.sql().exec("INSERT INTO tx_throw_attempts DEFAULT VALUES");
             apply("tx_throw", batch, tx.sql());
             std::lock_guard lock(mu);
@@ -109,15 +122,15 @@ TEST(Transactional, ExactlyOnceWhileItsConnectionsAreKilled) {
     changefeed::ProcessorOptions o = cftest::fast_options("one");
     o.max_batch_size = 7;
     std::atomic<int> calls{0};
-    auto p = changefeed::make_processor(coll, "tx",
-                            changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch,
-                                                                 changefeed::Transaction& tx,
-                                                                 const changefeed::Context&) {
-                                apply("tx_kill", batch, tx.sql());
-                                ++calls;
-                                std::this_thread::sleep_for(5ms);  // a window for the kills to land in
-                            }),
-                            changefeed::AllVersionsOptions(o));
+    auto p = changefeed::make_processor(
+        coll, "tx",
+        changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch, changefeed::Transaction& tx,
+                                             const changefeed::Context&) {
+            apply("tx_kill", batch, tx.sql());
+            ++calls;
+            std::this_thread::sleep_for(5ms);  // a window for the kills to land in
+        }),
+        changefeed::AllVersionsOptions(o));
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4u));
     std::atomic<bool> writing{true};
@@ -125,8 +138,8 @@ TEST(Transactional, ExactlyOnceWhileItsConnectionsAreKilled) {
         for (int i = 0; i < 40; ++i) {
             cluster().exec("INSERT INTO tx_kill (id, v) SELECT g, 'v0' FROM generate_series(" +
                            std::to_string(i * 10 + 1) + ", " + std::to_string(i * 10 + 10) + ") g");
-            cluster().exec("UPDATE tx_kill SET v = 'v" + std::to_string(i) + "' WHERE id % 7 = " +
-                           std::to_string(i % 7));
+            cluster().exec("UPDATE tx_kill SET v = 'v" + std::to_string(i) +
+                           "' WHERE id % 7 = " + std::to_string(i % 7));
             std::this_thread::sleep_for(20ms);
         }
         writing = false;
@@ -159,17 +172,17 @@ TEST(Transactional, ALeaseTakenAwayWhileTheHandlerRunsRefusesItsTransaction) {
     changefeed::LatestVersionOptions o = cftest::fast_options("one");
     o.on_error = errors.sink();
     o.metrics = idle;
-    auto p = changefeed::make_processor(coll, "tx",
-                            changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch,
-                                                                 changefeed::Transaction& tx,
-                                                                 const changefeed::Context&) {
-                                apply("tx_steal", batch, tx.sql());
-                                if (++calls == 1) {
-                                    entered.set_value();
-                                    released.wait();
-                                }
-                            }),
-                            o);
+    auto p = changefeed::make_processor(
+        coll, "tx",
+        changefeed::TransactionalHandler([&](const std::vector<changefeed::Change>& batch, changefeed::Transaction& tx,
+                                             const changefeed::Context&) {
+            apply("tx_steal", batch, tx.sql());
+            if (++calls == 1) {
+                entered.set_value();
+                released.wait();
+            }
+        }),
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 1u));
     cluster().exec("INSERT INTO tx_steal (id, v) SELECT g, 'x' FROM generate_series(1, 5) g");

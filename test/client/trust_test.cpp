@@ -52,14 +52,14 @@ std::string sqlstate_on(pqxx::connection& c, const std::string& sql) {
 // The event ids the next changes of `table` are likely to get: the next
 // transactions crossed with the next sequence numbers.
 std::string predicted_ids(const std::string& table, int txids, int seqs) {
-    auto r = cluster().exec(
-        "SELECT c.id, pg_snapshot_xmax(pg_current_snapshot())::text::bigint,"
-        "       (SELECT last_value FROM changefeed.log_seq)"
-        "  FROM changefeed.collection c WHERE c.relid = '" + table + "'::regclass");
+    auto r = cluster().exec("SELECT c.id, pg_snapshot_xmax(pg_current_snapshot())::text::bigint,"
+                            "       (SELECT last_value FROM changefeed.log_seq)"
+                            "  FROM changefeed.collection c WHERE c.relid = '" +
+                            table + "'::regclass");
     const auto cid = r[0][0].as<long long>(), xmax = r[0][1].as<long long>(), seq = r[0][2].as<long long>();
-    return "ARRAY(SELECT '" + std::to_string(cid) + ".' || t || '.' || s FROM generate_series(" +
-           std::to_string(xmax) + ", " + std::to_string(xmax + txids) + ") t, generate_series(" +
-           std::to_string(seq + 1) + ", " + std::to_string(seq + seqs) + ") s)";
+    return "ARRAY(SELECT '" + std::to_string(cid) + ".' || t || '.' || s FROM generate_series(" + std::to_string(xmax) +
+           ", " + std::to_string(xmax + txids) + ") t, generate_series(" + std::to_string(seq + 1) + ", " +
+           std::to_string(seq + seqs) + ") s)";
 }
 
 TEST_F(Trust, AProjectorWhoseStoreAStrangerTriedToPrefillAppliesEveryChange) {
@@ -75,12 +75,12 @@ TEST_F(Trust, AProjectorWhoseStoreAStrangerTriedToPrefillAppliesEveryChange) {
     std::atomic<int> calls{0};
     changefeed::LatestVersionOptions o = cftest::fast_options("svc-1");
     o.max_batch_size = 7;
-    auto p = changefeed::make_processor(coll, "projector",
-                            changefeed::Projector([&](const changefeed::Change&, const changefeed::Context&) {
-                                ++calls;
-                                return changefeed::ProjectionResult::applied;
-                            }),
-                            o);
+    auto p = changefeed::make_processor(
+        coll, "projector", changefeed::Projector([&](const changefeed::Change&, const changefeed::Context&) {
+            ++calls;
+            return changefeed::ProjectionResult::applied;
+        }),
+        o);
     p.start();
     ASSERT_TRUE(cftest::wait_running(p, 4u));
     // After it started: the name is svc's.
@@ -121,9 +121,8 @@ TEST_F(Trust, AProcessorWhoseNameAStrangerTriedToSquatGetsAllItsRanges) {
                   "42501");
         p.stop();
     }
-    EXPECT_EQ(cluster().exec("SELECT count(*) FROM changefeed.instance WHERE instance LIKE 'phantom-%'")[0][0]
-                  .as<int>(),
-              0);
+    EXPECT_EQ(
+        cluster().exec("SELECT count(*) FROM changefeed.instance WHERE instance LIKE 'phantom-%'")[0][0].as<int>(), 0);
 }
 
 TEST_F(Trust, ANameClaimedFirstByARoleThatMayReadIsGivenBackByAnAdmin) {
@@ -143,10 +142,12 @@ TEST_F(Trust, ANameClaimedFirstByARoleThatMayReadIsGivenBackByAnAdmin) {
     EXPECT_EQ(cftest::code_of([&] { refused.start(); }), changefeed::errc::permission_denied);
 
     // An admin gives the name to svc: what sq filed under it is gone.
-    EXPECT_EQ(cluster().exec_as("tr_adm", "SELECT changefeed.reserve_processor('tr_reports', 'reports', 'tr_svc')")[0][0]
+    EXPECT_EQ(cluster()
+                  .exec_as("tr_adm", "SELECT changefeed.reserve_processor('tr_reports', 'reports', 'tr_svc')")[0][0]
                   .as<bool>(),
               true);
-    EXPECT_EQ(cluster().exec("SELECT count(*) FROM changefeed.instance WHERE processor = 'reports'")[0][0].as<int>(), 0);
+    EXPECT_EQ(cluster().exec("SELECT count(*) FROM changefeed.instance WHERE processor = 'reports'")[0][0].as<int>(),
+              0);
     EXPECT_EQ(cluster().exec("SELECT count(*) FROM changefeed.applied WHERE processor = 'reports'")[0][0].as<int>(), 0);
     EXPECT_EQ(sqlstate_on(sq, "SELECT changefeed.instance_register('tr_reports', 'reports', 'phantom-16', 't')"),
               "42501");

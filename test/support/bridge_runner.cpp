@@ -59,7 +59,8 @@ private:
 
 int main(int argc, char** argv) {
     if (argc < 9) {
-        std::fprintf(stderr, "usage: cf_bridge_runner CONNINFO TABLE NAME INSTANCE NATS_URL PREFIX STREAM STATS [--batch N]\n");
+        std::fprintf(stderr,
+                     "usage: cf_bridge_runner CONNINFO TABLE NAME INSTANCE NATS_URL PREFIX STREAM STATS [--batch N]\n");
         return 2;
     }
     using namespace std::chrono_literals;
@@ -82,12 +83,12 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     FILE* out = std::fopen(argv[8], "a");
     if (!out) return 2;
-    changefeed::NatsPublisher nats({.url = argv[5], .subject_prefix = argv[6], .stream = argv[7],
-                                    .ack_timeout = 2s, .connect_timeout = 500ms});
+    changefeed::NatsPublisher nats(
+        {.url = argv[5], .subject_prefix = argv[6], .stream = argv[7], .ack_timeout = 2s, .connect_timeout = 500ms});
     CountingPublisher counting(nats, out, hold_ms);
     std::string table = argv[2];
-    changefeed::Bridge bridge(changefeed::Collection(argv[1], table), argv[3],
-                              cftest::test_mapper("public." + table), counting, o);
+    changefeed::Bridge bridge(changefeed::Collection(argv[1], table), argv[3], cftest::test_mapper("public." + table),
+                              counting, o);
     bridge.start();
     int sig = 0;
     sigwait(&set, &sig);

@@ -21,8 +21,7 @@ public:
     // A batch's own lag follows it (and may be 0 ms): it is no empty read.  A
     // backfill page has none, so the next empty read may go uncounted: a
     // wait on these counts only ever waits longer.
-    void batch_delivered(const changefeed::MetricScope&, int range, std::int64_t,
-                         std::chrono::nanoseconds) override {
+    void batch_delivered(const changefeed::MetricScope&, int range, std::int64_t, std::chrono::nanoseconds) override {
         std::lock_guard lock(mu_);
         after_batch_.insert(range);
     }

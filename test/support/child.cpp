@@ -12,8 +12,7 @@ ChildProcess::ChildProcess(std::vector<std::string> args) {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    if (args.empty() || posix_spawn(&pid_, args[0].c_str(), nullptr, nullptr, argv.data(), environ) != 0)
-        pid_ = -1;
+    if (args.empty() || posix_spawn(&pid_, args[0].c_str(), nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
 }
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept : pid_(other.pid_) { other.pid_ = -1; }

@@ -24,8 +24,8 @@ Cluster::Cluster(std::string name, int port, bool preload, std::vector<std::stri
 void Cluster::start() {
     std::string extra;
     for (const auto& line : conf_) extra += " --conf \"" + line + "\"";
-    run(std::string("bash ") + CF_CLUSTER_SH + " start " + dir_ + " --port " + std::to_string(port_) +
-        " --fsync-off" + (preload_ ? "" : " --no-preload") + extra);
+    run(std::string("bash ") + CF_CLUSTER_SH + " start " + dir_ + " --port " + std::to_string(port_) + " --fsync-off" +
+        (preload_ ? "" : " --no-preload") + extra);
     running_ = true;
     if (create_extension_) exec("CREATE EXTENSION IF NOT EXISTS changefeed");
 }
@@ -93,7 +93,8 @@ void ClusterEnvironment::TearDown() {
 void create_table(Cluster& c, const std::string& name, int ranges) {
     c.exec("CREATE TABLE " + name +
            " (id int PRIMARY KEY, v text, deleted bool NOT NULL DEFAULT false, doc jsonb);"
-           "SELECT changefeed.enable('" + name + "', ranges => " + std::to_string(ranges) + ")");
+           "SELECT changefeed.enable('" +
+           name + "', ranges => " + std::to_string(ranges) + ")");
 }
 
 void create_login_role(Cluster& c, const std::string& name, const std::vector<std::string>& member_of) {

@@ -24,8 +24,7 @@ class Cluster {
 public:
     // `conf`: postgresql.conf lines added at start; without `create_extension`
     // start() leaves the database as initdb made it.
-    Cluster(std::string name, int port, bool preload, std::vector<std::string> conf = {},
-            bool create_extension = true);
+    Cluster(std::string name, int port, bool preload, std::vector<std::string> conf = {}, bool create_extension = true);
     void start();
     void stop(bool immediate = false);
     void restart(bool immediate = false);
@@ -64,7 +63,8 @@ Cluster& cluster();
 
 class ClusterEnvironment : public ::testing::Environment {
 public:
-    ClusterEnvironment(std::string name, int port, bool preload) : name_(std::move(name)), port_(port), preload_(preload) {}
+    ClusterEnvironment(std::string name, int port, bool preload)
+        : name_(std::move(name)), port_(port), preload_(preload) {}
     void SetUp() override;
     void TearDown() override;
 
@@ -75,9 +75,9 @@ private:
 };
 
 // Registers the binary's cluster: CF_CLUSTER_ENVIRONMENT("lease", CF_TEST_PORT, true);
-#define CF_CLUSTER_ENVIRONMENT(name, port, preload)                       \
-    static ::testing::Environment* const cf_cluster_environment_ =        \
-        ::testing::AddGlobalTestEnvironment(new ::cftest::ClusterEnvironment(name, port, preload))
+#define CF_CLUSTER_ENVIRONMENT(name, port, preload)                                                     \
+    static ::testing::Environment* const cf_cluster_environment_ = ::testing::AddGlobalTestEnvironment( \
+        new ::cftest::ClusterEnvironment(name, port, preload))
 
 // Creates `name` (id int primary key, v text, deleted bool, doc jsonb) and enables it.
 void create_table(Cluster& c, const std::string& name, int ranges = 16);
@@ -91,8 +91,7 @@ std::string sqlstate_as(Cluster& c, const std::string& user, const std::string& 
 
 // Polls `condition` until it holds or `timeout` (scaled, timing.hpp) passed;
 // returns whether it held.
-bool eventually(const std::function<bool()>& condition,
-                std::chrono::milliseconds timeout = std::chrono::seconds(30));
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 // Waits until `p` is running and, when `ranges` is given, owns that many
 // ranges; returns whether it got there within `timeout` (scaled).
@@ -120,12 +119,15 @@ std::error_code code_of(F&& f) {
     return {};
 }
 
-
 // The feed-only options, to check which feed's option types have them.
 template <class O>
-concept has_start_from_beginning = requires(O o) { o.start_from_beginning; };
+concept has_start_from_beginning = requires(O o) {
+    o.start_from_beginning;
+};
 template <class O>
-concept has_resync = requires(O o) { o.resync; };
+concept has_resync = requires(O o) {
+    o.resync;
+};
 // The common options of `o`, for the all-versions feed.
 inline changefeed::AllVersionsOptions common_options(changefeed::LatestVersionOptions o) {
     return changefeed::AllVersionsOptions(static_cast<changefeed::ProcessorOptions>(std::move(o)));

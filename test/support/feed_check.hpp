@@ -27,7 +27,8 @@ inline std::vector<LoggedChange> logged_changes(Cluster& c, const std::string& t
     std::vector<LoggedChange> out;
     for (auto row : c.exec("SELECT l.collection_id || '.' || l.txid || '.' || l.seq, coalesce(l.doc_id, ''), l.seq"
                            "  FROM changefeed.log l JOIN changefeed.collection c ON c.id = l.collection_id"
-                           " WHERE c.relid = '" + table + "'::regclass ORDER BY l.seq"))
+                           " WHERE c.relid = '" +
+                           table + "'::regclass ORDER BY l.seq"))
         out.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::int64_t>()});
     return out;
 }
@@ -52,8 +53,7 @@ inline std::ostream& operator<<(std::ostream& o, const FeedCheck& r) {
 
 // `latest`: the latest-version feed, which owes each document's last change
 // only (it may skip versions a later one replaced).
-inline FeedCheck check_feed(const std::vector<LoggedChange>& logged, const std::vector<Handled>& handled,
-                            bool latest) {
+inline FeedCheck check_feed(const std::vector<LoggedChange>& logged, const std::vector<Handled>& handled, bool latest) {
     FeedCheck r;
     r.logged = logged.size();
     r.handled = handled.size();

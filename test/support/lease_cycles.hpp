@@ -29,11 +29,11 @@ inline std::optional<int> rounds_until(Cluster& c, const std::string& table, con
     for (const auto& o : owners) list += (list.empty() ? "'" : ", '") + o + "'";
     for (int round = 0; round < max_rounds; ++round) {
         const auto since = c.exec("SELECT now()::text")[0][0].as<std::string>();
-        const std::string renewed =
-            "SELECT count(*) FROM (SELECT owner FROM changefeed.leases WHERE table_name = '" + table +
-            "'::regclass AND processor = '" + processor + "' AND owner IN (" + list +
-            ") GROUP BY owner HAVING min(expires_at) > '" + since + "'::timestamptz + interval '" +
-            std::to_string(lease_duration.count()) + " milliseconds') renewed";
+        const std::string renewed = "SELECT count(*) FROM (SELECT owner FROM changefeed.leases WHERE table_name = '" +
+                                    table + "'::regclass AND processor = '" + processor + "' AND owner IN (" + list +
+                                    ") GROUP BY owner HAVING min(expires_at) > '" + since +
+                                    "'::timestamptz + interval '" + std::to_string(lease_duration.count()) +
+                                    " milliseconds') renewed";
         bool held = false;
         if (!eventually([&] { return (held = done()) || c.exec(renewed)[0][0].as<std::size_t>() == owners.size(); },
                         timeout))
@@ -48,7 +48,8 @@ inline std::optional<int> rounds_until(Cluster& c, const std::string& table, con
 inline bool lease_cycles(Cluster& c, const std::string& table, const std::string& processor,
                          const std::set<std::string>& owners, std::chrono::milliseconds lease_duration,
                          int rounds = 4) {
-    return rounds_until(c, table, processor, owners, lease_duration, [] { return false; }, rounds) == rounds;
+    return rounds_until(
+               c, table, processor, owners, lease_duration, [] { return false; }, rounds) == rounds;
 }
 
 }  // namespace cftest

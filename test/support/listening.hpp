@@ -26,7 +26,8 @@ public:
         for (const auto& t : tables) {
             pqxx::nontransaction tx(conn_);
             auto channel = tx.exec("SELECT channel FROM changefeed.collections WHERE table_name = '" + t +
-                                   "'::regclass")[0][0].as<std::string>();
+                                   "'::regclass")[0][0]
+                               .as<std::string>();
             channels_[t] = channel;
             receivers_.push_back(std::make_unique<Receiver>(conn_, channel, got_));
         }

@@ -6,7 +6,8 @@ namespace cftest {
 
 std::vector<std::string> deliver_markers(Cluster& c, const std::string& table, int first_id, const Recorder& rec,
                                          std::chrono::milliseconds timeout) {
-    return deliver_markers(c, table, first_id, [&rec](const std::string& id) { return rec.has(id); }, timeout);
+    return deliver_markers(
+        c, table, first_id, [&rec](const std::string& id) { return rec.has(id); }, timeout);
 }
 
 bool is_marker(const changefeed::Change& change) {
@@ -20,10 +21,10 @@ std::vector<std::string> deliver_markers(Cluster& c, const std::string& table, i
                                          const std::function<bool(const std::string&)>& handled,
                                          std::chrono::milliseconds timeout) {
     // The first id of each range (the partition key is the id's text).
-    const auto rows = c.exec(
-        "SELECT min(g)::text FROM changefeed.collections col, generate_series(" + std::to_string(first_id) + ", " +
-        std::to_string(first_id) + " + 64 * col.ranges) g WHERE col.table_name = '" + table +
-        "'::regclass GROUP BY changefeed.range_of(g::text, col.ranges)");
+    const auto rows = c.exec("SELECT min(g)::text FROM changefeed.collections col, generate_series(" +
+                             std::to_string(first_id) + ", " + std::to_string(first_id) +
+                             " + 64 * col.ranges) g WHERE col.table_name = '" + table +
+                             "'::regclass GROUP BY changefeed.range_of(g::text, col.ranges)");
     std::vector<std::string> ids;
     std::string values, list;
     for (const auto& row : rows) {
@@ -33,18 +34,22 @@ std::vector<std::string> deliver_markers(Cluster& c, const std::string& table, i
     }
     c.exec("INSERT INTO " + table + " (id, v) VALUES " + values);
     // The log placed them as computed: one in every range.
-    const bool every_range =
-        c.exec("SELECT count(DISTINCT l.range_id) = max(col.ranges) FROM changefeed.log l"
-               "  JOIN changefeed.collections col ON col.id = l.collection_id"
-               " WHERE col.table_name = '" + table + "'::regclass AND l.current->>'v' = 'marker'"
-               "   AND l.doc_id = ANY (string_to_array('" + list + "', ','))")[0][0]
-            .as<bool>(false);
+    const bool every_range = c.exec("SELECT count(DISTINCT l.range_id) = max(col.ranges) FROM changefeed.log l"
+                                    "  JOIN changefeed.collections col ON col.id = l.collection_id"
+                                    " WHERE col.table_name = '" +
+                                    table +
+                                    "'::regclass AND l.current->>'v' = 'marker'"
+                                    "   AND l.doc_id = ANY (string_to_array('" +
+                                    list + "', ','))")[0][0]
+                                 .as<bool>(false);
     if (!every_range) return {};
-    const bool all = eventually([&] {
-        for (const auto& id : ids)
-            if (!handled(id)) return false;
-        return true;
-    }, timeout);
+    const bool all = eventually(
+        [&] {
+            for (const auto& id : ids)
+                if (!handled(id)) return false;
+            return true;
+        },
+        timeout);
     return all ? ids : std::vector<std::string>{};
 }
 

@@ -68,8 +68,8 @@ NatsServer::~NatsServer() { stop(); }
 
 void NatsServer::start() {
     if (running()) return;
-    std::vector<std::string> args = {"nats-server", "-a", "127.0.0.1", "-p", std::to_string(port_),
-                                     "-l", dir_ + "/nats.log"};
+    std::vector<std::string> args = {"nats-server",         "-a", "127.0.0.1",       "-p",
+                                     std::to_string(port_), "-l", dir_ + "/nats.log"};
     if (jetstream_) args.insert(args.end(), {"-js", "-sd", dir_ + "/store"});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -137,7 +137,8 @@ std::vector<StoredMessage> read_stream(const std::string& url, const std::string
         s = js_GetMsg(&m, j.js, stream.c_str(), seq, nullptr, &code);
         if (s == NATS_NOT_FOUND) continue;  // deleted
         if (s != NATS_OK)
-            throw std::runtime_error("cannot read " + stream + " #" + std::to_string(seq) + ": " + natsStatus_GetText(s));
+            throw std::runtime_error("cannot read " + stream + " #" + std::to_string(seq) + ": " +
+                                     natsStatus_GetText(s));
         StoredMessage sm;
         sm.seq = seq;
         sm.subject = natsMsg_GetSubject(m);

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
         else if (a == "--batch" && i + 1 < argc) o.max_batch_size = std::atoi(argv[++i]);
         else if (a == "--slow-ms" && i + 1 < argc) slow_ms = std::atoi(argv[++i]);
         else if (a == "--lease-ms" && i + 1 < argc) o.lease_duration = std::chrono::milliseconds(std::atoi(argv[++i]));
-        else if (a == "--acquire-ms" && i + 1 < argc) o.acquire_interval = std::chrono::milliseconds(std::atoi(argv[++i]));
+        else if (a == "--acquire-ms" && i + 1 < argc)
+            o.acquire_interval = std::chrono::milliseconds(std::atoi(argv[++i]));
         else if (a == "--renew-ms" && i + 1 < argc) o.renew_interval = std::chrono::milliseconds(std::atoi(argv[++i]));
         else if (a == "--all-versions") all_versions = true;
     }
@@ -60,10 +61,11 @@ int main(int argc, char** argv) {
         }
         std::fflush(out);
     };
-    changefeed::Processor p = changefeed::make_processor(
-        changefeed::Collection(argv[1], argv[2]), argv[3], handler,
-        all_versions ? changefeed::FeedOptions(changefeed::AllVersionsOptions(static_cast<const changefeed::ProcessorOptions&>(o)))
-                     : changefeed::FeedOptions(o));
+    changefeed::Processor p = changefeed::make_processor(changefeed::Collection(argv[1], argv[2]), argv[3], handler,
+                                                         all_versions
+                                                             ? changefeed::FeedOptions(changefeed::AllVersionsOptions(
+                                                                   static_cast<const changefeed::ProcessorOptions&>(o)))
+                                                             : changefeed::FeedOptions(o));
     p.start();
     int sig = 0;
     sigwait(&set, &sig);

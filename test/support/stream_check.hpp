@@ -26,25 +26,29 @@ inline std::vector<CommittedChange> committed_changes(Cluster& c, const std::str
     std::vector<CommittedChange> out;
     for (auto row : c.exec("SELECT l.collection_id || '.' || l.txid || '.' || l.seq, coalesce(l.doc_id, ''), l.seq"
                            "  FROM changefeed.log l JOIN changefeed.collection c ON c.id = l.collection_id"
-                           " WHERE c.relid = '" + table + "'::regclass ORDER BY l.seq"))
+                           " WHERE c.relid = '" +
+                           table + "'::regclass ORDER BY l.seq"))
         out.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::int64_t>()});
     return out;
 }
 
 struct StreamCheck {
-    std::size_t changes = 0;       // committed
-    std::size_t stored = 0;        // messages in the stream
-    std::size_t distinct = 0;      // distinct Nats-Msg-Ids
-    std::size_t lost = 0;          // committed, not in the stream
-    std::size_t invented = 0;      // in the stream, not committed
-    std::size_t stored_twice = 0;  // messages whose Nats-Msg-Id an earlier message had
-    std::size_t misordered = 0;    // a document's change stored after a later change of it
+    std::size_t changes = 0;               // committed
+    std::size_t stored = 0;                // messages in the stream
+    std::size_t distinct = 0;              // distinct Nats-Msg-Ids
+    std::size_t lost = 0;                  // committed, not in the stream
+    std::size_t invented = 0;              // in the stream, not committed
+    std::size_t stored_twice = 0;          // messages whose Nats-Msg-Id an earlier message had
+    std::size_t misordered = 0;            // a document's change stored after a later change of it
     std::vector<std::string> lost_sample;  // the first lost event ids, for the failure message
-    bool ok() const { return lost == 0 && invented == 0 && stored_twice == 0 && misordered == 0 && changes == distinct; }
+    bool ok() const {
+        return lost == 0 && invented == 0 && stored_twice == 0 && misordered == 0 && changes == distinct;
+    }
 };
 
 // Messages are those of test_mapper (body: doc, seq).
-inline StreamCheck check_stream(const std::vector<CommittedChange>& committed, const std::vector<StoredMessage>& stored) {
+inline StreamCheck check_stream(const std::vector<CommittedChange>& committed,
+                                const std::vector<StoredMessage>& stored) {
     StreamCheck r;
     r.changes = committed.size();
     r.stored = stored.size();
@@ -73,7 +77,7 @@ inline StreamCheck check_stream(const std::vector<CommittedChange>& committed, c
 
 inline std::ostream& operator<<(std::ostream& o, const StreamCheck& r) {
     o << "changes=" << r.changes << " stored=" << r.stored << " distinct=" << r.distinct << " lost=" << r.lost
-             << " invented=" << r.invented << " stored_twice=" << r.stored_twice << " misordered=" << r.misordered;
+      << " invented=" << r.invented << " stored_twice=" << r.stored_twice << " misordered=" << r.misordered;
     for (const auto& id : r.lost_sample) o << " lost:" << id;
     return o;
 }

@@ -21,8 +21,8 @@ inline double time_scale() {
 // `bound` times the factor.
 template <class Rep, class Period>
 std::chrono::milliseconds scaled(std::chrono::duration<Rep, Period> bound) {
-    return std::chrono::milliseconds(static_cast<long long>(
-        std::chrono::duration<double, std::milli>(bound).count() * time_scale()));
+    return std::chrono::milliseconds(static_cast<long long>(std::chrono::duration<double, std::milli>(bound).count() *
+                                                            time_scale()));
 }
 
 }  // namespace cftest

@@ -52,8 +52,9 @@ private:
                 if (!conn) conn = std::make_unique<pqxx::connection>(conninfo_);
                 const int id = static_cast<int>(random() % static_cast<unsigned>(docs_));
                 pqxx::work tx(*conn);
-                auto r = tx.exec_params("INSERT INTO " + table_ + " AS t (id, ver) VALUES ($1, 1)"
-                                        " ON CONFLICT (id) DO UPDATE SET ver = t.ver + 1 RETURNING ver",
+                auto r = tx.exec_params("INSERT INTO " + table_ +
+                                            " AS t (id, ver) VALUES ($1, 1)"
+                                            " ON CONFLICT (id) DO UPDATE SET ver = t.ver + 1 RETURNING ver",
                                         id);
                 const int ver = r[0][0].as<int>();
                 tx.commit();

@@ -113,7 +113,8 @@ std::string delivery_values(int tbl, const std::string& inst, const changefeed::
 std::string exact_statements(int tbl, const changefeed::Change& c, const changefeed::Context& ctx,
                              pqxx::transaction_base& tx) {
     std::string sql = "INSERT INTO torture.exact_applied (event_id, tbl, seq) VALUES (" + tx.quote(c.event_id) + "," +
-                      num(tbl) + "," + num(c.seq) + ") ON CONFLICT (event_id) DO UPDATE SET n = torture.exact_applied.n + 1;";
+                      num(tbl) + "," + num(c.seq) +
+                      ") ON CONFLICT (event_id) DO UPDATE SET n = torture.exact_applied.n + 1;";
     switch (c.operation) {
         case changefeed::Operation::create:
         case changefeed::Operation::replace:
@@ -128,9 +129,10 @@ std::string exact_statements(int tbl, const changefeed::Change& c, const changef
             break;
         case changefeed::Operation::clear:
             // A TRUNCATE logs one clear per range: empty that range.
-            sql += "DELETE FROM torture.exact_projection WHERE tbl = " + num(tbl) +
-                   " AND changefeed.range_of(id::text, (SELECT c.ranges FROM changefeed.collections c WHERE c.table_name = " +
-                   (tbl == 0 ? "'public.docs'" : "'public.docs2'") + "::regclass)) = " + num(ctx.range_id) + ";";
+            sql +=
+                "DELETE FROM torture.exact_projection WHERE tbl = " + num(tbl) +
+                " AND changefeed.range_of(id::text, (SELECT c.ranges FROM changefeed.collections c WHERE c.table_name = " +
+                (tbl == 0 ? "'public.docs'" : "'public.docs2'") + "::regclass)) = " + num(ctx.range_id) + ";";
             break;
     }
     return sql;
@@ -223,9 +225,9 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
                 rls ? "torture-rls" : "torture-all",
                 [sink, t, run_id, into](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                     sink->run([&](pqxx::work& tx) {
-                        std::string sql =
-                            "INSERT INTO " + into + " (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch, prev_md5)"
-                            " VALUES ";
+                        std::string sql = "INSERT INTO " + into +
+                                          " (tbl, inst, range_id, seq, op, id, vid, kver, prev_vid, epoch, prev_md5)"
+                                          " VALUES ";
                         for (std::size_t i = 0; i < batch.size(); ++i) {
                             if (i) sql += ",";
                             sql += delivery_values(t, run_id, batch[i], ctx, tx);
@@ -270,9 +272,11 @@ int run_broken(int slot, sigset_t& set, int max_seconds) {
             for (int t = 0; t < 2; ++t) {
                 pqxx::work tx(*conn);
                 auto last = tx.exec_params(
-                    "INSERT INTO torture.broken_checkpoint (tbl, slot, last_seq) VALUES ($1, $2, 0)"
-                    " ON CONFLICT (tbl, slot) DO UPDATE SET last_seq = torture.broken_checkpoint.last_seq"
-                    " RETURNING last_seq", t, slot)[0][0].as<std::int64_t>();
+                                  "INSERT INTO torture.broken_checkpoint (tbl, slot, last_seq) VALUES ($1, $2, 0)"
+                                  " ON CONFLICT (tbl, slot) DO UPDATE SET last_seq = torture.broken_checkpoint.last_seq"
+                                  " RETURNING last_seq",
+                                  t, slot)[0][0]
+                                .as<std::int64_t>();
                 auto rows = tx.exec_params(
                     "SELECT l.seq, l.range_id, l.op, l.doc_id, l.current->>'vid', l.current->>'kver',"
                     "       p.whole->>'vid', p.whole->>'kver', md5((p.whole->'body')::text)"
@@ -306,8 +310,8 @@ int run_broken(int slot, sigset_t& set, int max_seconds) {
                     }
                     if (i) sql += ",";
                     sql += "(" + num(t) + "," + tx.quote(run_id) + "," + num(r[1].as<int>()) + "," +
-                           num(r[0].as<std::int64_t>()) + "," + tx.quote(op) + "," + id + "," + vid + "," + kver +
-                           "," + prev + ",0," + prev_md5 + ")";
+                           num(r[0].as<std::int64_t>()) + "," + tx.quote(op) + "," + id + "," + vid + "," + kver + "," +
+                           prev + ",0," + prev_md5 + ")";
                 }
                 tx.exec(sql);
                 tx.exec_params("UPDATE torture.broken_checkpoint SET last_seq = $3 WHERE tbl = $1 AND slot = $2", t,
@@ -328,7 +332,9 @@ int run_broken(int slot, sigset_t& set, int max_seconds) {
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: torture_consumer all|latest|exact|project|broken INSTANCE|SLOT [--batch N] [--max-seconds N]\n");
+        std::fprintf(
+            stderr,
+            "usage: torture_consumer all|latest|exact|project|broken INSTANCE|SLOT [--batch N] [--max-seconds N]\n");
         return 2;
     }
     std::string mode = argv[1];

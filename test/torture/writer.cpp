@@ -28,7 +28,7 @@ struct Options {
     int writers = 8;
     int seconds = 60;
     long changes = 55000;
-    int rate = 1000;  // committed changes per second over all writers (cap, not a goal)
+    int rate = 1000;      // committed changes per second over all writers (cap, not a goal)
     int max_ops = 8;      // writes per transaction: 1 .. max_ops
     long window = 10000;  // updates and deletes aim at the newest `window` ids of docs
     std::string stats;
@@ -52,7 +52,10 @@ struct Tally {
     long inserts = 0, updates = 0, patches = 0, deletes = 0, truncates = 0;
     long total() const { return inserts + updates + patches + deletes; }
     void add(const Tally& o) {
-        inserts += o.inserts; updates += o.updates; patches += o.patches; deletes += o.deletes;
+        inserts += o.inserts;
+        updates += o.updates;
+        patches += o.patches;
+        deletes += o.deletes;
         truncates += o.truncates;
     }
 };
@@ -67,8 +70,8 @@ std::string body(std::mt19937_64& rng, int writer) {
     if (rng() % 3 == 0)
         for (int i = 0; i < 600; ++i) pad += alphabet[rng() % 36];
     return "{\"n\": " + std::to_string(rng() % 100000) + ", \"w\": " + std::to_string(writer) + ", \"s\": \"" + s +
-           "\", \"tags\": [\"t" + std::to_string(rng() % 10) + "\"]" + (pad.empty() ? "" : ", \"pad\": \"" + pad + "\"") +
-           "}";
+           "\", \"tags\": [\"t" + std::to_string(rng() % 10) + "\"]" +
+           (pad.empty() ? "" : ", \"pad\": \"" + pad + "\"") + "}";
 }
 
 long pick_id(std::mt19937_64& rng, int t) {
@@ -86,39 +89,48 @@ void one_write(pqxx::work& tx, std::mt19937_64& rng, int writer, Tally& t) {
     const std::string tno = std::to_string(tbl);
     const int r = rng() % 100;
     if (r < 30) {
-        auto res = tx.exec_params(
-            "WITH i AS (INSERT INTO " + table + " (id, vid, kver, body)"
-            "  VALUES (nextval('torture.id_seq_" + tno + "'), nextval('torture.vid_seq'), 1, $1::jsonb)"
-            "  RETURNING id, vid, kver, md5(body::text) AS body_md5)"
-            " INSERT INTO torture.truth (tbl, id, vid, kver, op, body_md5) SELECT " + tno + ", id, vid, kver, 'i', body_md5 FROM i"
-            " RETURNING id",
-            body(rng, writer));
+        auto res = tx.exec_params("WITH i AS (INSERT INTO " + table +
+                                      " (id, vid, kver, body)"
+                                      "  VALUES (nextval('torture.id_seq_" +
+                                      tno +
+                                      "'), nextval('torture.vid_seq'), 1, $1::jsonb)"
+                                      "  RETURNING id, vid, kver, md5(body::text) AS body_md5)"
+                                      " INSERT INTO torture.truth (tbl, id, vid, kver, op, body_md5) SELECT " +
+                                      tno +
+                                      ", id, vid, kver, 'i', body_md5 FROM i"
+                                      " RETURNING id",
+                                  body(rng, writer));
         long id = res[0][0].as<long>();
         long cur = max_id[tbl].load();
-        while (id > cur && !max_id[tbl].compare_exchange_weak(cur, id)) {}
+        while (id > cur && !max_id[tbl].compare_exchange_weak(cur, id)) {
+        }
         ++t.inserts;
     } else if (r < 58) {
-        auto res = tx.exec_params(
-            "WITH u AS (UPDATE " + table + " SET vid = nextval('torture.vid_seq'), kver = kver + 1, body = $2::jsonb"
-            "  WHERE id = $1 RETURNING id, vid, kver, md5(body::text) AS body_md5)"
-            " INSERT INTO torture.truth (tbl, id, vid, kver, op, body_md5) SELECT " + tno + ", id, vid, kver, 'u', body_md5 FROM u",
-            pick_id(rng, tbl), body(rng, writer));
+        auto res = tx.exec_params("WITH u AS (UPDATE " + table +
+                                      " SET vid = nextval('torture.vid_seq'), kver = kver + 1, body = $2::jsonb"
+                                      "  WHERE id = $1 RETURNING id, vid, kver, md5(body::text) AS body_md5)"
+                                      " INSERT INTO torture.truth (tbl, id, vid, kver, op, body_md5) SELECT " +
+                                      tno + ", id, vid, kver, 'u', body_md5 FROM u",
+                                  pick_id(rng, tbl), body(rng, writer));
         t.updates += res.affected_rows();
     } else if (r < 85) {
         // A one-field patch of the jsonb document; the version columns move with it.
         auto res = tx.exec_params(
-            "WITH u AS (UPDATE " + table + " SET vid = nextval('torture.vid_seq'), kver = kver + 1,"
-            "  body = jsonb_set(body, '{n}', to_jsonb($2::int)) WHERE id = $1 RETURNING id, vid, kver, md5(body::text) AS body_md5)"
-            " INSERT INTO torture.truth (tbl, id, vid, kver, op, body_md5) SELECT " + tno + ", id, vid, kver, 'p', body_md5 FROM u",
+            "WITH u AS (UPDATE " + table +
+                " SET vid = nextval('torture.vid_seq'), kver = kver + 1,"
+                "  body = jsonb_set(body, '{n}', to_jsonb($2::int)) WHERE id = $1 RETURNING id, vid, kver, md5(body::text) AS body_md5)"
+                " INSERT INTO torture.truth (tbl, id, vid, kver, op, body_md5) SELECT " +
+                tno + ", id, vid, kver, 'p', body_md5 FROM u",
             pick_id(rng, tbl), static_cast<int>(rng() % 100000));
         t.patches += res.affected_rows();
     } else {
         // A delete is a version of its own: kver + 1, matched by the version it removed.
-        auto res = tx.exec_params(
-            "WITH d AS (DELETE FROM " + table + " WHERE id = $1 RETURNING id, vid, kver)"
-            " INSERT INTO torture.truth (tbl, id, vid, kver, op, prev_vid)"
-            " SELECT " + tno + ", id, nextval('torture.vid_seq'), kver + 1, 'd', vid FROM d",
-            pick_id(rng, tbl));
+        auto res = tx.exec_params("WITH d AS (DELETE FROM " + table +
+                                      " WHERE id = $1 RETURNING id, vid, kver)"
+                                      " INSERT INTO torture.truth (tbl, id, vid, kver, op, prev_vid)"
+                                      " SELECT " +
+                                      tno + ", id, nextval('torture.vid_seq'), kver + 1, 'd', vid FROM d",
+                                  pick_id(rng, tbl));
         t.deletes += res.affected_rows();
     }
 }

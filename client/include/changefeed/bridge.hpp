@@ -32,7 +32,7 @@ struct Envelope {
     std::string table;    // the source table ("schema.table"), for a publisher's default routing
     std::string subject;  // where it goes (a NATS subject); empty = the publisher's default for the table
     std::string content_type = "application/json";
-    std::string body;     // the serialized event
+    std::string body;                            // the serialized event
     std::map<std::string, std::string> headers;  // extra transport headers
 };
 

@@ -38,17 +38,17 @@ std::optional<Operation> operation_named(const std::string& name) noexcept;
 // row), so null always means "absent" -- never an empty stand-in document.
 struct Change {
     Operation operation = Operation::create;
-    std::string doc_id;          // primary key as text, a JSON array of texts for a composite key
-    std::string partition_key;   // partition-key text (components joined by '/')
+    std::string doc_id;         // primary key as text, a JSON array of texts for a composite key
+    std::string partition_key;  // partition-key text (components joined by '/')
     int range_id = 0;
-    boost::json::value current;  // the row after the write; null for delete/clear
-    boost::json::value previous; // the row before (all-versions feed, if the collection keeps it)
-    bool ttl_expired = false;    // a delete made by the TTL sweeper
+    boost::json::value current;   // the row after the write; null for delete/clear
+    boost::json::value previous;  // the row before (all-versions feed, if the collection keeps it)
+    bool ttl_expired = false;     // a delete made by the TTL sweeper
     std::optional<std::string> tenant;
     // Server time of the write (the writing transaction's start, microseconds);
     // none for rows of a backfill.
     std::optional<std::chrono::system_clock::time_point> written_at;
-    std::int64_t seq = 0;        // log sequence number; 0 for rows of a backfill
+    std::int64_t seq = 0;  // log sequence number; 0 for rows of a backfill
     // The writing transaction (xid8).  Changes of one transaction share it and
     // commit together: it names the change's commit window.  0 for backfill rows.
     std::uint64_t txid = 0;

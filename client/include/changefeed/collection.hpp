@@ -12,10 +12,10 @@ struct CollectionInfo {
     int id = 0;
     std::string table_name;
     std::vector<std::string> key_columns;
-    std::vector<std::string> partition_key;   // the partition-key columns, in order
+    std::vector<std::string> partition_key;    // the partition-key columns, in order
     std::optional<std::string> tenant_column;  // the column naming each row's tenant, if any
     int ranges = 0;
-    std::string channel;  // the LISTEN channel of its wake-ups
+    std::string channel;       // the LISTEN channel of its wake-ups
     std::string schema_table;  // "schema.table" as the catalog names it (unquoted), whatever the search_path
 };
 

@@ -12,38 +12,38 @@
 namespace changefeed {
 
 enum class errc {
-    processor_name_empty = 1,            // the processor name is empty
-    instance_name_invalid,               // the instance name is empty or too long
-    already_started,                     // start() on a running processor
-    collection_not_found,                // the table does not exist
-    collection_not_enabled,              // the table exists but changefeed.enable() was not run
+    processor_name_empty = 1,  // the processor name is empty
+    instance_name_invalid,     // the instance name is empty or too long
+    already_started,           // start() on a running processor
+    collection_not_found,      // the table does not exist
+    collection_not_enabled,    // the table exists but changefeed.enable() was not run
     // No longer raised: start_from_beginning does not exist on the
     // all-versions feed's options (a compile error).  Kept so that the values
     // after it do not move.
     start_from_beginning_not_supported,
-    invalid_option,                      // an option value the server or the client refuses
-    malformed_position,                  // a position that is not one (CF004)
-    foreign_position,                    // a position of another cluster or database (CF005)
-    history_lost,                        // the checkpoint predates what retention kept
-    lease_lost,                          // the lease was taken over; the checkpoint was refused (CF010)
-    read_in_writing_transaction,         // a read inside a transaction that captured changes (CF009)
-    handler_failed,                      // the handler threw; the batch is read again
-    connection_failed,                   // the server is unreachable or the connection dropped
-    database_error,                      // any other database error
-    permission_denied,                   // the role may not do this (SQLSTATE 42501): no SELECT on the
-                                         // table, a processor owned by another role, a tenant it is not bound to
-    processor_name_too_long,             // the processor name (with its tenant prefix) exceeds 200 characters
-    instance_name_in_use,                // another live instance of the processor runs under this name (CF015)
-    duplicates_rising,                   // a projector skips more duplicates than duplicate_alert_share
-    halted,                              // the recovery policy halted the processor or a range (see the runbook)
-    publish_failed,                      // a bridge's publisher could not confirm a batch (broker down, timeout)
-    read_only_server,                    // the server is a standby (in recovery) or read-only (SQLSTATE 25006):
-                                         // leases and checkpoints need the primary
-    position_not_replayed,               // a hot standby has not replayed the position yet (CF016): retry later
-    other_history,                       // a position of a history this server did not follow (CF017): a
-                                         // point-in-time restore, a standby promoted from an earlier point
-    images_not_logged,                   // the all-versions feed of a collection that logs keys alone
-                                         // (images => 'keys', CF021): read it with a latest-version processor
+    invalid_option,               // an option value the server or the client refuses
+    malformed_position,           // a position that is not one (CF004)
+    foreign_position,             // a position of another cluster or database (CF005)
+    history_lost,                 // the checkpoint predates what retention kept
+    lease_lost,                   // the lease was taken over; the checkpoint was refused (CF010)
+    read_in_writing_transaction,  // a read inside a transaction that captured changes (CF009)
+    handler_failed,               // the handler threw; the batch is read again
+    connection_failed,            // the server is unreachable or the connection dropped
+    database_error,               // any other database error
+    permission_denied,            // the role may not do this (SQLSTATE 42501): no SELECT on the
+                                  // table, a processor owned by another role, a tenant it is not bound to
+    processor_name_too_long,      // the processor name (with its tenant prefix) exceeds 200 characters
+    instance_name_in_use,         // another live instance of the processor runs under this name (CF015)
+    duplicates_rising,            // a projector skips more duplicates than duplicate_alert_share
+    halted,                       // the recovery policy halted the processor or a range (see the runbook)
+    publish_failed,               // a bridge's publisher could not confirm a batch (broker down, timeout)
+    read_only_server,             // the server is a standby (in recovery) or read-only (SQLSTATE 25006):
+                                  // leases and checkpoints need the primary
+    position_not_replayed,        // a hot standby has not replayed the position yet (CF016): retry later
+    other_history,                // a position of a history this server did not follow (CF017): a
+                                  // point-in-time restore, a standby promoted from an earlier point
+    images_not_logged,            // the all-versions feed of a collection that logs keys alone
+                                  // (images => 'keys', CF021): read it with a latest-version processor
 };
 
 // The enumerator's name ("handler_failed"), as logs and metrics label codes.
@@ -75,7 +75,7 @@ struct ErrorInfo {
     std::optional<int> range_id;  // the range concerned, if any
     std::error_code code;         // an errc value
     std::string message;
-    std::exception_ptr exception; // the exception thrown (handler's or the library's)
+    std::exception_ptr exception;  // the exception thrown (handler's or the library's)
     // Set when the recovery policy halted something over this failure:
     // runbook_path() of the decision's runbook.
     std::string runbook;

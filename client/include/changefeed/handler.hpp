@@ -15,9 +15,9 @@ namespace changefeed {
 
 // What the handler is told about a batch.
 struct Context {
-    int range_id = 0;          // the range the batch comes from: the scope of the ordering
-    std::string processor;     // the processor name as given (without the tenant prefix)
-    std::string instance;      // this instance's name
+    int range_id = 0;              // the range the batch comes from: the scope of the ordering
+    std::string processor;         // the processor name as given (without the tenant prefix)
+    std::string instance;          // this instance's name
     std::int64_t lease_epoch = 0;  // always 1 on the in-memory provider (no leases)
     // The range as text: the range id on PostgreSQL; on the in-memory provider
     // the partition key value (components joined by '/'), whose range_id is

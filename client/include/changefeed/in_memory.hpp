@@ -70,10 +70,10 @@ namespace changefeed {
 namespace detail {
 struct MemoryStore;
 struct MemoryTransactionAccess;
-}
+}  // namespace detail
 
 struct InMemoryOptions {
-    std::vector<std::string> key{"id"};     // fields forming the document id
+    std::vector<std::string> key{"id"};      // fields forming the document id
     std::vector<std::string> partition_key;  // default: the key
     bool keep_previous = true;               // previous images on replace/delete
 };

@@ -34,7 +34,6 @@ struct RangeLag {
 // range in range order.  Throws Error: collection_not_found,
 // collection_not_enabled, invalid_option (a processor that never ran: CF012,
 // or a bad count_limit), connection_failed.
-std::vector<RangeLag> estimate_lag(const Collection& collection, const std::string& processor,
-                                   int count_limit = 10000);
+std::vector<RangeLag> estimate_lag(const Collection& collection, const std::string& processor, int count_limit = 10000);
 
 }  // namespace changefeed

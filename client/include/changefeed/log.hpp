@@ -39,14 +39,14 @@ struct LogRecord {
     std::chrono::system_clock::time_point time;
     LogLevel level = LogLevel::info;
     LogEvent event = LogEvent::started;
-    std::string table;        // the collection's table as given to Collection
-    std::string processor;    // the name on the server (with the tenant prefix, if any)
+    std::string table;      // the collection's table as given to Collection
+    std::string processor;  // the name on the server (with the tenant prefix, if any)
     std::string instance;
     std::vector<int> ranges;  // the ranges concerned; empty: the processor as a whole
     std::string connection;   // connection_lost, reconnected: "worker", "leases" or "listener"
     std::error_code code;     // error, halted: an errc value
     std::string message;
-    std::string runbook;      // error, halted: set when the recovery policy halted something
+    std::string runbook;  // error, halted: set when the recovery policy halted something
 };
 
 using LogSink = std::function<void(const LogRecord&)>;

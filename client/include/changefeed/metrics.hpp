@@ -111,16 +111,16 @@ const std::vector<double>& handler_time_buckets();
 // A histogram as counted: counts[i] holds the observations <= bounds[i] and
 // > bounds[i-1]; counts.back() those above every bound.
 struct Histogram {
-    std::vector<double> bounds;          // seconds
-    std::vector<std::int64_t> counts;    // bounds.size() + 1 entries
-    double sum = 0;                      // seconds
+    std::vector<double> bounds;        // seconds
+    std::vector<std::int64_t> counts;  // bounds.size() + 1 entries
+    double sum = 0;                    // seconds
     std::int64_t count = 0;
 };
 
 // One range of one processor instance, as counted since the metrics object existed.
 struct RangeMetrics {
-    std::int64_t changes = 0;             // changes delivered
-    std::int64_t batches = 0;             // batches delivered
+    std::int64_t changes = 0;  // changes delivered
+    std::int64_t batches = 0;  // batches delivered
     Histogram handler_time;
     std::optional<std::chrono::milliseconds> lag;  // the last range_lag(); none while not held
     std::int64_t duplicates_skipped = 0;

@@ -21,14 +21,11 @@ namespace changefeed {
 
 struct Bridge::Impl {
     Impl(Collection c, Mapper m, Publisher& p, const BridgeOptions& o)
-        : collection(std::move(c)),
-          mapper(std::move(m)),
-          publisher(p),
+        : collection(std::move(c)), mapper(std::move(m)), publisher(p),
           // Pipelined only where the worker stores the checkpoints (and so
           // asks for the confirmation first): not in manual mode.
           pipelined(o.checkpoint_mode == CheckpointMode::automatic ? dynamic_cast<PipelinedPublisher*>(&p) : nullptr),
-          retry_min(o.publish_retry_min),
-          retry_max(o.publish_retry_max) {}
+          retry_min(o.publish_retry_min), retry_max(o.publish_retry_max) {}
 
     // The handler: map every change, publish (or send), and on a publisher
     // failure retry with backoff without returning (the instance's reading
@@ -55,9 +52,8 @@ struct Bridge::Impl {
         if (out.empty()) return;
         if (pipelined) return send(std::move(out), ctx);
         bool stopped = false;
-        detail::SupervisedLoop loop(retry_min, retry_max, [&](std::chrono::milliseconds d) {
-            return stopped = wait_or_stop(ctx.stop, d);
-        });
+        detail::SupervisedLoop loop(retry_min, retry_max,
+                                    [&](std::chrono::milliseconds d) { return stopped = wait_or_stop(ctx.stop, d); });
         loop.run([&] { return stopped; },
                  [&] {
                      publisher.publish(out);

@@ -34,7 +34,8 @@ struct Source {
 void check_table(const std::string& table) {
     const auto dot = table.find('.');
     if (dot == std::string::npos || dot == 0 || dot + 1 == table.size())
-        throw Error(errc::invalid_option, "the envelope source's table must be \"schema.table\", got \"" + table + "\"");
+        throw Error(errc::invalid_option,
+                    "the envelope source's table must be \"schema.table\", got \"" + table + "\"");
 }
 
 EnvelopeSource checked(EnvelopeSource given) {
@@ -91,11 +92,11 @@ Envelope envelope(const Change& c, const Source& s, const char* content_type, co
 const char* debezium_op(const Change& c) {
     if (c.from_backfill) return "r";
     switch (c.operation) {
-        case Operation::create: return "c";
-        case Operation::replace: return "u";
-        case Operation::delete_: return "d";
-        case Operation::clear: return "t";
-        case Operation::schema: break;  // not a change event (debezium_schema_change)
+    case Operation::create: return "c";
+    case Operation::replace: return "u";
+    case Operation::delete_: return "d";
+    case Operation::clear: return "t";
+    case Operation::schema: break;  // not a change event (debezium_schema_change)
     }
     return "c";
 }
@@ -174,18 +175,15 @@ Mapper debezium_mapper(EnvelopeSource source) {
         src["ts_ms"] = epoch_ms(c.written_at ? *c.written_at : now);
         src["snapshot"] = c.from_backfill ? "true" : "false";
         src["db"] = s.database;
-        if (c.from_backfill)
-            src["sequence"] = nullptr;
-        else
-            src["sequence"] = "[null,\"" + std::to_string(c.seq) + "\"]";
+        if (c.from_backfill) src["sequence"] = nullptr;
+        else src["sequence"] = "[null,\"" + std::to_string(c.seq) + "\"]";
         src["schema"] = s.schema;
         src["table"] = s.table;
-        if (c.from_backfill)
-            src["txId"] = nullptr;
-        else
-            src["txId"] = c.txid;
+        if (c.from_backfill) src["txId"] = nullptr;
+        else src["txId"] = c.txid;
         if (c.operation == Operation::schema)
-            return std::vector<Envelope>{envelope(c, s, "application/json", debezium_schema_change(c, s, std::move(src)))};
+            return std::vector<Envelope>{
+                envelope(c, s, "application/json", debezium_schema_change(c, s, std::move(src)))};
         json::object ev;
         ev["before"] = c.previous;
         ev["after"] = c.current;

@@ -173,7 +173,8 @@ struct NatsPublisher::Impl {
         }
         if (s == NATS_NO_RESPONDERS)
             fail("cannot look up stream " + name + ": the server has no JetStream (not enabled, or not ready yet)");
-        if (s != NATS_NOT_FOUND && code != JSStreamNotFoundErr) fail("cannot look up stream " + name + ": " + status_text(s));
+        if (s != NATS_NOT_FOUND && code != JSStreamNotFoundErr)
+            fail("cannot look up stream " + name + ": " + status_text(s));
         std::vector<std::string> subjects;
         if (options.layout == StreamLayout::one_stream) {
             subjects = {options.subject_prefix + ".>"};
@@ -207,7 +208,8 @@ struct NatsPublisher::Impl {
 
     void send(const std::vector<Envelope>& envelopes) {
         for (const auto& e : envelopes) {
-            if (e.id.empty()) throw Error(errc::publish_failed, "NATS: an envelope without an id cannot be deduplicated");
+            if (e.id.empty())
+                throw Error(errc::publish_failed, "NATS: an envelope without an id cannot be deduplicated");
             if (e.subject.empty() && e.table.empty())
                 throw Error(errc::publish_failed, "NATS: an envelope with neither a subject nor a table");
         }
@@ -260,14 +262,14 @@ struct NatsPublisher::Impl {
         const std::int64_t sent = in_flight;
         in_flight = 0;
         if (batch.failed > 0)
-            fail(std::to_string(batch.failed) + " of " + std::to_string(sent) + " envelopes refused: " +
-                 batch.first_error);
+            fail(std::to_string(batch.failed) + " of " + std::to_string(sent) +
+                 " envelopes refused: " + batch.first_error);
         if (batch.acked != sent)
             fail("only " + std::to_string(batch.acked) + " of " + std::to_string(sent) + " envelopes acknowledged");
     }
 
     NatsPublisherOptions options;
-    std::mutex publish_mu;  // one call at a time: the acknowledgements are counted for what is in flight
+    std::mutex publish_mu;       // one call at a time: the acknowledgements are counted for what is in flight
     std::int64_t in_flight = 0;  // envelopes sent since the last confirm() or failure (under publish_mu)
     natsConnection* nc = nullptr;
     jsCtx* js = nullptr;
@@ -282,8 +284,8 @@ NatsPublisher::NatsPublisher(NatsPublisherOptions options) {
     auto bad = [](const std::string& what) { throw Error(errc::invalid_option, "NatsPublisher: " + what); };
     if (options.url.empty()) bad("url must not be empty");
     if (options.subject_prefix.empty()) bad("subject_prefix must not be empty");
-    if (options.subject_prefix.find_first_of("*> \t\r\n") != std::string::npos || options.subject_prefix.front() == '.' ||
-        options.subject_prefix.back() == '.')
+    if (options.subject_prefix.find_first_of("*> \t\r\n") != std::string::npos ||
+        options.subject_prefix.front() == '.' || options.subject_prefix.back() == '.')
         bad("subject_prefix must be a subject without wildcards or spaces: " + options.subject_prefix);
     if (options.stream.empty()) bad("stream must not be empty");
     if (options.stream.find_first_of(".*> \t\r\n/\\") != std::string::npos)

@@ -22,9 +22,7 @@ std::unique_ptr<pqxx::connection> connect(const std::string& conninfo);
 Error to_error(std::exception_ptr e);
 
 // Whether an error means "the connection is gone": reconnect and resume.
-inline bool is_connection_error(const Error& e) {
-    return e.code() == make_error_code(errc::connection_failed);
-}
+inline bool is_connection_error(const Error& e) { return e.code() == make_error_code(errc::connection_failed); }
 
 // What a few SQLSTATEs tell the range worker beyond their errc, which they
 // keep (on_error sees the same code): the one place besides the errc table
@@ -58,8 +56,7 @@ auto translated(F&& f) -> decltype(f()) {
 
 // translated(), with CF011 classified by the names the call sent.
 template <class F>
-auto translated_names(std::string_view processor, std::optional<std::string_view> instance, F&& f)
-    -> decltype(f()) {
+auto translated_names(std::string_view processor, std::optional<std::string_view> instance, F&& f) -> decltype(f()) {
     try {
         return f();
     } catch (...) {

@@ -34,8 +34,7 @@ public:
         case errc::duplicates_rising: return "the projector skips an unusual share of changes as duplicates";
         case errc::halted: return "halted by the recovery policy";
         case errc::publish_failed: return "the publisher could not confirm the batch";
-        case errc::read_only_server:
-            return "the server is read-only (a standby): connect the processor to the primary";
+        case errc::read_only_server: return "the server is read-only (a standby): connect the processor to the primary";
         case errc::position_not_replayed: return "the standby has not replayed the position yet";
         case errc::other_history: return "the position belongs to a history this server did not follow";
         case errc::images_not_logged:
@@ -83,8 +82,6 @@ const std::error_category& changefeed_category() noexcept {
     return category;
 }
 
-std::error_code make_error_code(errc e) noexcept {
-    return {static_cast<int>(e), changefeed_category()};
-}
+std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), changefeed_category()}; }
 
 }  // namespace changefeed

@@ -18,11 +18,11 @@ const char* to_string(State s) noexcept {
 
 const char* to_string(Situation s) noexcept {
     switch (s) {
-        case Situation::connection_lost: return "connection_lost";
-        case Situation::history_lost: return "history_lost";
-        case Situation::collection_gone: return "collection_gone";
-        case Situation::processor_owned_by_another_role: return "processor_owned_by_another_role";
-        case Situation::handler_failing: return "handler_failing";
+    case Situation::connection_lost: return "connection_lost";
+    case Situation::history_lost: return "history_lost";
+    case Situation::collection_gone: return "collection_gone";
+    case Situation::processor_owned_by_another_role: return "processor_owned_by_another_role";
+    case Situation::handler_failing: return "handler_failing";
     }
     return "unknown";
 }
@@ -41,12 +41,12 @@ RecoveryDecision RecoveryDecision::halt(State state, std::string runbook) {
 
 RecoveryDecision default_recovery(const Incident& incident) {
     switch (incident.situation) {
-        case Situation::history_lost: return RecoveryDecision::halt(State::history_lost, "history-lost");
-        case Situation::collection_gone: return RecoveryDecision::halt(State::stopped, "collection-gone");
-        case Situation::processor_owned_by_another_role:
-            return RecoveryDecision::halt(State::stopped, "processor-owned-by-another-role");
-        case Situation::connection_lost:
-        case Situation::handler_failing: break;
+    case Situation::history_lost: return RecoveryDecision::halt(State::history_lost, "history-lost");
+    case Situation::collection_gone: return RecoveryDecision::halt(State::stopped, "collection-gone");
+    case Situation::processor_owned_by_another_role:
+        return RecoveryDecision::halt(State::stopped, "processor-owned-by-another-role");
+    case Situation::connection_lost:
+    case Situation::handler_failing: break;
     }
     return RecoveryDecision::resume();
 }

@@ -21,12 +21,12 @@ std::string json_array_of(const std::vector<std::string>& ids) {
     return boost::json::serialize(a);
 }
 
-std::set<std::string> dedup_applied(pqxx::transaction_base& tx, const LeaseKey& k, const std::vector<std::string>& ids) {
+std::set<std::string> dedup_applied(pqxx::transaction_base& tx, const LeaseKey& k,
+                                    const std::vector<std::string>& ids) {
     return translated_names(k.processor, std::nullopt, [&] {
-        auto r = tx.exec_params(
-            "SELECT changefeed.dedup_applied($1::regclass, $2,"
-            "       ARRAY(SELECT pg_catalog.jsonb_array_elements_text($3::jsonb)))",
-            k.table, k.processor, json_array_of(ids));
+        auto r = tx.exec_params("SELECT changefeed.dedup_applied($1::regclass, $2,"
+                                "       ARRAY(SELECT pg_catalog.jsonb_array_elements_text($3::jsonb)))",
+                                k.table, k.processor, json_array_of(ids));
         std::set<std::string> out;
         for (const auto& row : r) out.insert(row[0].as<std::string>());
         return out;
@@ -35,10 +35,9 @@ std::set<std::string> dedup_applied(pqxx::transaction_base& tx, const LeaseKey& 
 
 void dedup_record_in(pqxx::transaction_base& tx, const LeaseKey& k, const std::vector<std::string>& ids) {
     translated_names(k.processor, std::nullopt, [&] {
-        tx.exec_params(
-            "SELECT changefeed.dedup_record($1::regclass, $2,"
-            "       ARRAY(SELECT pg_catalog.jsonb_array_elements_text($3::jsonb)))",
-            k.table, k.processor, json_array_of(ids));
+        tx.exec_params("SELECT changefeed.dedup_record($1::regclass, $2,"
+                       "       ARRAY(SELECT pg_catalog.jsonb_array_elements_text($3::jsonb)))",
+                       k.table, k.processor, json_array_of(ids));
     });
 }
 
@@ -51,17 +50,13 @@ void dedup_record(pqxx::connection& c, const LeaseKey& k, const std::vector<std:
 }
 
 void store_in(pqxx::transaction_base& tx, const LeaseKey& k, int range, std::int64_t epoch, const Mark& m) {
-    if (m.backfill)
-        checkpoint_backfill_in(tx, k, range, epoch, m.backfill_after, m.backfill_rows, m.backfill_done);
-    else
-        checkpoint_in(tx, k, range, epoch, m.position);
+    if (m.backfill) checkpoint_backfill_in(tx, k, range, epoch, m.backfill_after, m.backfill_rows, m.backfill_done);
+    else checkpoint_in(tx, k, range, epoch, m.position);
 }
 
 void store_on(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch, const Mark& m) {
-    if (m.backfill)
-        checkpoint_backfill(c, k, range, epoch, m.backfill_after, m.backfill_rows, m.backfill_done);
-    else
-        checkpoint(c, k, range, epoch, m.position);
+    if (m.backfill) checkpoint_backfill(c, k, range, epoch, m.backfill_after, m.backfill_rows, m.backfill_done);
+    else checkpoint(c, k, range, epoch, m.position);
 }
 
 // The open transaction a TransactionalHandler writes in.
@@ -121,8 +116,8 @@ void ManualCheckpoints::store(int range, std::int64_t epoch, std::uint64_t order
 Delivery::Delivery(std::string conninfo, LeaseKey key, const ProcessorHandler& handler, const ProcessorOptions& options,
                    ConsumerEvents& events, std::shared_ptr<ProjectionCounters> counters,
                    std::function<bool(std::stop_token)> before_checkpoint)
-    : conninfo_(std::move(conninfo)), key_(std::move(key)), handler_(handler), options_(options),
-      events_(events), counters_(std::move(counters)), before_checkpoint_(std::move(before_checkpoint)) {
+    : conninfo_(std::move(conninfo)), key_(std::move(key)), handler_(handler), options_(options), events_(events),
+      counters_(std::move(counters)), before_checkpoint_(std::move(before_checkpoint)) {
     if (!automatic()) manual_ = std::make_shared<ManualCheckpoints>(conninfo_, key_);
 }
 
@@ -158,8 +153,7 @@ bool Delivery::hand_over(pqxx::connection& conn, BatchDelivery& batch, const Gua
     case HandlerShape::projector:
         // Its checkpoint commits with the record of what it applied.
         return project(conn, batch, guard, duplicates);
-    case HandlerShape::transactional:
-        return transact(conn, batch, guard);
+    case HandlerShape::transactional: return transact(conn, batch, guard);
     }
     if (!automatic()) return true;
     if (batch.deferred && !after.backfill) {
@@ -189,8 +183,7 @@ void Delivery::store(pqxx::connection& conn, int range, std::int64_t epoch, cons
 // from the one that threw.  A record that fails (the connection broke under
 // the batch) keeps its ids here: they are recorded on the next connection
 // before anything is read again (flush_unrecorded), and the re-read skips them.
-bool Delivery::project(pqxx::connection& conn, const BatchDelivery& b, const Guard& guard,
-                       std::int64_t& duplicates) {
+bool Delivery::project(pqxx::connection& conn, const BatchDelivery& b, const Guard& guard, std::int64_t& duplicates) {
     const std::vector<Change>& batch = b.changes;
     const Context& ctx = b.ctx;
     flush_unrecorded(conn);

@@ -41,8 +41,8 @@ namespace changefeed::detail {
 
 // Where a range stands after a batch: what its checkpoint stores.
 struct Mark {
-    std::string position;  // a log batch: the position after it
-    bool backfill = false; // a backfill page: the scan's progress instead
+    std::string position;   // a log batch: the position after it
+    bool backfill = false;  // a backfill page: the scan's progress instead
     std::optional<std::string> backfill_after;
     std::int64_t backfill_rows = 0;
     bool backfill_done = false;

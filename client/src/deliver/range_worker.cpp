@@ -47,8 +47,7 @@ bool ranges_changed(const Error& e) { return has_condition(e, ServerCondition::r
 
 RangeWorker::RangeWorker(WorkerSetup setup, ConsumerEvents& events, LeaseKeeper& leases)
     : s_(std::move(setup)), opt_(s_.feed->common), events_(events), leases_(leases),
-      delivery_(s_.collection.conninfo(), s_.key, *s_.handler, opt_, events, s_.counters,
-                s_.feed->before_checkpoint),
+      delivery_(s_.collection.conninfo(), s_.key, *s_.handler, opt_, events, s_.counters, s_.feed->before_checkpoint),
       read_ahead_(opt_.read_connection.empty() ? s_.collection.conninfo() : opt_.read_connection) {
     next_maintain_ = Clock::now();
 }
@@ -118,8 +117,8 @@ std::optional<MultiReadResult> RangeWorker::long_poll(const std::map<int, std::s
             polling_ = nullptr;
         };
         try {
-            MultiReadResult r = fetch_positions(*poller_, s_.collection.table(), since, budget,
-                                                opt_.max_batch_size, s_.feed->mode, s_.scope, wait);
+            MultiReadResult r = fetch_positions(*poller_, s_.collection.table(), since, budget, opt_.max_batch_size,
+                                                s_.feed->mode, s_.scope, wait);
             clear();
             return r;
         } catch (...) {
@@ -294,10 +293,8 @@ RangeWorker::ReadPlan RangeWorker::plan() const {
             p.next_retry = std::min(p.next_retry, st.retry_at);
             continue;
         }
-        if (!st.lease.backfill_done)
-            p.backfilling.push_back(range);
-        else
-            p.log.push_back(range);
+        if (!st.lease.backfill_done) p.backfilling.push_back(range);
+        else p.log.push_back(range);
     }
     return p;
 }
@@ -340,9 +337,9 @@ void RangeWorker::store_pending(pqxx::connection& conn, const std::vector<Pendin
         RangeState& st = it->second;
         if (std::find(lost.begin(), lost.end(), m.range) != lost.end()) {
             events_.report(m.range, Error(errc::lease_lost,
-                                          "lease on range " + std::to_string(m.range) + " of processor \"" +
-                                              s_.name + "\" is no longer held by \"" + s_.instance +
-                                              "\" at epoch " + std::to_string(m.epoch),
+                                          "lease on range " + std::to_string(m.range) + " of processor \"" + s_.name +
+                                              "\" is no longer held by \"" + s_.instance + "\" at epoch " +
+                                              std::to_string(m.epoch),
                                           "CF010"));
             st.lost = true;
             continue;
@@ -357,10 +354,8 @@ void RangeWorker::store_pending(pqxx::connection& conn, const std::vector<Pendin
 void RangeWorker::sync_ranges(pqxx::connection& conn, const std::map<int, std::int64_t>& owned_now) {
     for (auto it = ranges_.begin(); it != ranges_.end();) {
         auto o = owned_now.find(it->first);
-        if (o == owned_now.end() || o->second != it->second.lease.epoch)
-            it = ranges_.erase(it);
-        else
-            ++it;
+        if (o == owned_now.end() || o->second != it->second.lease.epoch) it = ranges_.erase(it);
+        else ++it;
     }
     bool missing = false;
     for (const auto& [range, epoch] : owned_now)
@@ -425,13 +420,10 @@ bool RangeWorker::history_lost(pqxx::connection& conn, const Context& ctx, Range
     Error lost(errc::history_lost,
                history_lost_runbook(s_.collection.table(), s_.stored_name, range, latest, lost_because(e), e.what()),
                e.sqlstate());
-    const RecoveryDecision d =
-        events_.decide(Incident{Situation::history_lost, range, lost.code(), lost.what(), 0});
+    const RecoveryDecision d = events_.decide(Incident{Situation::history_lost, range, lost.code(), lost.what(), 0});
     events_.report_decided(range, lost, std::make_exception_ptr(e), d);
-    if (d.halts())
-        halted_.insert(range);
-    else
-        st.retry_at = Clock::now() + opt_.retry_delay;  // the policy keeps trying; nothing is skipped
+    if (d.halts()) halted_.insert(range);
+    else st.retry_at = Clock::now() + opt_.retry_delay;  // the policy keeps trying; nothing is skipped
     return false;
 }
 
@@ -463,13 +455,11 @@ bool RangeWorker::call_handler(const std::function<void()>& handler, const Conte
 // between retrying the batch after retry_delay and halting the range.
 void RangeWorker::handler_failed(int range, RangeState& st, std::exception_ptr p) {
     const Error e = handler_failure(p, "handler failed");
-    const RecoveryDecision d =
-        events_.decide(Incident{Situation::handler_failing, range, e.code(), e.what(), ++failures_[range]});
+    const RecoveryDecision d = events_.decide(Incident{Situation::handler_failing, range, e.code(), e.what(),
+                                                       ++failures_[range]});
     events_.report_decided(range, e, p, d);
-    if (d.halts())
-        halted_.insert(range);
-    else
-        st.retry_at = Clock::now() + opt_.retry_delay;
+    if (d.halts()) halted_.insert(range);
+    else st.retry_at = Clock::now() + opt_.retry_delay;
 }
 
 // Runs a fenced checkpoint; a lost lease marks the range for dropping.
@@ -527,7 +517,8 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
     // max_batch_size per range for up to 16 ranges: ranges at diverged
     // positions each catch up in the same call, and a range's share is handed
     // over in batches of max_batch_size (deliver_in_batches).
-    const long per_ranges = static_cast<long>(opt_.max_batch_size) * std::min<long>(16, static_cast<long>(group.size()));
+    const long per_ranges = static_cast<long>(opt_.max_batch_size) *
+                            std::min<long>(16, static_cast<long>(group.size()));
     const int budget = static_cast<int>(std::min<long>(100000, std::max<long>(per_ranges, opt_.max_read_size)));
     MultiReadResult rr;
     const auto wait = std::exchange(wait_next_, std::chrono::milliseconds(0));
@@ -566,8 +557,7 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
     if (opt_.read_ahead && !busy && rr.total >= static_cast<std::size_t>(budget)) {
         std::map<int, std::string> next;
         for (int range : group) next[range] = rr.resume.at(range);
-        read_ahead_.start(s_.collection.table(), std::move(next), budget, opt_.max_batch_size, s_.feed->mode,
-                          s_.scope);
+        read_ahead_.start(s_.collection.table(), std::move(next), budget, opt_.max_batch_size, s_.feed->mode, s_.scope);
     }
     std::vector<PendingCheckpoint> pending;
     auto state = ranges_.begin();
@@ -638,9 +628,8 @@ void RangeWorker::keep_last_pending(std::vector<PendingCheckpoint>& pending, std
 // Hands a batch to the handler; checkpoints `position` after it returned
 // (Delivery: how, for each shape).  Manual mode: reads on from `position`,
 // stores nothing.
-bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState& st,
-                          const std::vector<Change>& batch, const std::string& position,
-                          std::vector<PendingCheckpoint>* pending) {
+bool RangeWorker::deliver(pqxx::connection& conn, const Context& ctx, RangeState& st, const std::vector<Change>& batch,
+                          const std::string& position, std::vector<PendingCheckpoint>* pending) {
     const std::size_t pending_before = pending ? pending->size() : 0;
     const int range = ctx.range_id;
     Mark before, after;

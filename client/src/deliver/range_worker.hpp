@@ -41,8 +41,8 @@ struct WorkerSetup {
     const FeedSettings* feed = nullptr;
     const ProcessorHandler* handler = nullptr;
     std::shared_ptr<ProjectionCounters> counters;  // a projector's
-    std::string name;         // as given
-    std::string stored_name;  // as on the server (with the tenant prefix)
+    std::string name;                              // as given
+    std::string stored_name;                       // as on the server (with the tenant prefix)
     std::string instance;
     LeaseKey key;
 };
@@ -125,13 +125,13 @@ private:
     bool stopping_ = false;
     pqxx::connection* polling_ = nullptr;  // poller_ while a long poll waits on it
     bool leases_moved_ = false;            // since the last long poll began
-    std::stop_source stop_source_;  // the handler's stop token
+    std::stop_source stop_source_;         // the handler's stop token
 
     // The worker thread's own.
-    LeaseView view_;                  // the lease thread's, as last looked at
+    LeaseView view_;                    // the lease thread's, as last looked at
     std::uint64_t synced_version_ = 0;  // the view's version ranges_ follows (0: none)
     std::map<int, RangeState> ranges_;
-    std::set<int> halted_;  // by the recovery policy; kept across reconnects
+    std::set<int> halted_;         // by the recovery policy; kept across reconnects
     std::map<int, int> failures_;  // the handler's failures in a row, per range
     Clock::time_point next_maintain_{};
     bool maintain_denied_told_ = false;

@@ -8,11 +8,7 @@ namespace changefeed::detail {
 
 LeaseKeeper::LeaseKeeper(std::string conninfo, LeaseKey key, std::string token, const ProcessorOptions& options,
                          ConsumerEvents& events, Hooks hooks)
-    : conninfo_(std::move(conninfo)),
-      key_(std::move(key)),
-      token_(std::move(token)),
-      opt_(options),
-      events_(events),
+    : conninfo_(std::move(conninfo)), key_(std::move(key)), token_(std::move(token)), opt_(options), events_(events),
       hooks_(std::move(hooks)) {}
 
 LeaseKeeper::~LeaseKeeper() {
@@ -124,10 +120,8 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
         if (now >= next_renew) {
             LeaseAnswer a = renew_leases(*conn, key_, opt_.lease_duration, known);
             // Valid from when the renewal was sent, not when it answered.
-            if (a.owned)
-                publish(std::move(*a.owned), now + opt_.lease_duration);
-            else
-                extend(now + opt_.lease_duration);
+            if (a.owned) publish(std::move(*a.owned), now + opt_.lease_duration);
+            else extend(now + opt_.lease_duration);
             known = a.generation;
             next_renew = now + opt_.renew_interval;
         }
@@ -140,14 +134,12 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
         const bool name_taken = e.code() == make_error_code(errc::instance_name_in_use);
         const auto situation = processor_situation(e);
         const bool halts =
-            name_taken ||
-            (situation && *situation != Situation::connection_lost &&
-             [&] {
-                 // Dropped or disabled, or the leases are another role's: the policy decides, as in the worker.
-                 const RecoveryDecision d = events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
-                 if (d.halts()) events_.report_decided(std::nullopt, e, p, d);
-                 return d.halts();
-             }());
+            name_taken || (situation && *situation != Situation::connection_lost && [&] {
+                // Dropped or disabled, or the leases are another role's: the policy decides, as in the worker.
+                const RecoveryDecision d = events_.decide(Incident{*situation, std::nullopt, e.code(), e.what(), 0});
+                if (d.halts()) events_.report_decided(std::nullopt, e, p, d);
+                return d.halts();
+            }());
         if (halts) {
             // Our name taken by another live instance while we were cut
             // off: its leases are its own now, so halt without touching them.
@@ -166,10 +158,8 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
             if (hooks_.halt) hooks_.halt();
             return AfterFailure::stop;
         }
-        if (is_connection_error(e))
-            events_.telemetry().connection_lost(ConnectionRole::leases, e.what());
-        else
-            events_.report(std::nullopt, e, p);
+        if (is_connection_error(e)) events_.telemetry().connection_lost(ConnectionRole::leases, e.what());
+        else events_.report(std::nullopt, e, p);
         conn.reset();
         return AfterFailure::back_off;
     };
@@ -203,8 +193,8 @@ void LeaseKeeper::keep_until_released(std::unique_ptr<pqxx::connection>& conn) {
             ensure_connected(conn);
             (void)renew_leases(*conn, key_, opt_.lease_duration, std::nullopt);
         } catch (...) {
-            const bool name_taken =
-                to_error(std::current_exception()).code() == make_error_code(errc::instance_name_in_use);
+            const bool name_taken = to_error(std::current_exception()).code() ==
+                                    make_error_code(errc::instance_name_in_use);
             conn.reset();
             if (name_taken) {
                 lock.lock();

@@ -26,10 +26,10 @@ namespace changefeed::detail {
 
 // What the lease thread last saw.
 struct LeaseView {
-    std::map<int, std::int64_t> owned;  // range -> epoch
+    std::map<int, std::int64_t> owned;                    // range -> epoch
     std::chrono::steady_clock::time_point valid_until{};  // the last renewal's expiry
-    bool acquired_once = false;  // an acquire has answered since start
-    std::uint64_t version = 0;   // moves whenever `owned` changes
+    bool acquired_once = false;                           // an acquire has answered since start
+    std::uint64_t version = 0;                            // moves whenever `owned` changes
 };
 
 class LeaseKeeper {

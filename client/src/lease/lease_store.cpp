@@ -14,10 +14,7 @@
 namespace changefeed::detail {
 namespace {
 
-std::string interval_of(std::chrono::milliseconds d) {
-    return std::to_string(d.count()) + " milliseconds";
-}
-
+std::string interval_of(std::chrono::milliseconds d) { return std::to_string(d.count()) + " milliseconds"; }
 
 }  // namespace
 
@@ -28,8 +25,8 @@ void init_leases(pqxx::connection& c, const LeaseKey& k, const StartAt& start) {
     if (!start.position.empty()) position = start.position;
     translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
-        tx.exec_params("SELECT changefeed.lease_init($1::regclass, $2, $3, $4::timestamptz, $5)", k.table,
-                       k.processor, start.from_beginning, time, position);
+        tx.exec_params("SELECT changefeed.lease_init($1::regclass, $2, $3, $4::timestamptz, $5)", k.table, k.processor,
+                       start.from_beginning, time, position);
         tx.commit();
     });
 }
@@ -61,8 +58,8 @@ namespace {
 // lease_balance and lease_keep take the same arguments and answer
 // (generation, range_id, epoch) rows: one with a null range when nothing
 // changed since `known` (or nothing is owned).
-LeaseAnswer lease_step(pqxx::connection& c, const char* function, const LeaseKey& k,
-                       std::chrono::milliseconds duration, std::optional<std::int64_t> known) {
+LeaseAnswer lease_step(pqxx::connection& c, const char* function, const LeaseKey& k, std::chrono::milliseconds duration,
+                       std::optional<std::int64_t> known) {
     return translated_names(k.processor, k.instance, [&] {
         // Prepared once per connection: the lease thread calls both every
         // few seconds.  One statement, its own transaction.
@@ -99,8 +96,8 @@ LeaseAnswer renew_leases(pqxx::connection& c, const LeaseKey& k, std::chrono::mi
 int release_leases(pqxx::connection& c, const LeaseKey& k) {
     return translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
-        auto r = tx.exec_params("SELECT changefeed.lease_release($1::regclass, $2, $3)", k.table,
-                                k.processor, k.instance);
+        auto r = tx.exec_params("SELECT changefeed.lease_release($1::regclass, $2, $3)", k.table, k.processor,
+                                k.instance);
         tx.commit();
         return r[0][0].as<int>();
     });
@@ -109,10 +106,9 @@ int release_leases(pqxx::connection& c, const LeaseKey& k) {
 std::map<int, RangeLease> load_leases(pqxx::connection& c, const LeaseKey& k) {
     return translated_names(k.processor, k.instance, [&] {
         pqxx::read_transaction tx(c);
-        auto r = tx.exec_params(
-            "SELECT range_id, epoch, checkpoint, backfill_done, backfill_after::text, backfill_rows"
-            "  FROM changefeed.lease_owned($1::regclass, $2, $3)",
-            k.table, k.processor, k.instance);
+        auto r = tx.exec_params("SELECT range_id, epoch, checkpoint, backfill_done, backfill_after::text, backfill_rows"
+                                "  FROM changefeed.lease_owned($1::regclass, $2, $3)",
+                                k.table, k.processor, k.instance);
         std::map<int, RangeLease> out;
         for (const auto& row : r) {
             RangeLease l;
@@ -128,8 +124,7 @@ std::map<int, RangeLease> load_leases(pqxx::connection& c, const LeaseKey& k) {
     });
 }
 
-void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
-                const std::string& position) {
+void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch, const std::string& position) {
     translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
         // A checkpoint lost in a server crash only means a re-delivery (the
@@ -153,16 +148,17 @@ std::vector<int> checkpoint_many(pqxx::connection& c, const LeaseKey& k, const s
         // Prepared once per connection: it runs after every round.  One
         // round trip: the statement is its own transaction, and set_config(...,
         // true) lasts until its commit (as SET LOCAL in checkpoint()).
-        prepare_once(c, "changefeed_checkpoint_many",  // pqxx_compat.hpp
-                  "SELECT changefeed.lease_checkpoint_many($1::regclass, $2, $3,"
-                  "       ARRAY(SELECT e::int FROM pg_catalog.jsonb_array_elements_text($4::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
-                  "       ARRAY(SELECT e::bigint FROM pg_catalog.jsonb_array_elements_text($5::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
-                  "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($6::jsonb) WITH ORDINALITY t(e, i) ORDER BY i))"
-                  "  FROM (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS no_flush_wait");
+        prepare_once(
+            c, "changefeed_checkpoint_many",  // pqxx_compat.hpp
+            "SELECT changefeed.lease_checkpoint_many($1::regclass, $2, $3,"
+            "       ARRAY(SELECT e::int FROM pg_catalog.jsonb_array_elements_text($4::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
+            "       ARRAY(SELECT e::bigint FROM pg_catalog.jsonb_array_elements_text($5::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
+            "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($6::jsonb) WITH ORDINALITY t(e, i) ORDER BY i))"
+            "  FROM (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS no_flush_wait");
         pqxx::nontransaction tx(c);
-        auto r = tx.exec_prepared(
-            "changefeed_checkpoint_many", k.table, k.processor, k.instance, boost::json::serialize(ranges), boost::json::serialize(epochs),
-            boost::json::serialize(positions));
+        auto r = tx.exec_prepared("changefeed_checkpoint_many", k.table, k.processor, k.instance,
+                                  boost::json::serialize(ranges), boost::json::serialize(epochs),
+                                  boost::json::serialize(positions));
         tx.commit();
         std::vector<int> lost;
         for (const auto& row : r) lost.push_back(row[0].as<int>());
@@ -182,25 +178,24 @@ void checkpoint_backfill(pqxx::connection& c, const LeaseKey& k, int range, std:
 void checkpoint_in(pqxx::transaction_base& tx, const LeaseKey& k, int range, std::int64_t epoch,
                    const std::string& position) {
     translated_names(k.processor, k.instance, [&] {
-        tx.exec_params("SELECT changefeed.lease_checkpoint($1::regclass, $2, $3, $4, $5, $6)", k.table,
-                       k.processor, range, k.instance, epoch, position);
+        tx.exec_params("SELECT changefeed.lease_checkpoint($1::regclass, $2, $3, $4, $5, $6)", k.table, k.processor,
+                       range, k.instance, epoch, position);
     });
 }
 
 void checkpoint_backfill_in(pqxx::transaction_base& tx, const LeaseKey& k, int range, std::int64_t epoch,
                             const std::optional<std::string>& after, std::int64_t rows, bool done) {
     translated_names(k.processor, k.instance, [&] {
-        tx.exec_params(
-            "SELECT changefeed.lease_backfill_checkpoint($1::regclass, $2, $3, $4, $5, $6::jsonb, $7, $8)",
-            k.table, k.processor, range, k.instance, epoch, after, rows, done);
+        tx.exec_params("SELECT changefeed.lease_backfill_checkpoint($1::regclass, $2, $3, $4, $5, $6::jsonb, $7, $8)",
+                       k.table, k.processor, range, k.instance, epoch, after, rows, done);
     });
 }
 
 std::string resync(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch) {
     return translated_names(k.processor, k.instance, [&] {
         pqxx::work tx(c);
-        auto r = tx.exec_params("SELECT changefeed.lease_resync($1::regclass, $2, $3, $4, $5)", k.table,
-                                k.processor, range, k.instance, epoch);
+        auto r = tx.exec_params("SELECT changefeed.lease_resync($1::regclass, $2, $3, $4, $5)", k.table, k.processor,
+                                range, k.instance, epoch);
         tx.commit();
         return r[0][0].as<std::string>();
     });

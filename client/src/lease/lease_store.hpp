@@ -58,8 +58,7 @@ int release_leases(pqxx::connection& c, const LeaseKey& k);
 // The stored state of the leases this instance owns.
 std::map<int, RangeLease> load_leases(pqxx::connection& c, const LeaseKey& k);
 // Fenced checkpoints: Error(lease_lost) when the lease changed hands.
-void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch,
-                const std::string& position);
+void checkpoint(pqxx::connection& c, const LeaseKey& k, int range, std::int64_t epoch, const std::string& position);
 // The checkpoints of many ranges in one call (changefeed.lease_checkpoint_many):
 // each fenced on its own; returns the ranges whose lease changed hands (not
 // moved), the others are stored.

@@ -318,9 +318,9 @@ private:
         if (opt_.start_time) {
             const auto t = *opt_.start_time;
             if (t < *store_->recording_since)
-                throw Error(errc::history_lost,
-                            "processor \"" + name_ + "\": the collection does not hold the writes since "
-                            "start_time (it records them from the first processor's start on)");
+                throw Error(errc::history_lost, "processor \"" + name_ +
+                                                    "\": the collection does not hold the writes since "
+                                                    "start_time (it records them from the first processor's start on)");
             for (const auto& e : store_->log)
                 if (e.written_at >= t) {
                     ns.start = e.seq - 1;
@@ -328,13 +328,14 @@ private:
                 }
         } else if (from) {
             if (from->lo > store_->last_seq || from->hi > store_->last_seq)
-                throw Error(errc::foreign_position, "processor \"" + name_ + "\": position " +
-                                                        opt_.start_position +
+                throw Error(errc::foreign_position, "processor \"" + name_ + "\": position " + opt_.start_position +
                                                         " lies beyond this collection's last write");
             if (from->lo < store_->recorded_after)
-                throw Error(errc::history_lost, "processor \"" + name_ + "\": the collection does not hold "
-                                                "the writes after position " + opt_.start_position +
-                                                " (it records them from the first processor's start on)");
+                throw Error(errc::history_lost, "processor \"" + name_ +
+                                                    "\": the collection does not hold "
+                                                    "the writes after position " +
+                                                    opt_.start_position +
+                                                    " (it records them from the first processor's start on)");
             ns.start = from->lo;  // a paged window restarts from its beginning
         } else if (start_from_beginning_ && mode_ == FeedMode::latest_version) {
             for (const auto& [id, range] : store_->range_of_doc) ns.backfill.emplace(range, std::nullopt);
@@ -451,7 +452,7 @@ private:
     // What one delivery left behind.
     struct Delivery {
         std::exception_ptr failure;
-        std::vector<std::string> applied_ids;           // to record in the deduplication store
+        std::vector<std::string> applied_ids;              // to record in the deduplication store
         std::unique_ptr<InMemoryTransaction> transaction;  // its writes, to apply with the checkpoint
     };
 
@@ -554,8 +555,14 @@ private:
                     continue;
                 }
                 const bool backfill_done = batch.size() < static_cast<std::size_t>(opt_.max_batch_size);
-                Context ctx{store_->range_ids.at(range), name_, instance_, 1, range,
-                            backfilling ? std::string() : text_of(pos), {}, stop_source_.get_token()};
+                Context ctx{store_->range_ids.at(range),
+                            name_,
+                            instance_,
+                            1,
+                            range,
+                            backfilling ? std::string() : text_of(pos),
+                            {},
+                            stop_source_.get_token()};
                 if (manual()) ctx.checkpoint = checkpoint_of(range, backfilling, pos, backfill_after, backfill_done);
                 std::vector<bool> known;
                 if (shape_of(consumer_) == HandlerShape::projector) {
@@ -617,7 +624,7 @@ private:
     std::stop_source stop_source_;
     std::unique_ptr<ProcessorImpl> disposed_self_;  // set when destroyed from the handler
     // The processor's thread only (and start/stop while it does not run):
-    std::set<std::string> halted_;        // ranges the recovery policy halted
+    std::set<std::string> halted_;         // ranges the recovery policy halted
     std::map<std::string, int> failures_;  // consecutive failures per range
     std::set<std::string> owned_;          // ranges on_lease_acquired was told of
     ProjectionCounters counters_;

@@ -6,20 +6,20 @@
 
 namespace changefeed {
 
-std::vector<RangeLag> estimate_lag(const Collection& collection, const std::string& processor,
-                                   int count_limit) {
+std::vector<RangeLag> estimate_lag(const Collection& collection, const std::string& processor, int count_limit) {
     if (count_limit < 1 || count_limit > 100000)
         throw Error(errc::invalid_option, "count_limit must be between 1 and 100000");
     auto conn = detail::connect(collection.conninfo());
     return detail::translated_names(processor, std::nullopt, [&] {
         pqxx::read_transaction tx(*conn);
-        auto r = tx.exec_params(
-            "SELECT range_id, owner, live, epoch,"
-            "       (extract(epoch FROM checkpoint_age) * 1000)::bigint,"
-            "       pending, pending_exact, " + detail::epoch_microseconds_sql("oldest_pending") + ","
-            "       retention_used::float8, history_lost"
-            "  FROM changefeed.lag($1::regclass, $2, $3) ORDER BY range_id",
-            collection.table(), processor, count_limit);
+        auto r = tx.exec_params("SELECT range_id, owner, live, epoch,"
+                                "       (extract(epoch FROM checkpoint_age) * 1000)::bigint,"
+                                "       pending, pending_exact, " +
+                                    detail::epoch_microseconds_sql("oldest_pending") +
+                                    ","
+                                    "       retention_used::float8, history_lost"
+                                    "  FROM changefeed.lag($1::regclass, $2, $3) ORDER BY range_id",
+                                collection.table(), processor, count_limit);
         std::vector<RangeLag> out;
         out.reserve(r.size());
         for (const auto& row : r) {

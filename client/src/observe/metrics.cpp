@@ -31,8 +31,12 @@ std::int64_t sum_ranges(const ProcessorMetrics& p, F&& f) {
 
 }  // namespace
 
-std::int64_t ProcessorMetrics::changes() const { return sum_ranges(*this, [](const RangeMetrics& r) { return r.changes; }); }
-std::int64_t ProcessorMetrics::batches() const { return sum_ranges(*this, [](const RangeMetrics& r) { return r.batches; }); }
+std::int64_t ProcessorMetrics::changes() const {
+    return sum_ranges(*this, [](const RangeMetrics& r) { return r.changes; });
+}
+std::int64_t ProcessorMetrics::batches() const {
+    return sum_ranges(*this, [](const RangeMetrics& r) { return r.batches; });
+}
 int ProcessorMetrics::leases_held() const {
     return static_cast<int>(sum_ranges(*this, [](const RangeMetrics& r) { return std::int64_t(r.lease_held); }));
 }
@@ -130,10 +134,8 @@ void InProcessMetrics::lease_released(const MetricScope& scope, int range) {
 
 void InProcessMetrics::error(const MetricScope& scope, std::optional<int> range, errc code) {
     std::lock_guard lock(mu_);
-    if (range)
-        ++range_of(scope, *range).errors[code];
-    else
-        ++counted_[scope].errors[code];
+    if (range) ++range_of(scope, *range).errors[code];
+    else ++counted_[scope].errors[code];
 }
 
 void InProcessMetrics::reconnected(const MetricScope& scope, ConnectionRole role) {

@@ -183,10 +183,14 @@ namespace {
 // The codes a running processor tells on_error: their series exist from the
 // start, so that an alert on one sees 0 rather than no data.
 constexpr errc run_time_codes[] = {
-    errc::malformed_position, errc::foreign_position, errc::history_lost,     errc::lease_lost,
-    errc::handler_failed,     errc::connection_failed, errc::database_error,  errc::permission_denied,
-    errc::duplicates_rising,  errc::halted,            errc::publish_failed,  errc::read_only_server,
-    errc::position_not_replayed, errc::other_history, errc::images_not_logged,
+    errc::malformed_position,    errc::foreign_position,
+    errc::history_lost,          errc::lease_lost,
+    errc::handler_failed,        errc::connection_failed,
+    errc::database_error,        errc::permission_denied,
+    errc::duplicates_rising,     errc::halted,
+    errc::publish_failed,        errc::read_only_server,
+    errc::position_not_replayed, errc::other_history,
+    errc::images_not_logged,
 };
 
 }  // namespace

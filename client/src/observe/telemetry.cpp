@@ -12,10 +12,8 @@ void Telemetry::emit(LogRecord record) const {
     record.processor = scope_.processor;
     record.instance = scope_.instance;
     try {
-        if (log_)
-            log_(record);
-        else
-            log_to_stderr(record);
+        if (log_) log_(record);
+        else log_to_stderr(record);
     } catch (...) {
         // A failing sink must not stop the thread that logs.
     }
@@ -25,10 +23,8 @@ void Telemetry::log(LogLevel level, LogEvent event, std::vector<int> ranges, std
     // Starting and stopping are measured too: the series that exist from the start.
     if (metrics_ && (event == LogEvent::started || event == LogEvent::stopped)) {
         try {
-            if (event == LogEvent::started)
-                metrics_->started(metric_scope_, ranges_);
-            else
-                metrics_->stopped(metric_scope_);
+            if (event == LogEvent::started) metrics_->started(metric_scope_, ranges_);
+            else metrics_->stopped(metric_scope_);
         } catch (...) {
         }
     }
@@ -62,18 +58,15 @@ void Telemetry::leases(const std::vector<int>& acquired, const std::vector<int>&
     if (metrics_) {
         try {
             for (int range : given_up) {
-                if (lost)
-                    metrics_->lease_lost(metric_scope_, range);
-                else
-                    metrics_->lease_released(metric_scope_, range);
+                if (lost) metrics_->lease_lost(metric_scope_, range);
+                else metrics_->lease_released(metric_scope_, range);
             }
             for (int range : acquired) metrics_->lease_acquired(metric_scope_, range);
         } catch (...) {
         }
     }
     if (!given_up.empty())
-        log(lost ? LogLevel::warn : LogLevel::info, lost ? LogEvent::leases_lost : LogEvent::leases_released,
-            given_up);
+        log(lost ? LogLevel::warn : LogLevel::info, lost ? LogEvent::leases_lost : LogEvent::leases_released, given_up);
     if (!acquired.empty()) log(LogLevel::info, LogEvent::leases_acquired, acquired);
 }
 

@@ -23,10 +23,9 @@ private:
 }  // namespace
 
 Listener::Listener(std::string conninfo, std::string channel, std::function<void()> wake,
-                   std::chrono::milliseconds backoff_min, std::chrono::milliseconds backoff_max,
-                   Telemetry* telemetry)
-    : conninfo_(std::move(conninfo)), channel_(std::move(channel)), wake_(std::move(wake)),
-      backoff_min_(backoff_min), backoff_max_(backoff_max), telemetry_(telemetry) {}
+                   std::chrono::milliseconds backoff_min, std::chrono::milliseconds backoff_max, Telemetry* telemetry)
+    : conninfo_(std::move(conninfo)), channel_(std::move(channel)), wake_(std::move(wake)), backoff_min_(backoff_min),
+      backoff_max_(backoff_max), telemetry_(telemetry) {}
 
 Listener::~Listener() { stop(); }
 
@@ -48,26 +47,25 @@ void Listener::run() {
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
         return stopping_.load();
     });
-    loop.run(
-        [this] { return stopping_.load(); },
-        [&] {
-            auto conn = connect(conninfo_);
-            Receiver receiver(*conn, channel_, wake_);
-            conn->get_notifs();  // makes the LISTEN take effect now
-            loop.succeeded();
-            if (telemetry_) telemetry_->connected(ConnectionRole::listener);
-            wake_();  // whatever was notified while we were not listening
-            while (!stopping_) {
-                // Short waits so that stop() is noticed quickly.
-                conn->await_notification(0, 200000);
-                if (!conn->is_open()) throw Error(errc::connection_failed, "listen connection closed");
-            }
-            return true;
-        },
-        [this](const Error& e, std::exception_ptr) {
-            if (telemetry_ && !stopping_) telemetry_->connection_lost(ConnectionRole::listener, e.what());
-            return AfterFailure::back_off;
-        });
+    loop.run([this] { return stopping_.load(); },
+             [&] {
+                 auto conn = connect(conninfo_);
+                 Receiver receiver(*conn, channel_, wake_);
+                 conn->get_notifs();  // makes the LISTEN take effect now
+                 loop.succeeded();
+                 if (telemetry_) telemetry_->connected(ConnectionRole::listener);
+                 wake_();  // whatever was notified while we were not listening
+                 while (!stopping_) {
+                     // Short waits so that stop() is noticed quickly.
+                     conn->await_notification(0, 200000);
+                     if (!conn->is_open()) throw Error(errc::connection_failed, "listen connection closed");
+                 }
+                 return true;
+             },
+             [this](const Error& e, std::exception_ptr) {
+                 if (telemetry_ && !stopping_) telemetry_->connection_lost(ConnectionRole::listener, e.what());
+                 return AfterFailure::back_off;
+             });
 }
 
 }  // namespace changefeed::detail

@@ -91,8 +91,8 @@ public:
             if (!opt.tenant.empty()) {
                 setup.scope.tenant = opt.tenant;
                 setup.scope.tenant_column = *setup.info.tenant_column;
-                setup.scope.strip_partition_prefix =
-                    setup.info.partition_key.size() > 1 && setup.info.partition_key[0] == *setup.info.tenant_column;
+                setup.scope.strip_partition_prefix = setup.info.partition_key.size() > 1 &&
+                                                     setup.info.partition_key[0] == *setup.info.tenant_column;
             }
             conn = connect(collection_.conninfo());
             require_primary(*conn);
@@ -120,8 +120,7 @@ public:
         setup.feed = &feed_;
         setup.handler = &handler_;
         if (shape_of(handler_) == HandlerShape::projector) {
-            auto counters =
-                std::make_shared<ProjectionCounters>(opt.duplicate_alert_share, opt.duplicate_alert_window);
+            auto counters = std::make_shared<ProjectionCounters>(opt.duplicate_alert_share, opt.duplicate_alert_window);
             std::atomic_store(&counters_, counters);
             setup.counters = std::move(counters);
         }
@@ -138,14 +137,14 @@ public:
             std::lock_guard guard(threads_mu_);
             leases_.reset();
             worker_.reset();
-            auto keeper = std::make_unique<LeaseKeeper>(
-                collection_.conninfo(), key_, token, opt, events_,
-                LeaseKeeper::Hooks{[this] { worker_->leases_changed(); }, [this] { worker_->request_stop(); }});
+            auto keeper = std::make_unique<LeaseKeeper>(collection_.conninfo(), key_, token, opt, events_,
+                                                        LeaseKeeper::Hooks{[this] { worker_->leases_changed(); },
+                                                                           [this] { worker_->request_stop(); }});
             worker_ = std::make_unique<RangeWorker>(std::move(setup), events_, *keeper);
             leases_ = std::move(keeper);
             listener_ = std::make_unique<Listener>(
-                collection_.conninfo(), channel, [this] { worker_->wake(); }, opt.reconnect_min,
-                opt.reconnect_max, &events_.telemetry());
+                collection_.conninfo(), channel, [this] { worker_->wake(); }, opt.reconnect_min, opt.reconnect_max,
+                &events_.telemetry());
         }
         events_.telemetry().set_collection(setup_table, setup_ranges);
         events_.telemetry().log(LogLevel::info, LogEvent::started);
@@ -240,8 +239,8 @@ private:
 
 Processor detail::make_pg_processor(Collection collection, std::string name, ProcessorHandler handler,
                                     FeedSettings feed) {
-    return processor_of(
-        std::make_unique<PgProcessor>(std::move(collection), std::move(name), std::move(handler), std::move(feed)));
+    return processor_of(std::make_unique<PgProcessor>(std::move(collection), std::move(name), std::move(handler),
+                                                      std::move(feed)));
 }
 
 Processor make_processor(Collection collection, std::string name, ProcessorHandler handler, FeedOptions options) {

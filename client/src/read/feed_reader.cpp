@@ -23,9 +23,7 @@ boost::json::value json_of(const FieldView& f) {
 }
 
 // read() names nothing else (a schema change only in mode 'all_with_schema').
-Operation operation_of(const std::string& s) {
-    return operation_named(s).value_or(Operation::clear);
-}
+Operation operation_of(const std::string& s) { return operation_named(s).value_or(Operation::clear); }
 
 }  // namespace
 
@@ -33,7 +31,8 @@ namespace {
 
 const std::string read_columns =
     "SELECT seq, range_id, operation, doc_id, partition_key, current::text, previous::text,"
-    "       ttl_expired, " + epoch_microseconds_sql("written_at") + ", tenant, \"position\", txid::text, event_id";
+    "       ttl_expired, " +
+    epoch_microseconds_sql("written_at") + ", tenant, \"position\", txid::text, event_id";
 
 // One change row of changefeed.read() or read_ranges() (read_columns).
 Change change_of(const RowView& row, const TenantScope& scope) {
@@ -90,8 +89,8 @@ void TenantScope::strip(std::string& partition_key) const {
         partition_key.erase(0, tenant.size() + 1);
 }
 
-ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max,
-                      int range, FeedMode mode, const TenantScope& scope) {
+ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max, int range,
+                      FeedMode mode, const TenantScope& scope) {
     return read_ranges(c, table, since, max, {range}, mode, scope);
 }
 
@@ -102,10 +101,9 @@ ReadResult read_ranges(pqxx::connection& c, const std::string& table, const std:
     list += "}";
     return translated([&] {
         ReadTx tx(c);
-        auto r = tx.exec_params(std::string(read_columns) +
-                                    "  FROM changefeed.read($1::regclass, $2, $3, $4::int[], $5, tenant => $6)",
-                                table, since, max, list, read_mode(mode),
-                                scope.scoped() ? scope.tenant.c_str() : nullptr);
+        auto r = tx.exec_params(
+            std::string(read_columns) + "  FROM changefeed.read($1::regclass, $2, $3, $4::int[], $5, tenant => $6)",
+            table, since, max, list, read_mode(mode), scope.scoped() ? scope.tenant.c_str() : nullptr);
         auto out = collect(tx, r, scope);
         tx.commit();
         return out;
@@ -167,10 +165,9 @@ BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int ra
         // One snapshot per page: rows changed between pages come again from
         // the log, which continues from the position taken before the scan.
         ReadTx tx(c);
-        auto r = tx.exec_params(
-            "SELECT doc_id, partition_key, key::text, current::text"
-            "  FROM changefeed.backfill_page($1::regclass, $2, $3::jsonb, $4)",
-            table, range, after ? after->c_str() : nullptr, max);
+        auto r = tx.exec_params("SELECT doc_id, partition_key, key::text, current::text"
+                                "  FROM changefeed.backfill_page($1::regclass, $2, $3::jsonb, $4)",
+                                table, range, after ? after->c_str() : nullptr, max);
         tx.commit();
         BackfillPage out;
         out.scanned = static_cast<int>(r.size());
@@ -208,8 +205,7 @@ void probe_read(pqxx::connection& c, const std::string& table, const std::string
 std::int64_t estimated_rows(pqxx::connection& c, const std::string& table) {
     return translated([&] {
         pqxx::read_transaction tx(c);
-        return tx.exec_params("SELECT changefeed.estimated_rows($1::regclass)", table)[0][0]
-            .as<std::int64_t>();
+        return tx.exec_params("SELECT changefeed.estimated_rows($1::regclass)", table)[0][0].as<std::int64_t>();
     });
 }
 
@@ -297,9 +293,12 @@ MultiReadResult fetch_positions(pqxx::connection& c, const std::string& table, c
 bool long_poll_available(pqxx::connection& c) {
     return translated([&] {
         pqxx::nontransaction tx(c);
-        return tx.exec("SELECT pg_catalog.to_regprocedure('changefeed.read_ranges(regclass, int[], text[], int, text, "
-                       "text, interval, int)') IS NOT NULL AND changefeed.preloaded() AND NOT pg_catalog.pg_is_in_recovery()")
-            [0][0].as<bool>();
+        return tx
+            .exec(
+                "SELECT pg_catalog.to_regprocedure('changefeed.read_ranges(regclass, int[], text[], int, text, "
+                "text, interval, int)') IS NOT NULL AND changefeed.preloaded() AND NOT pg_catalog.pg_is_in_recovery()")
+                [0][0]
+            .as<bool>();
     });
 }
 
@@ -339,18 +338,15 @@ static void parse_positions(const pqxx::result& r, const TenantScope& scope, Mul
             Change ch = change_of(row, scope);
             // Null where no batch ends (read_ranges(positions_every)).
             auto& at = out.positions[ch.range_id];
-            if (row[10].is_null())
-                at.emplace_back();
-            else
-                at.push_back(row[10].as<std::string>());
+            if (row[10].is_null()) at.emplace_back();
+            else at.push_back(row[10].as<std::string>());
             out.changes[ch.range_id].push_back(std::move(ch));
         }
     });
 }
 
-MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
-                               const std::map<int, std::string>& since, int max, FeedMode mode,
-                               const TenantScope& scope) {
+MultiReadResult read_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
+                               int max, FeedMode mode, const TenantScope& scope) {
     return fetch_positions(c, table, since, max, 1, mode, scope);
 }
 

@@ -18,9 +18,9 @@ namespace changefeed::detail {
 // when the partition key begins with the tenant column, partition keys
 // without the "<tenant>/" prefix.
 struct TenantScope {
-    std::string tenant;                  // empty: not scoped
-    std::string tenant_column;           // the collection's tenant column
-    bool strip_partition_prefix = false; // the first partition-key column is the tenant column
+    std::string tenant;                   // empty: not scoped
+    std::string tenant_column;            // the collection's tenant column
+    bool strip_partition_prefix = false;  // the first partition-key column is the tenant column
     bool scoped() const { return !tenant.empty(); }
     // Removes the tenant component from a partition key of this tenant.
     void strip(std::string& partition_key) const;
@@ -32,8 +32,8 @@ struct ReadResult {
 };
 
 // Reads at most `max` changes of one range after `since`.  Throws Error.
-ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max,
-                      int range, FeedMode mode, const TenantScope& scope = {});
+ReadResult read_range(pqxx::connection& c, const std::string& table, const std::string& since, int max, int range,
+                      FeedMode mode, const TenantScope& scope = {});
 
 // Several ranges that share one position, in one read: the result's position
 // is valid for every one of them (rows come in seq order across the ranges,
@@ -55,9 +55,8 @@ struct MultiReadResult {
     std::size_t total = 0;  // change rows in all
     std::size_t rows = 0;   // rows the statement returned, its resume markers included
 };
-MultiReadResult read_positions(pqxx::connection& c, const std::string& table,
-                               const std::map<int, std::string>& since, int max, FeedMode mode,
-                               const TenantScope& scope = {});
+MultiReadResult read_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
+                               int max, FeedMode mode, const TenantScope& scope = {});
 // read_positions() with the settings of a processor's read: change rows
 // carry their positions every `positions_every` changes of their range
 // (where batches of that size end), and with `wait` (a long poll,

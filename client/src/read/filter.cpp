@@ -59,12 +59,8 @@ std::string compile_node(const Node& n, boost::json::object& vars) {
 
 }  // namespace
 
-Predicate operator&&(const Predicate& a, const Predicate& b) {
-    return make(Node{Node::Kind::all, {}, {}, {}, {a, b}});
-}
-Predicate operator||(const Predicate& a, const Predicate& b) {
-    return make(Node{Node::Kind::any, {}, {}, {}, {a, b}});
-}
+Predicate operator&&(const Predicate& a, const Predicate& b) { return make(Node{Node::Kind::all, {}, {}, {}, {a, b}}); }
+Predicate operator||(const Predicate& a, const Predicate& b) { return make(Node{Node::Kind::any, {}, {}, {}, {a, b}}); }
 Predicate operator!(const Predicate& a) { return make(Node{Node::Kind::negate, {}, {}, {}, {a}}); }
 
 Field::Field(std::vector<std::string> path) : path_(std::move(path)) {

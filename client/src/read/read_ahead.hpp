@@ -22,8 +22,8 @@ public:
 
     // Starts fetch_positions(since, max) in the background (its rows parsed
     // there too); a read already running or not taken is dropped first.
-    void start(const std::string& table, std::map<int, std::string> since, int max, int positions_every,
-               FeedMode mode, const TenantScope& scope);
+    void start(const std::string& table, std::map<int, std::string> since, int max, int positions_every, FeedMode mode,
+               const TenantScope& scope);
     // The result of the read started from exactly `since` with `max`, if it
     // succeeded; any other read is dropped.  A failed read is dropped too: the
     // caller reads again and meets the error itself.

@@ -55,8 +55,7 @@ void SubscriptionState::dispatch_loop() {
             ctx.stop = token;
             callback(*c, ctx);
         } catch (...) {
-            report(handler_failure(std::current_exception(), "subscription callback failed"),
-                   std::current_exception());
+            report(handler_failure(std::current_exception(), "subscription callback failed"), std::current_exception());
         }
     }
 }
@@ -106,8 +105,7 @@ Subscription watch(const Collection& collection, std::string id, SubscriptionOpt
     return subscribe(collection, std::move(options));
 }
 
-Subscription watch(const Collection& collection, std::string id, ChangeCallback callback,
-                   SubscriptionOptions options) {
+Subscription watch(const Collection& collection, std::string id, ChangeCallback callback, SubscriptionOptions options) {
     options.document_id = std::move(id);
     return subscribe(collection, std::move(callback), std::move(options));
 }
@@ -134,10 +132,8 @@ void Subscription::cancel() {
     if (s->dispatcher.joinable()) {
         // Cancelled from its own callback: the dispatcher cannot join itself;
         // it returns on its own, and its share of the state frees it last.
-        if (s->dispatcher.get_id() == std::this_thread::get_id())
-            s->dispatcher.detach();
-        else
-            s->dispatcher.join();
+        if (s->dispatcher.get_id() == std::this_thread::get_id()) s->dispatcher.detach();
+        else s->dispatcher.join();
     }
     // Last: releasing the hub may stop its threads.
     s->hub.reset();

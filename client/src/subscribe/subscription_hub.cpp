@@ -97,12 +97,11 @@ void Hub::add(const std::shared_ptr<SubscriptionState>& s, const Collection& col
     with_connection([&](pqxx::connection& c) {
         translated([&] {
             pqxx::work tx(c);
-            auto r = tx.exec_params(
-                "SELECT x.id, changefeed.current_position(), c.id IS NOT NULL, c.tenant_column,"
-                "       c.partition_key[1] = c.tenant_column AND cardinality(c.partition_key) > 1"
-                "  FROM (SELECT (changefeed.collection_of($1::regclass)).id) x"
-                "  LEFT JOIN changefeed.collections c ON c.id = x.id",
-                collection.table());
+            auto r = tx.exec_params("SELECT x.id, changefeed.current_position(), c.id IS NOT NULL, c.tenant_column,"
+                                    "       c.partition_key[1] = c.tenant_column AND cardinality(c.partition_key) > 1"
+                                    "  FROM (SELECT (changefeed.collection_of($1::regclass)).id) x"
+                                    "  LEFT JOIN changefeed.collections c ON c.id = x.id",
+                                    collection.table());
             s->channel = "changefeed_" + r[0][0].as<std::string>();
             s->position = r[0][1].as<std::string>();
             if (!r[0][2].as<bool>())
@@ -122,7 +121,8 @@ void Hub::add(const std::shared_ptr<SubscriptionState>& s, const Collection& col
                 try {  // refuse a bad filter now rather than on the first read
                     tx.exec_params("SELECT $1::jsonpath, $2::jsonb", *s->filter.jsonpath, *s->filter.vars);
                 } catch (const pqxx::sql_error& e) {
-                    throw Error(errc::invalid_option, std::string("filter refused: ") + e.what(), std::string(e.sqlstate()));
+                    throw Error(errc::invalid_option, std::string("filter refused: ") + e.what(),
+                                std::string(e.sqlstate()));
                 }
             }
             tx.exec("SELECT changefeed.ensure_notifier()");
@@ -298,8 +298,9 @@ bool Hub::read_round(SupervisedLoop& loop) {
             reads.push_back({&key.second, &g.members.front()->filter});
         }
         auto read = [&](const std::vector<FilteredRead>& rs) {
-            auto out = with_connection(
-                [&](pqxx::connection& c) { return read_filtered_together(c, table, rs, page_size); });
+            auto out = with_connection([&](pqxx::connection& c) {
+                return read_filtered_together(c, table, rs, page_size);
+            });
             std::lock_guard lock(mu_);
             counts_.reads += rs.size();
             ++counts_.rounds;
@@ -366,42 +367,42 @@ bool Hub::pause(std::chrono::milliseconds delay) {
 
 void Hub::listener_loop() {
     SupervisedLoop loop(backoff_min, backoff_max, [this](std::chrono::milliseconds d) { return pause(d); });
-    loop.run(
-        [this] { return stopping_now(); },
-        [&] {
-            auto conn = connect(conninfo_);
-            std::map<std::string, std::unique_ptr<Receiver>> receivers;
-            bool first = true;
-            while (!stopping_now()) {
-                std::map<std::string, int> wanted;
-                {
-                    std::lock_guard lock(mu_);
-                    wanted = channels_;
-                }
-                std::vector<std::string> added;
-                for (auto it = receivers.begin(); it != receivers.end();)
-                    it = wanted.count(it->first) ? std::next(it) : receivers.erase(it);  // UNLISTEN
-                for (const auto& [channel, n] : wanted) {
-                    if (receivers.count(channel)) continue;
-                    receivers[channel] = std::make_unique<Receiver>(
-                        *conn, channel, [this](const std::string& ch) { wake_channel(ch); });
-                    added.push_back(channel);
-                }
-                if (!added.empty()) {
-                    conn->get_notifs();  // makes the LISTENs take effect now
-                    for (const auto& ch : added) wake_channel(ch);  // what came before we listened
-                }
-                if (first) {
-                    wake_channel("");  // after a reconnect: whatever was notified meanwhile
-                    first = false;
-                    loop.succeeded();
-                }
-                conn->await_notification(0, 200000);  // short, so that stopping is noticed
-                if (!conn->is_open()) throw Error(errc::connection_failed, "listen connection closed");
-            }
-            return true;
-        },
-        [](const Error&, std::exception_ptr) { return AfterFailure::back_off; });
+    loop.run([this] { return stopping_now(); },
+             [&] {
+                 auto conn = connect(conninfo_);
+                 std::map<std::string, std::unique_ptr<Receiver>> receivers;
+                 bool first = true;
+                 while (!stopping_now()) {
+                     std::map<std::string, int> wanted;
+                     {
+                         std::lock_guard lock(mu_);
+                         wanted = channels_;
+                     }
+                     std::vector<std::string> added;
+                     for (auto it = receivers.begin(); it != receivers.end();)
+                         it = wanted.count(it->first) ? std::next(it) : receivers.erase(it);  // UNLISTEN
+                     for (const auto& [channel, n] : wanted) {
+                         if (receivers.count(channel)) continue;
+                         receivers[channel] = std::make_unique<Receiver>(*conn, channel, [this](const std::string& ch) {
+                             wake_channel(ch);
+                         });
+                         added.push_back(channel);
+                     }
+                     if (!added.empty()) {
+                         conn->get_notifs();                             // makes the LISTENs take effect now
+                         for (const auto& ch : added) wake_channel(ch);  // what came before we listened
+                     }
+                     if (first) {
+                         wake_channel("");  // after a reconnect: whatever was notified meanwhile
+                         first = false;
+                         loop.succeeded();
+                     }
+                     conn->await_notification(0, 200000);  // short, so that stopping is noticed
+                     if (!conn->is_open()) throw Error(errc::connection_failed, "listen connection closed");
+                 }
+                 return true;
+             },
+             [](const Error&, std::exception_ptr) { return AfterFailure::back_off; });
 }
 
 }  // namespace changefeed::detail

@@ -42,7 +42,7 @@ struct SubscriptionState {
     // The reader thread's: where to read from, when to poll.
     std::string position;
     Clock::time_point next_poll{};
-    std::uint64_t last_clear_txid = 0;  // a TRUNCATE logs one clear per range: deliver one
+    std::uint64_t last_clear_txid = 0;     // a TRUNCATE logs one clear per range: deliver one
     std::int64_t last_schema_version = 0;  // so does a schema change
     std::atomic<bool> wake{true};
 

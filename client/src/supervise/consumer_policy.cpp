@@ -38,10 +38,8 @@ void ConsumerEvents::set_state(State s) {
     // A processor halted (by either thread) stays so until the next start():
     // the other thread, still finishing a pass, must not report it running.
     const bool live = s == State::running || s == State::resuming;
-    if (s == State::starting)
-        halted_ = false;
-    else if (halted_ && live)
-        return;
+    if (s == State::starting) halted_ = false;
+    else if (halted_ && live) return;
     const State before = state_.exchange(s);
     if (live && halted_) {  // a halt came between the test and the exchange: it wins
         state_.store(halted_state_);
@@ -102,14 +100,11 @@ void ConsumerEvents::report_decided(std::optional<int> range, const Error& e, st
     }
     const std::string runbook = runbook_path(d.runbook());
     tell(ErrorInfo{range, e.code(), e.what(), p ? p : std::make_exception_ptr(e), runbook});
-    Error halted(errc::halted,
-                 std::string(range ? "range " + std::to_string(*range) : std::string("the processor")) +
-                     " halted by the recovery policy after: " + e.what() + " -- see " + runbook);
+    Error halted(errc::halted, std::string(range ? "range " + std::to_string(*range) : std::string("the processor")) +
+                                   " halted by the recovery policy after: " + e.what() + " -- see " + runbook);
     tell(ErrorInfo{range, halted.code(), halted.what(), std::make_exception_ptr(halted), runbook});
-    if (range)
-        set_state(d.state());
-    else
-        halt(d.state());
+    if (range) set_state(d.state());
+    else halt(d.state());
 }
 
 void ConsumerEvents::halt(State s) {
