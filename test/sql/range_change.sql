@@ -144,7 +144,10 @@ SELECT count(*) FILTER (WHERE op = 't') AS clears FROM changefeed.log WHERE coll
 SELECT changefeed.current_position() AS p1 \gset
 INSERT INTO rc VALUES (2001, 'x', 0);
 SELECT changefeed.current_position() AS p2 \gset
-SELECT changefeed.oldest_position(ARRAY[:'p2', :'p1']) = changefeed.oldest_position(ARRAY[:'p1', :'p2']) AS symmetric,
+-- (Symmetric in what it delivers: its text also carries the WAL position where
+-- it was encoded, which a background worker's write may move in between.)
+SELECT (changefeed.position_decode(changefeed.oldest_position(ARRAY[:'p2', :'p1']))).lo::text
+       = (changefeed.position_decode(changefeed.oldest_position(ARRAY[:'p1', :'p2']))).lo::text AS symmetric,
        (SELECT count(*) FROM changefeed.read('rc', changefeed.oldest_position(ARRAY[:'p1', :'p2'])))
        = (SELECT count(*) FROM changefeed.read('rc', :'p1')) AS as_old_as_p1,
        changefeed.oldest_position(ARRAY[:'p2']) = :'p2' AS one_as_is;
