@@ -2,7 +2,6 @@
 // notifier's hooks) and small SQL helpers.
 #include "pg.hpp"
 #include "capture/xact_tracking.hpp"
-#include "module.hpp"
 #include "read/read_memory.hpp"
 #include "settings.hpp"
 #include "wake/notifier.hpp"
@@ -13,10 +12,6 @@ PG_MODULE_MAGIC;
 void _PG_init(void);
 PG_FUNCTION_INFO_V1(changefeed_preloaded);
 PG_FUNCTION_INFO_V1(changefeed_captured_in_xact);
-}
-
-namespace changefeed {
-bool preloaded = false;
 }
 
 void _PG_init(void) {

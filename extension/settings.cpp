@@ -1,6 +1,11 @@
-// Every changefeed.* setting, defined in one place.
+// Every changefeed.* setting, defined in one place, and how the library was
+// loaded.
 #include "pg.hpp"
 #include "settings.hpp"
+
+namespace changefeed {
+bool preloaded = false;
+}  // namespace changefeed
 
 int changefeed_tick_rows = 1000;
 int changefeed_tick_interval = 1000;

@@ -1,5 +1,12 @@
-// The extension's settings (changefeed.*), all defined in settings.cpp.
+// The extension's settings (changefeed.*), all defined in settings.cpp, and
+// whether the library was preloaded.
 #pragma once
+
+namespace changefeed {
+// The library was loaded through shared_preload_libraries (set by _PG_init):
+// commits then wake readers through shared memory and the notifier.
+extern bool preloaded;
+}  // namespace changefeed
 
 // Defines every changefeed.* setting, then reserves the prefix.  Called once,
 // from _PG_init.

@@ -12,7 +12,7 @@
 #include "guard/guard.hpp"
 #include "log/log_writer.hpp"
 #include "maintenance/ttl.hpp"
-#include "module.hpp"
+#include "settings.hpp"
 #include "sqlstates.hpp"
 
 extern "C" {

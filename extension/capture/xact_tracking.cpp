@@ -8,7 +8,7 @@
 // in-transaction NOTIFY instead, once per transaction and collection.
 #include "pg.hpp"
 #include "capture/xact_tracking.hpp"
-#include "module.hpp"
+#include "settings.hpp"
 #include "wake/notifier.hpp"
 
 namespace {

@@ -18,7 +18,6 @@
 // owner in a security-restricted operation (ttl.cpp), never as this worker's
 // superuser.
 #include "pg.hpp"
-#include "maintenance/maintainer.hpp"
 #include "maintenance/maintenance_limits.hpp"
 #include "settings.hpp"
 #include "wake/notifier.hpp"
@@ -34,12 +33,6 @@ extern "C" {
 #include "utils/timestamp.h"
 
 PGDLLEXPORT void changefeed_maintainer_main(Datum arg);
-}
-
-void changefeed_set_local_lock_timeout(void) {
-    char value[32];
-    snprintf(value, sizeof value, "%dms", changefeed_maintenance_lock_timeout);
-    (void)set_config_option("lock_timeout", value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
 }
 
 namespace {

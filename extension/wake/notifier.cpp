@@ -15,7 +15,6 @@
 // notifier itself only sends notifications and records ticks, each in a
 // guarded transaction: an error is logged and retried, never fatal.
 #include "pg.hpp"
-#include "module.hpp"
 #include "settings.hpp"
 #include "wake/notifier.hpp"
 #include "wake/worker_transaction.hpp"

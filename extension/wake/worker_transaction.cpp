@@ -4,13 +4,26 @@
 // must survive any error of their work: the error is logged, the transaction
 // aborted, and the worker goes on to try again later.
 #include "pg.hpp"
-#include "maintenance/maintainer.hpp"
+#include "settings.hpp"
 #include "wake/worker_transaction.hpp"
 
 extern "C" {
 #include "pgstat.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 }
+
+namespace {
+
+// SET LOCAL lock_timeout = changefeed.maintenance_lock_timeout: a worker's
+// step never waits long on a lock a user's transaction holds.
+void set_local_lock_timeout(void) {
+    char value[32];
+    snprintf(value, sizeof value, "%dms", changefeed_maintenance_lock_timeout);
+    (void)set_config_option("lock_timeout", value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+}
+
+}  // namespace
 
 bool changefeed_worker_transaction(const char *activity, const char *what, const char *retry, void (*body)(void *),
                                    void *arg) {
@@ -20,7 +33,7 @@ bool changefeed_worker_transaction(const char *activity, const char *what, const
     {
         SetCurrentStatementStartTimestamp();
         StartTransactionCommand();
-        changefeed_set_local_lock_timeout();
+        set_local_lock_timeout();
         pgstat_report_activity(STATE_RUNNING, activity);
         body(arg);
         CommitTransactionCommand();
