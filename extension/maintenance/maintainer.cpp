@@ -210,13 +210,7 @@ void changefeed_maintainer_main(Datum arg) {
                                                          TimestampTzPlusMilliseconds(last_round, interval_ms));
             wait_ms = Min(wait_ms, Max(until, 1L));
         }
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms, PG_WAIT_EXTENSION);
-        ResetLatch(MyLatch);
-        CHECK_FOR_INTERRUPTS();
-        if (ConfigReloadPending) {
-            ConfigReloadPending = false;
-            ProcessConfigFile(PGC_SIGHUP);
-        }
+        changefeed_worker_sleep(wait_ms);
         if (changefeed_worker_exit_requested()) proc_exit(0);
     }
 }

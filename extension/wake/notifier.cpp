@@ -463,6 +463,16 @@ bool changefeed_worker_attach(Oid database, int kind) {
     return true;
 }
 
+void changefeed_worker_sleep(long wait_ms) {
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms, PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+    CHECK_FOR_INTERRUPTS();
+    if (ConfigReloadPending) {
+        ConfigReloadPending = false;
+        ProcessConfigFile(PGC_SIGHUP);
+    }
+}
+
 bool changefeed_worker_exit_requested(void) {
     SpinLockAcquire(&shared->mutex);
     bool requested = my_slot->workers[my_kind].exit_requested;
@@ -504,13 +514,7 @@ void changefeed_notifier_main(Datum arg) {
             wait_ms = Min(wait_ms, Max(until, 1L));
         }
         if (n > 0 || all) wait_ms = Min(wait_ms, Max(TimestampDifferenceMilliseconds(now, notify_retry_at), 1L));
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms, PG_WAIT_EXTENSION);
-        ResetLatch(MyLatch);
-        CHECK_FOR_INTERRUPTS();
-        if (ConfigReloadPending) {
-            ConfigReloadPending = false;
-            ProcessConfigFile(PGC_SIGHUP);
-        }
+        changefeed_worker_sleep(wait_ms);
 
         SpinLockAcquire(&shared->mutex);
         bool exit_requested = slot->workers[kNotifier].exit_requested;

@@ -29,3 +29,6 @@ enum WorkerKind { kNotifier = 0, kMaintainer = 1, kWorkerKinds = 2 };
 bool changefeed_worker_attach(Oid database, int kind);
 // In a worker: whether it was asked to exit (DROP DATABASE).
 bool changefeed_worker_exit_requested(void);
+// In a worker: sleeps until its latch is set or `wait_ms` pass, then takes
+// interrupts and a reloaded configuration.
+void changefeed_worker_sleep(long wait_ms);
