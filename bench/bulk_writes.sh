@@ -3,15 +3,17 @@
 # about 200 bytes, one UPDATE of all of them, one DELETE of all of them, on a
 # table without capture, with changefeed (images => 'full', the default, and
 # images => 'keys': the log holds keys alone), with PgQ's trigger, and read by
-# a wal2json logical slot, every variant interleaved in rounds on one cluster.
-# Records seconds per statement (commit included); the report gives the ratio
+# a wal2json logical slot (wal2json: default replica identity;
+# wal2json_full: REPLICA IDENTITY FULL, the old rows in WAL), every variant
+# interleaved in rounds on one cluster.  Records seconds per statement
+# (commit included) and the WAL it wrote per row; the report gives the ratio
 # to the same statement without capture, and for DELETE also the ratio to the
 # plain INSERT of the same rows (the floor of writing every previous image).
 #   bash bench/bulk_writes.sh ROWS ROUNDS
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rows=${1:-1000000} rounds=${2:-3}
-variants=${BULK_VARIANTS:-none changefeed changefeed_keys pgq wal2json}
+variants=${BULK_VARIANTS:-none changefeed changefeed_keys pgq wal2json wal2json_full}
 name=bulk
 start_bench_cluster "$name" 2 yes
 conn_env "$name"
@@ -24,6 +26,8 @@ CREATE TABLE b_changefeed (LIKE b_none INCLUDING ALL);
 CREATE TABLE b_pgq (LIKE b_none INCLUDING ALL);
 CREATE TABLE b_wal2json (LIKE b_none INCLUDING ALL);
 CREATE TABLE b_changefeed_keys (LIKE b_none INCLUDING ALL);
+CREATE TABLE b_wal2json_full (LIKE b_none INCLUDING ALL);
+ALTER TABLE b_wal2json_full REPLICA IDENTITY FULL;
 SELECT changefeed.enable('b_changefeed');
 SELECT changefeed.enable('b_changefeed_keys', images => 'keys', keep_previous => false);
 SQL
@@ -56,10 +60,10 @@ statement() {  # op table
 for round in $(seq 1 "$rounds"); do
     for variant in $variants; do
         [ "$variant" = pgq ] && [ "$have_pgq" = no ] && continue
-        [ "$variant" = wal2json ] && [ "$have_w2j" = no ] && continue
+        [ "${variant#wal2json}" != "$variant" ] && [ "$have_w2j" = no ] && continue
         table=b_$variant
         recv=
-        if [ "$variant" = wal2json ]; then
+        if [ "${variant#wal2json}" != "$variant" ]; then
             # Decode only this variant's WAL, while it is written.
             psql -qXAt -c "SELECT 1 FROM pg_replication_slot_advance('bulk_w2j', pg_current_wal_lsn())" >/dev/null
             bench_background "$PGBIN/pg_recvlogical" --slot bulk_w2j --start \
@@ -69,9 +73,12 @@ for round in $(seq 1 "$rounds"); do
         fi
         for op in insert update delete; do
             psql -qX -c "VACUUM $table" -c CHECKPOINT >/dev/null
+            wal_from=$(psql -qXAt -c "SELECT pg_current_wal_lsn()")
             s=$(timed "$(statement "$op" "$table")")
+            wal=$(psql -qXAt -c "SELECT round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal_from') / $rows)")
             record bulk "$variant" "$op" "$round" "$s" s
-            echo "round $round  bulk $op  $variant  $s s"
+            record bulk_wal "$variant" "$op" "$round" "$wal" B
+            echo "round $round  bulk $op  $variant  $s s  $wal B of WAL a row"
         done
         [ -n "$recv" ] && bench_stop "$recv"
         # The capture's own log and queue grow with every round: empty them

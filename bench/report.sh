@@ -46,22 +46,33 @@ ratio_rows() {
     echo "One statement over N rows of ~200-byte jsonb documents (\`bench/bulk_writes.sh\`); a DELETE is also"
     echo "compared with the plain INSERT of the same rows (writing every previous image once is its floor)."
     echo
-    echo "| statement | variant | s | ratio to plain | ratio to plain INSERT |"
-    echo "|---|---|---:|---:|---:|"
-    awk -F'\t' '$1 == "bulk" {m[$2 FS $3] = $4; if (!($3 in s)) {s[$3]; ops[++no] = $3}; if (!($2 in v)) {v[$2]; vars[++nv] = $2}}
+    echo "| statement | variant | s | ratio to plain | ratio to plain INSERT | WAL bytes a row |"
+    echo "|---|---|---:|---:|---:|---:|"
+    awk -F'\t' '$1 == "bulk_wal" {w[$2 FS $3] = $4}
+        $1 == "bulk" {m[$2 FS $3] = $4; if (!($3 in s)) {s[$3]; ops[++no] = $3}; if (!($2 in v)) {v[$2]; vars[++nv] = $2}}
         END {for (i = 1; i <= no; i++) for (j = 1; j <= nv; j++) {k = vars[j] FS ops[i]; if (!(k in m)) continue
             b = m["none" FS ops[i]]; bi = m["none" FS "insert"]
-            printf "| %s | %s | %.3f | %s | %s |\n", ops[i], vars[j], m[k], (b > 0 ? sprintf("%.2fx", m[k] / b) : "-"),
-                (ops[i] == "delete" && bi > 0 ? sprintf("%.2fx", m[k] / bi) : "")}}' "$BENCH_OUT/medians.tsv"
+            printf "| %s | %s | %.3f | %s | %s | %s |\n", ops[i], vars[j], m[k], (b > 0 ? sprintf("%.2fx", m[k] / b) : "-"),
+                (ops[i] == "delete" && bi > 0 ? sprintf("%.2fx", m[k] / bi) : ""), (k in w ? w[k] : "-")}}' "$BENCH_OUT/medians.tsv"
     echo
     echo "## TPC-B (pgbench's built-in transaction, synchronous_commit on; TPS, ratio to no capture)"
     echo
     echo "Each variant in a database of its own on one cluster (\`bench/tpcb.sh\`); changefeed and PgQ capture"
     echo "pgbench_accounts, pgbench_tellers and pgbench_branches (pgbench_history has no primary key)."
     echo
-    echo "| variant | TPS | ratio to no capture |"
-    echo "|---|---:|---:|"
-    ratio_rows tpcb none %.3f
+    echo "Logical decoding twice: wal2json at the default replica identity, and wal2json_full at REPLICA"
+    echo "IDENTITY FULL (the old row in WAL: the peer of changefeed's images before and after). WAL a"
+    echo "transaction: all of it, and its records without the full-page images that the first write of each"
+    echo "page after the round's CHECKPOINT adds."
+    echo
+    echo "| variant | TPS | ratio to no capture | ratio to wal2json_full | WAL bytes a transaction | without page images |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    awk -F'\t' '$1 == "tpcb_wal" {w[$2 FS $3] = $4}
+        $1 == "tpcb" {m[$2] = $4; o[++n] = $2}
+        END {b = m["none"]; f = m["wal2json_full"]
+            for (i = 1; i <= n; i++) printf "| %s | %.0f | %.3fx | %s | %s | %s |\n", o[i], m[o[i]],
+                (b > 0 ? m[o[i]] / b : 0), (f > 0 ? sprintf("%.3fx", m[o[i]] / f) : "-"),
+                w[o[i] FS "all"], w[o[i] FS "records"]}' "$BENCH_OUT/medians.tsv"
     awk -F'\t' '$1 == "tpcb" {print ""; print "Measured at " $3 "."; exit}' "$BENCH_OUT/medians.tsv"
     echo
     echo "## Commit-to-handler latency (ms, ratio to the INSERT + NOTIFY floor at the same rate)"

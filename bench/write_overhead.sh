@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Part 1, write overhead: pgbench on a jsonb table (single-row update and
 # insert, 8 clients, synchronous_commit on and off), every capture variant
-# interleaved in rounds (A B C ... A B C ...) on the same clusters.  Documents
+# interleaved in rounds (A B C ... A B C ...) on the same clusters; the
+# logical decoding peer with the default replica identity (wal2json) and with
+# REPLICA IDENTITY FULL (wal2json-full, the old row in WAL).  Documents
 # of about 100 bytes; then, for no capture, changefeed and PgQ, documents of
 # about 2 KB (cases named "... 2KB"; DOC_2KB=no skips them).
 #   bash bench/write_overhead.sh ROWS SECONDS ROUNDS CLIENTS
@@ -37,7 +39,7 @@ END \$\$;
 DO \$\$
 DECLARE t text;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['t_none', 't_changefeed', 't_pgq', 't_plpgsql', 't_wal2json'] LOOP
+    FOREACH t IN ARRAY ARRAY['t_none', 't_changefeed', 't_pgq', 't_plpgsql', 't_wal2json', 't_wal2json_full'] LOOP
         EXECUTE format('CREATE TABLE %I (id bigint PRIMARY KEY, doc jsonb NOT NULL)', t);
         EXECUTE format('INSERT INTO %I SELECT * FROM seed', t);
         EXECUTE format('CREATE SEQUENCE %I START 100000000', t || '_ins');
@@ -54,6 +56,7 @@ BEGIN
     END IF;
 END \$\$;
 SELECT changefeed.enable('t_changefeed');
+ALTER TABLE t_wal2json_full REPLICA IDENTITY FULL;
 CREATE TRIGGER capture AFTER INSERT OR UPDATE OR DELETE ON t_pgq
     FOR EACH ROW EXECUTE PROCEDURE pgq.jsontriga('bench_q');
 CREATE TRIGGER capture AFTER INSERT OR UPDATE ON t_plpgsql FOR EACH ROW EXECUTE FUNCTION pl_capture();
@@ -67,7 +70,7 @@ conn_env "$plain"; setup_sql | psql -qX -v ON_ERROR_STOP=1 >/dev/null
 
 work=$BENCH_OUT/pgbench
 mkdir -p "$work"
-for t in t_none t_changefeed t_pgq t_plpgsql t_wal2json; do
+for t in t_none t_changefeed t_pgq t_plpgsql t_wal2json t_wal2json_full; do
     cat >"$work/update_$t.sql" <<SQL
 \set id random(1, $rows)
 UPDATE $t SET doc = jsonb_set(doc, '{n}', to_jsonb(:id + 1)) WHERE id = :id;
@@ -97,7 +100,7 @@ for round in $(seq 1 "$rounds"); do
     for sync in $sync_modes; do
         for workload in update insert; do
             case_name="$workload sync=$sync"
-            for variant in none changefeed changefeed-no-preload pgq plpgsql-notify wal2json none-no-preload; do
+            for variant in none changefeed changefeed-no-preload pgq plpgsql-notify wal2json wal2json-full none-no-preload; do
                 case $variant in
                     none) tps=$(bench "$pre" "$workload" t_none "$sync") ;;
                     changefeed) tps=$(bench "$pre" "$workload" t_changefeed "$sync") ;;
@@ -105,7 +108,7 @@ for round in $(seq 1 "$rounds"); do
                     plpgsql-notify) tps=$(bench "$pre" "$workload" t_plpgsql "$sync") ;;
                     changefeed-no-preload) tps=$(bench "$plain" "$workload" t_changefeed "$sync") ;;
                     none-no-preload) tps=$(bench "$plain" "$workload" t_none "$sync") ;;
-                    wal2json)
+                    wal2json*)
                         conn_env "$pre"
                         # Decode only this run's WAL: skip what other variants wrote.
                         psql -qXAt -c "SELECT pg_replication_slot_advance('bench_w2j', pg_current_wal_lsn())" >/dev/null
@@ -113,7 +116,9 @@ for round in $(seq 1 "$rounds"); do
                             -o format-version=2 -f /dev/null -d "$(bench_conninfo)"
                         recv=$bench_last_pid
                         sleep 0.5
-                        tps=$(bench "$pre" "$workload" t_wal2json "$sync")
+                        table=t_wal2json
+                        [ "$variant" = wal2json-full ] && table=t_wal2json_full
+                        tps=$(bench "$pre" "$workload" "$table" "$sync")
                         bench_stop "$recv"
                         ;;
                 esac

@@ -1,7 +1,7 @@
 // The image from before a replace, stored as what differs from the image
-// after it.  An update of one field of a 2 KB document would otherwise
-// write the document twice into the log (and its WAL): its image after, and
-// its image before.  The log stores instead {"": P}, where the patch P
+// after it.  An update of one field would otherwise write the row twice into
+// the log (and its WAL): its image after, and its image before.  Every image
+// whose patch is smaller is stored so, whatever its size.  The log stores instead {"": P}, where the patch P
 // turns the image after into the image before; every read rebuilds the
 // whole image from the change's own image after, so readers see what they
 // always saw.  A row image never has the key "" (a column name cannot be
@@ -24,9 +24,12 @@ extern "C" {
 
 namespace {
 
-// Images smaller than this are stored whole: a patch saves too little to
-// pay for building it.
-constexpr Size kPatchFromBytes = 512;
+// A patch is at least about 40 bytes ({"": {"k": [v]}}): images smaller than
+// this are stored whole without trying.
+constexpr Size kPatchFromBytes = 64;
+// A patch is kept when it saves at least this much; below it, sparing every
+// read the rebuild is worth more than the bytes.
+constexpr Size kPatchSavesBytes = 16;
 // Patches nest into objects this deep (columns, a document's fields, theirs).
 constexpr int kMaxDepth = 3;
 
@@ -167,7 +170,7 @@ Datum changefeed_previous_patch(Datum current, Datum previous) {
     push_key(&state, marker);
     push_patch(&state, &after->root, &before->root, 1);
     Jsonb *patch = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
-    if (VARSIZE(patch) * 2 > VARSIZE(before)) {
+    if (VARSIZE(patch) + kPatchSavesBytes > VARSIZE(before)) {
         pfree(patch);
         return previous;
     }

@@ -3,8 +3,8 @@
 #pragma once
 
 // At capture: the image to store as `previous` of a replace whose images are
-// `current` and `previous` (jsonb Datums): a patch when the whole image is
-// large and the patch less than half its size, else `previous` itself.
+// `current` and `previous` (jsonb Datums): a patch when it is smaller than
+// the whole image by a margin, else `previous` itself.
 Datum changefeed_previous_patch(Datum current, Datum previous);
 
 // At read: the whole image from before, given the change's logged `current`

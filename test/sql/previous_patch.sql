@@ -1,5 +1,7 @@
--- A replace of a large row stores its image from before as a patch of its
--- image after (previous_patch.cpp); every read returns it whole: the value
+-- A replace stores its image from before as a patch of its image after
+-- where the patch is smaller (previous_patch.cpp), large rows and small;
+-- and images of 128 bytes or more compressed where that makes them smaller
+-- (log_writer.cpp).  Every read returns the image whole: the value
 -- to_jsonb() of the old row gives, in every mode, under a filter, to a
 -- tenant-scoped read and to a reader bound by row-level security.
 \set SHOW_CONTEXT never
@@ -46,7 +48,9 @@ UPDATE pdocs SET doc = jsonb_build_object('other', repeat('y', 1500)) WHERE id =
 UPDATE pdocs SET doc = jsonb_set(doc, '{n}', '-1') WHERE id BETWEEN 1 AND 6;
 UPDATE pdocs SET owner = 'b', doc = jsonb_set(doc, '{n}', '-2') WHERE id = 6;
 
--- Stored as patches ({"": ...}) where one is less than half the image.
+-- Stored as patches ({"": ...}) where one is smaller than the whole image
+-- (a document turned into an array, a scalar or null: the patch holds the
+-- document and leaves the other columns out); whole where everything changed.
 SELECT l.doc_id::int AS id, l.op, l.previous ? '' AS patch,
        pg_column_size(l.previous) * 2 < pg_column_size(l.current) AS small
 FROM changefeed.log l
@@ -115,6 +119,35 @@ SET ROLE regress_cf_patch_caller;
 SELECT try($$SELECT changefeed.whole_previous('{"a": 1}', '{"a": 2}')$$);
 RESET ROLE;
 DROP ROLE regress_cf_patch_caller;
+-- A small row (a TPC-B account): its image from before is a patch too, and
+-- every read returns it whole.
+CREATE TABLE psmall (aid int PRIMARY KEY, bid int, abalance int, filler char(84));
+SELECT changefeed.enable('psmall') IS NOT NULL AS enabled;
+TRUNCATE olds RESTART IDENTITY;
+CREATE FUNCTION keep_old_small() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO olds (id, image) VALUES (OLD.aid, to_jsonb(OLD));
+    RETURN NEW;
+END $$;
+CREATE TRIGGER keep_old BEFORE UPDATE ON psmall FOR EACH ROW EXECUTE FUNCTION keep_old_small();
+SELECT changefeed.current_position() AS ps \gset
+INSERT INTO psmall SELECT g, 1, 0, '' FROM generate_series(1, 3) g;
+UPDATE psmall SET abalance = abalance + 10 * aid;
+UPDATE psmall SET abalance = abalance - 1 WHERE aid = 2;
+SELECT l.doc_id::int AS aid, l.previous::text AS stored,
+       pg_column_size(l.previous) < pg_column_size(l.current) AS smaller,
+       pg_column_size(l.current) < octet_length(l.current::text) AS current_compressed
+FROM changefeed.log l
+WHERE l.collection_id = (SELECT id FROM changefeed.collection WHERE relid = 'psmall'::regclass) AND l.op = 'r'
+ORDER BY l.seq;
+SELECT * FROM whole(ARRAY(SELECT previous FROM changefeed.read('psmall', :'ps', 1000)
+                          WHERE operation = 'replace' ORDER BY seq));
+SELECT doc_id::int AS aid, current ->> 'abalance' AS abalance, previous ->> 'abalance' AS before,
+       length(current ->> 'filler') AS filler
+FROM changefeed.read('psmall', :'ps', 1000) WHERE operation = 'replace' ORDER BY seq;
+SELECT changefeed.disable('psmall');
+DROP TABLE psmall;
+DROP FUNCTION keep_old_small();
 DROP FUNCTION whole(jsonb[]), paged_previous(text);
 SELECT changefeed.disable('pdocs');
 DROP TABLE pdocs, olds;
