@@ -65,7 +65,7 @@ for round in $(seq 1 "$rounds"); do
         recv=
         if [ "${variant#wal2json}" != "$variant" ]; then
             # Decode only this variant's WAL, while it is written.
-            psql -qXAt -c "SELECT 1 FROM pg_replication_slot_advance('bulk_w2j', pg_current_wal_lsn())" >/dev/null
+            slot_skip_to_now bulk_w2j
             bench_background "$PGBIN/pg_recvlogical" --slot bulk_w2j --start \
                 -o format-version=2 -f /dev/null -d "$(bench_conninfo)"
             recv=$bench_last_pid

@@ -46,6 +46,19 @@ bench_stop() {
     bench_wait "$1" 2>/dev/null || true
 }
 
+# Moves logical slot SLOT to the current end of WAL, so that a run decodes
+# only its own WAL.  The walsender of the previous run may still hold the slot
+# for a moment after its pg_recvlogical exits: wait for it to let go.
+slot_skip_to_now() {  # slot [psql options...]
+    local slot=$1
+    shift
+    for _ in $(seq 1 100); do
+        [ "$(psql -qXAt "$@" -c "SELECT active FROM pg_replication_slots WHERE slot_name = '$slot'")" = f ] && break
+        sleep 0.1
+    done
+    psql -qXAt "$@" -c "SELECT 1 FROM pg_replication_slot_advance('$slot', pg_current_wal_lsn())" >/dev/null
+}
+
 record() {  # part variant case round value unit
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$BENCH_OUT/raw.tsv"
 }

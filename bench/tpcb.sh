@@ -53,7 +53,7 @@ for round in $(seq 1 "$rounds"); do
         recv=
         if [ "${variant#wal2json}" != "$variant" ]; then
             # Decode only this variant's WAL, while it is written.
-            psql -qXAt -d "$db" -c "SELECT 1 FROM pg_replication_slot_advance('tpcb_$variant', pg_current_wal_lsn())" >/dev/null
+            slot_skip_to_now "tpcb_$variant" -d "$db"
             bench_background "$PGBIN/pg_recvlogical" --slot "tpcb_$variant" --start \
                 -o format-version=2 -f /dev/null -d "host=$PGHOST port=$PGPORT user=postgres dbname=$db"
             recv=$bench_last_pid

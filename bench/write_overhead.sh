@@ -111,7 +111,7 @@ for round in $(seq 1 "$rounds"); do
                     wal2json*)
                         conn_env "$pre"
                         # Decode only this run's WAL: skip what other variants wrote.
-                        psql -qXAt -c "SELECT pg_replication_slot_advance('bench_w2j', pg_current_wal_lsn())" >/dev/null
+                        slot_skip_to_now bench_w2j
                         bench_background "$PGBIN/pg_recvlogical" --slot bench_w2j --start \
                             -o format-version=2 -f /dev/null -d "$(bench_conninfo)"
                         recv=$bench_last_pid

@@ -29,17 +29,26 @@ top_rate() { awk '/^## Commit-to-handler/ { on = 1; next } /^## / { on = 0 } on 
 thousands() { awk -v n="$1" 'BEGIN { printf "%.0fk", n / 1000 }'; }
 
 section() {
-    local w=Write r=$(top_rate) l=Commit-to-handler d="Consumer throughput" p=Retention
+    local w=Write r=$(top_rate) l=Commit-to-handler d="Consumer throughput" p=Retention t=TPC-B b="Bulk statements"
     local run
     run=$(sed -n 's/^Produced by `bash bench\/run.sh` on \([0-9-]*\), \([^,]*\),.*/\1, \2/p' "$results")
+    # Write sections measured again alone, after the full run: say when.
+    local again
+    again=$(sed -n 's/^alone on \([0-9-]*\), on the same machine.*/, its write parts again on \1/p' "$results")
     cat <<EOF
-From \`bench/RESULTS.md\` (one run of \`bash bench/run.sh\`, $run; medians of its rounds, ratios of
-variants measured side by side; printed by \`bash test/stages/measured.sh --readme\`):
+From \`bench/RESULTS.md\` (one run of \`bash bench/run.sh\`, $run$again; medians of its rounds, ratios
+of variants measured side by side; printed by \`bash test/stages/measured.sh --readme\`):
 
 - Write overhead, pgbench, synchronous_commit on, TPS against the plain table: single-row update
   $(cell $w "update sync=on | changefeed" 4) (PgQ's trigger $(cell $w "update sync=on | pgq" 4), PL/pgSQL + NOTIFY $(cell $w "update sync=on | plpgsql-notify" 4), changefeed without preload
   $(cell $w "update sync=on | changefeed-no-preload" 4): NOTIFY's commit lock), insert $(cell $w "insert sync=on | changefeed" 4) (PgQ $(cell $w "insert sync=on | pgq" 4)). With
   synchronous_commit off: update $(cell $w "update sync=off | changefeed" 4), insert $(cell $w "insert sync=off | changefeed" 4).
+- TPC-B (pgbench's transaction, synchronous_commit on): $(cell $t changefeed 3) of the TPS without capture (logical
+  decoding with REPLICA IDENTITY FULL $(cell $t wal2json_full 3), with the default identity $(cell $t wal2json 3); PgQ $(cell $t pgq 3)). WAL a
+  transaction without page images: $(cell $t changefeed 6) bytes (no capture $(cell $t none 6), logical decoding FULL $(cell $t wal2json_full 6)).
+- Bulk statements over ~200-byte documents, time against the plain statement: \`INSERT ... SELECT\`
+  $(cell "$b" "insert | changefeed" 4), \`UPDATE\` $(cell "$b" "update | changefeed" 4) (logical decoding FULL $(cell "$b" "insert | wal2json_full" 4) and $(cell "$b" "update | wal2json_full" 4)); \`DELETE\`
+  $(cell "$b" "delete | changefeed" 5) of the plain \`INSERT\` of its rows.
 - Commit-to-handler latency at $r transactions/s: p50 $(cell $l "$r | changefeed" 4) ms, p99 $(cell $l "$r | changefeed" 6) ms (INSERT + NOTIFY
   alone $(cell $l "$r | floor" 4) / $(cell $l "$r | floor" 6) ms; PgQ at its fastest tick $(cell $l "$r | pgq-pgqd-fastest" 4) / $(cell $l "$r | pgq-pgqd-fastest" 6) ms, at pgqd's defaults
   $(cell $l "$r | pgq-pgqd-default" 4) / $(cell $l "$r | pgq-pgqd-default" 6) ms; wal2json $(cell $l "$r | wal2json" 4) / $(cell $l "$r | wal2json" 6) ms).
