@@ -7,14 +7,15 @@
 \set SHOW_CONTEXT never
 CREATE TABLE pdocs (id int PRIMARY KEY, owner text NOT NULL, n int, doc jsonb, extra jsonb);
 SELECT changefeed.enable('pdocs', ranges => 2, tenant_column => 'owner') IS NOT NULL AS enabled;
--- What each update replaced, as to_jsonb(OLD), in the order of the updates.
+-- What each update replaced, as to_jsonb(OLD), in the order of the updates
+-- (the trigger's argument names the key column).
 CREATE TABLE olds (k serial, id int, image jsonb);
 CREATE FUNCTION keep_old() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO olds (id, image) VALUES (OLD.id, to_jsonb(OLD));
+    INSERT INTO olds (id, image) VALUES ((to_jsonb(OLD) ->> TG_ARGV[0])::int, to_jsonb(OLD));
     RETURN NEW;
 END $$;
-CREATE TRIGGER keep_old BEFORE UPDATE ON pdocs FOR EACH ROW EXECUTE FUNCTION keep_old();
+CREATE TRIGGER keep_old BEFORE UPDATE ON pdocs FOR EACH ROW EXECUTE FUNCTION keep_old('id');
 SELECT changefeed.current_position() AS p \gset
 INSERT INTO pdocs
 SELECT g, 'a', g,
@@ -124,12 +125,7 @@ DROP ROLE regress_cf_patch_caller;
 CREATE TABLE psmall (aid int PRIMARY KEY, bid int, abalance int, filler char(84));
 SELECT changefeed.enable('psmall') IS NOT NULL AS enabled;
 TRUNCATE olds RESTART IDENTITY;
-CREATE FUNCTION keep_old_small() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO olds (id, image) VALUES (OLD.aid, to_jsonb(OLD));
-    RETURN NEW;
-END $$;
-CREATE TRIGGER keep_old BEFORE UPDATE ON psmall FOR EACH ROW EXECUTE FUNCTION keep_old_small();
+CREATE TRIGGER keep_old BEFORE UPDATE ON psmall FOR EACH ROW EXECUTE FUNCTION keep_old('aid');
 SELECT changefeed.current_position() AS ps \gset
 INSERT INTO psmall SELECT g, 1, 0, '' FROM generate_series(1, 3) g;
 UPDATE psmall SET abalance = abalance + 10 * aid;
@@ -147,7 +143,6 @@ SELECT doc_id::int AS aid, current ->> 'abalance' AS abalance, previous ->> 'aba
 FROM changefeed.read('psmall', :'ps', 1000) WHERE operation = 'replace' ORDER BY seq;
 SELECT changefeed.disable('psmall');
 DROP TABLE psmall;
-DROP FUNCTION keep_old_small();
 DROP FUNCTION whole(jsonb[]), paged_previous(text);
 SELECT changefeed.disable('pdocs');
 DROP TABLE pdocs, olds;
