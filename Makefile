@@ -21,6 +21,7 @@ OBJS = \
 	extension/read/window_filter.o \
 	extension/read/window_scan.o \
 	extension/read/window_plan.o \
+	extension/read/ranges_plan.o \
 	extension/read/latest.o \
 	extension/read/output.o \
 	extension/read/long_poll.o \

@@ -62,12 +62,10 @@ Datum changefeed_position_encode(PG_FUNCTION_ARGS) {
     PG_RETURN_TEXT_P(cstring_to_text(out));
 }
 
-// position_decode(pos text) -> (lo pg_snapshot, hi pg_snapshot, last_seq bigint)
-Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
-    if (PG_ARGISNULL(0)) ereport(ERROR, (errcode(changefeed::kInvalidPosition), errmsg("position must not be null")));
+void changefeed_decode_position(Datum pos, Datum values[3], bool nulls[3]) {
     // The length is checked on the datum's header, before it is detoasted.
     size_t cap = position_text_cap();
-    size_t rawlen = toast_raw_datum_size(PG_GETARG_DATUM(0)) - VARHDRSZ;
+    size_t rawlen = toast_raw_datum_size(pos) - VARHDRSZ;
     if (rawlen > cap)
         ereport(ERROR, (errcode(changefeed::kInvalidPosition),
                         errmsg("invalid position: position is %zu bytes long, longer than any "
@@ -75,7 +73,7 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
                                rawlen, cap),
                         errhint("Use a position returned by changefeed.read() or "
                                 "changefeed.current_position(), unchanged.")));
-    text *encoded = PG_GETARG_TEXT_PP(0);
+    text *encoded = DatumGetTextPP(pos);
     size_t textlen = VARSIZE_ANY_EXHDR(encoded);
     // Each transaction id takes 8 encoded bytes (over 10 characters of text)
     // and at most 21 characters as snapshot text: this bounds both snapshots.
@@ -111,8 +109,7 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
 
     changefeed_check_history(at);
 
-    Datum values[3];
-    bool nulls[3] = {false, false, false};
+    nulls[0] = nulls[1] = nulls[2] = false;
     values[0] = DirectFunctionCall1(pg_snapshot_in, CStringGetDatum(lo));
     if (has_hi)
         values[1] = DirectFunctionCall1(pg_snapshot_in, CStringGetDatum(hi));
@@ -133,7 +130,14 @@ Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
                                     "from a checkpoint stored in this database or from changefeed.position_at(), "
                                     "not from now.")));
     }
+}
 
+// position_decode(pos text) -> (lo pg_snapshot, hi pg_snapshot, last_seq bigint)
+Datum changefeed_position_decode(PG_FUNCTION_ARGS) {
+    if (PG_ARGISNULL(0)) ereport(ERROR, (errcode(changefeed::kInvalidPosition), errmsg("position must not be null")));
+    Datum values[3];
+    bool nulls[3];
+    changefeed_decode_position(PG_GETARG_DATUM(0), values, nulls);
     TupleDesc desc;
     if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("record type expected")));

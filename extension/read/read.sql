@@ -283,8 +283,9 @@ $$;
 --                      Markers always carry theirs.  1 (the default): every
 --                      row carries its position.  At least 1 (22023).
 -- The rows come from extension/read/read_window.cpp (changefeed_read_ranges):
--- read_ranges_plan() checks the call and plans the groups, C reads them
--- straight into the result.
+-- read_ranges_plan() checks the call and plans the groups (a common call is
+-- planned alike in C, extension/read/ranges_plan.cpp), C reads them straight
+-- into the result.
 CREATE OR REPLACE FUNCTION changefeed.read_ranges(
     tbl regclass,
     ranges int[],
@@ -300,7 +301,9 @@ RETURNS TABLE (
 LANGUAGE c VOLATILE SET search_path = pg_catalog, pg_temp SET work_mem = '64MB'
 AS 'MODULE_PATHNAME', 'changefeed_read_ranges';
 
--- read_ranges()'s checks, and its groups in the order they are read: one row
+-- read_ranges()'s checks, and its groups in the order they are read (the
+-- definition: read/ranges_plan.cpp plans a common call alike, faster, and
+-- hands every other call here): one row
 -- per position, with its ranges, its decoded position and the xmax its
 -- window starts from; every group's history is checked.  Each row also
 -- carries the collection and the caller's tenants (null: all).  Nothing here

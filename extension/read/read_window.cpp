@@ -13,8 +13,8 @@
 // rows go from the index scans straight into the result, with no
 // materialized page and no per-row function call but the filter's.
 //
-// The pieces, in the order a page goes through them: window_plan.hpp (where
-// a window ends; read_ranges()'s groups), window_scan.hpp (the window's rows,
+// The pieces, in the order a page goes through them: ranges_plan.hpp
+// (read_ranges()'s checks and groups), window_plan.hpp (where a window ends), window_scan.hpp (the window's rows,
 // filtered by window_filter.hpp), latest.hpp (mode 'latest'), output.hpp
 // (the result's rows and their positions); long_poll.hpp (read_ranges()'s
 // wait); log_partitions.hpp opens the log for them.  Here: the pages, the
@@ -31,6 +31,7 @@
 #include "read/log_partitions.hpp"
 #include "read/long_poll.hpp"
 #include "read/output.hpp"
+#include "read/ranges_plan.hpp"
 #include "read/read_memory.hpp"
 #include "read/window_filter.hpp"
 #include "read/window_plan.hpp"

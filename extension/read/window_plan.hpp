@@ -1,16 +1,11 @@
 // Where a read's windows start and end (window_plan.cpp).  In: a window's
-// start and the statement's snapshot; read_ranges()'s arguments.  Out: how
+// start and the statement's snapshot.  Out: how
 // many index entries the window holds (up to a bound), the tick that ends a
-// window when they are more than a page; read_ranges_plan()'s groups of
-// ranges by position (read/read.sql checks the call), copied out of SPI.
+// window when they are more than a page.
 #pragma once
 #include "pg.hpp"
 #include "position/pg_snapshot.hpp"
 #include "read/log_partitions.hpp"
-
-extern "C" {
-#include "utils/array.h"
-}
 
 namespace changefeed::read {
 
@@ -24,27 +19,5 @@ int32 count_window(int32 collection, const int32 *ranges, int nranges, const PgS
 // at or before `upto`; the last one there when there are fewer; NULL when
 // there is none.
 const PgSnapshot *tick_after(const PgSnapshot *lo, const PgSnapshot *upto, int32 offset);
-
-// One group of read_ranges(): ranges at one position.
-struct RangeGroup {
-    text *pos;
-    int32 *ranges;
-    int nranges;
-    const PgSnapshot *lo;
-    const PgSnapshot *hi;  // null: between windows
-    int64 last_seq;
-    FullTransactionId upto;
-};
-
-// What read_ranges_plan() (read/read.sql) returns, copied out of SPI.
-struct RangesPlan {
-    int32 collection;
-    ArrayType *tenants;  // null: every tenant
-    RangeGroup *groups;
-    int ngroups;
-};
-
-// read_ranges_plan() of read_ranges()'s first six arguments (fcinfo's).
-RangesPlan plan_ranges(FunctionCallInfo fcinfo);
 
 }  // namespace changefeed::read

@@ -146,6 +146,25 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT * FROM rr_step(5);
 COMMIT;
 SELECT count(DISTINCT (d.lo::text, d.hi::text, d.last_seq)) AS positions FROM rr_pos, changefeed.position_decode(pos) d;
+-- A common call is planned in C (read/ranges_plan.cpp); any tenant binding
+-- sends it to the definition, read_ranges_plan().  Both read the same rows
+-- and markers from these diverged positions, some inside a window.
+CREATE FUNCTION rr_read(budget int) RETURNS TABLE (n bigint, line text) LANGUAGE sql AS $$
+    SELECT row_number() OVER (), format('%s %s %s %s %s %s', r.seq, r.doc_id, r.resume_ranges, d.lo, d.hi, d.last_seq)
+      FROM changefeed.read_ranges('rr', ARRAY(SELECT p.range_id FROM rr_pos p ORDER BY 1),
+                                  ARRAY(SELECT p.pos FROM rr_pos p ORDER BY p.range_id), budget) r
+      LEFT JOIN LATERAL changefeed.position_decode(r."position") d ON true
+$$;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+CREATE TEMP TABLE planned_fast AS SELECT b, r.* FROM unnest('{3,7,1000}'::int[]) b, rr_read(b) r;
+INSERT INTO changefeed.tenant_binding VALUES ('pg_monitor', 'nobody');
+CREATE TEMP TABLE planned_by_definition AS SELECT b, r.* FROM unnest('{3,7,1000}'::int[]) b, rr_read(b) r;
+SELECT (SELECT count(*) FROM planned_fast) AS rows,
+       (SELECT count(*) FROM planned_fast WHERE line LIKE ' %') AS markers,
+       NOT EXISTS (SELECT * FROM planned_fast EXCEPT SELECT * FROM planned_by_definition)
+       AND NOT EXISTS (SELECT * FROM planned_by_definition EXCEPT SELECT * FROM planned_fast) AS agree;
+ROLLBACK;
+DROP FUNCTION rr_read(int);
 -- Bad arguments.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT try($$SELECT * FROM changefeed.read_ranges('rr', '{0,1,2}', ARRAY[changefeed.current_position(), changefeed.current_position()])$$);
