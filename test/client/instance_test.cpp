@@ -266,4 +266,61 @@ TEST(Instances, ANameTakenWhileCutOffStopsTheInstance) {
               1);
 }
 
+// The connections of a processor, counted in pg_stat_activity by the
+// application_name of its connection string: its worker's, whose long poll
+// is the wake-up, and the lease connection, which the processors of one
+// process share per connection string (client/README.md, "Connections").
+// A processor told not to long-poll LISTENs on a third.
+TEST(Instances, ProcessorsOfOneProcessShareTheLeaseConnection) {
+    cftest::create_table(cluster(), "in_conns", 4);
+    auto count = [](const std::string& app) {
+        return cluster()
+            .exec("SELECT count(*) FROM pg_stat_activity WHERE application_name = '" + app + "'")[0][0]
+            .as<int>();
+    };
+    auto on = [](const std::string& app) {
+        return changefeed::Collection(cluster().conninfo() + " application_name=" + app, "in_conns");
+    };
+    cftest::Recorder a, b, c;
+    auto pa = changefeed::make_processor(on("cf_shared"), "conns_a", a.handler(), cftest::fast_options("ia"));
+    pa.start();
+    ASSERT_TRUE(cftest::wait_running(pa, 4));
+    EXPECT_TRUE(cftest::eventually([&] { return count("cf_shared") == 2; })) << count("cf_shared");
+    // A second processor of this process on the same string adds its worker alone.
+    auto pb = changefeed::make_processor(on("cf_shared"), "conns_b", b.handler(), cftest::fast_options("ib"));
+    pb.start();
+    ASSERT_TRUE(cftest::wait_running(pb, 4));
+    EXPECT_TRUE(cftest::eventually([&] { return count("cf_shared") == 3; })) << count("cf_shared");
+    // Without LISTEN, a commit still reaches both at once (the long poll wakes them).
+    auto listen_opts = cftest::fast_options("ic");
+    listen_opts.long_poll = false;
+    auto pc = changefeed::make_processor(on("cf_listen"), "conns_c", c.handler(), listen_opts);
+    pc.start();
+    ASSERT_TRUE(cftest::wait_running(pc, 4));
+    EXPECT_TRUE(cftest::eventually([&] { return count("cf_listen") == 3; })) << count("cf_listen");
+    EXPECT_EQ(count("cf_shared"), 3);
+    cluster().exec("INSERT INTO in_conns (id, v) SELECT g, 'x' FROM generate_series(1, 20) g");
+    EXPECT_TRUE(cftest::eventually([&] { return a.size() == 20 && b.size() == 20 && c.size() == 20; }))
+        << a.size() << " " << b.size() << " " << c.size();
+    // The first to stop leaves the shared connection to the other; its name
+    // is unregistered, its checkpoints stored.
+    pa.stop();
+    EXPECT_TRUE(cftest::eventually([&] { return count("cf_shared") == 2; })) << count("cf_shared");
+    EXPECT_EQ(cluster().exec("SELECT count(*) FROM changefeed.instances('in_conns', 'conns_a')")[0][0].as<int>(), 0);
+    cluster().exec("INSERT INTO in_conns (id, v) VALUES (21, 'x')");
+    EXPECT_TRUE(cftest::eventually([&] { return b.size() == 21; })) << b.size();
+    pb.stop();
+    pc.stop();
+    EXPECT_TRUE(cftest::eventually([&] { return count("cf_shared") + count("cf_listen") == 0; }));
+    // Every change was checkpointed: restarted, a processor reads nothing again.
+    cftest::Recorder again;
+    auto pa2 = changefeed::make_processor(on("cf_shared"), "conns_a", again.handler(), cftest::fast_options("ia"));
+    pa2.start();
+    ASSERT_TRUE(cftest::wait_running(pa2, 4));
+    cluster().exec("INSERT INTO in_conns (id, v) VALUES (22, 'x')");
+    EXPECT_TRUE(cftest::eventually([&] { return again.has("22"); }));
+    pa2.stop();
+    EXPECT_EQ(again.size(), 2u);  // 21, which conns_a never saw, and 22
+}
+
 }  // namespace

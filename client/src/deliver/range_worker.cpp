@@ -69,8 +69,7 @@ void RangeWorker::request_stop() {
     interrupt_long_poll();
 }
 
-// Cancels the long poll waiting now, if any (on poller_ alone: a cancel that
-// arrives late ends at most the next long poll, which is read again).
+// Cancels the long poll waiting now, if any.
 void RangeWorker::interrupt_long_poll() {
     std::lock_guard lock(mu_);
     if (polling_ == nullptr) return;
@@ -101,23 +100,28 @@ bool RangeWorker::long_poll_worth() const {
 // The long poll: what a read that waited up to `wait` for a commit read, or
 // nothing when it could not (then read as usual) or was interrupted (stop, a
 // change of leases: then a result of no rows, nothing read).
-std::optional<MultiReadResult> RangeWorker::long_poll(const std::map<int, std::string>& since, int budget,
-                                                      std::chrono::milliseconds wait) {
+std::optional<MultiReadResult> RangeWorker::long_poll(pqxx::connection& conn, const std::map<int, std::string>& since,
+                                                      int budget, std::chrono::milliseconds wait) {
     try {
-        if (!poller_) poller_ = connect(s_.collection.conninfo());
-        if (long_poll_ < 0) long_poll_ = long_poll_available(*poller_) ? 1 : 0;
-        if (long_poll_ == 0) return std::nullopt;
+        if (long_poll_ < 0) long_poll_ = long_poll_available(conn) ? 1 : 0;
+        if (long_poll_ == 0) {
+            listen_instead();
+            return std::nullopt;
+        }
         {
             std::lock_guard lock(mu_);
             if (stopping_ || std::exchange(leases_moved_, false)) return MultiReadResult();  // read at once instead
-            polling_ = poller_.get();
+            polling_ = &conn;
         }
+        // A cancel is sent under mu_: once polling_ is cleared, none is on
+        // its way to the statements that follow on this connection (and one
+        // that reaches the session between statements is ignored).
         auto clear = [this] {
             std::lock_guard lock(mu_);
             polling_ = nullptr;
         };
         try {
-            MultiReadResult r = fetch_positions(*poller_, s_.collection.table(), since, budget, opt_.max_batch_size,
+            MultiReadResult r = fetch_positions(conn, s_.collection.table(), since, budget, opt_.max_batch_size,
                                                 s_.feed->mode, s_.scope, wait);
             clear();
             return r;
@@ -129,11 +133,18 @@ std::optional<MultiReadResult> RangeWorker::long_poll(const std::map<int, std::s
         if (has_condition(e, ServerCondition::query_cancelled)) return MultiReadResult();  // interrupted
         if (has_condition(e, ServerCondition::long_poll_unavailable)) {
             long_poll_ = 0;  // not here: LISTEN/NOTIFY and polling
+            listen_instead();
             return std::nullopt;
         }
-        poller_.reset();
         throw;
     }
+}
+
+// The long poll is not available: the processor LISTENs for wake-ups instead.
+void RangeWorker::listen_instead() {
+    if (listening_ || !s_.listen) return;
+    listening_ = true;
+    s_.listen();
 }
 
 // Sleeps up to `d`, returning early when stopping.
@@ -170,7 +181,11 @@ void RangeWorker::run() {
             events_.telemetry().connected(ConnectionRole::worker);
             // Reload every range from its stored checkpoint: after a
             // failover that is what the new primary has, not what this
-            // instance had read (or read ahead) on the old one.
+            // instance had read (or read ahead) on the old one.  The
+            // checkpoints handed to the lease thread are stored first
+            // (bounded: it may be cut off too; then some are read again).
+            (void)leases_.flush_checkpoints(opt_.lease_duration);
+            (void)leases_.checkpoint_outcome();
             ranges_.clear();
             read_ahead_.drop();
             long_poll_ = -1;  // asked again: the server may be another one now
@@ -234,12 +249,12 @@ void RangeWorker::run() {
         }
         conn.reset();
         reader.reset();
-        poller_.reset();
         wait_next_ = std::chrono::milliseconds(0);
         read_ahead_.drop();
         return AfterFailure::back_off;
     };
     loop.run([this] { return stop_source_.stop_requested(); }, round, failed);
+    read_ahead_.close();
     if (halted) return;  // the leases are given up: nothing to store
     // Stopping: what a projector applied and could not record yet is
     // recorded now if the server can be reached (best effort: else only a
@@ -252,11 +267,12 @@ void RangeWorker::run() {
             conn.reset();
         }
     }
-    if (conn) store_idle_positions(*conn);
+    store_idle_positions();
 }
 
 // One read of every readable range; whether any had work.
 bool RangeWorker::pass(pqxx::connection& conn, pqxx::connection& reader) {
+    take_checkpoint_outcome();
     leases_.refresh_view(view_);
     const LeaseView& view = view_;
     // The ranges follow the owned set only when it or they changed: an idle
@@ -302,23 +318,18 @@ RangeWorker::ReadPlan RangeWorker::plan() const {
 // Stores where idle ranges got to, so the next owner does not re-read empty
 // windows.  Best effort: the stored checkpoints are valid anyway.  Not in
 // manual mode, where only Context::checkpoint stores.
-void RangeWorker::store_idle_positions(pqxx::connection& conn) {
+void RangeWorker::store_idle_positions() {
     if (!delivery_.automatic()) return;
     std::vector<PendingCheckpoint> pending;
     for (auto& [range, st] : ranges_) {
         if (st.lost || st.lease.checkpoint == st.persisted) continue;
         pending.push_back(PendingCheckpoint{range, st.lease.epoch, st.lease.checkpoint});
     }
-    if (pending.empty()) return;
-    try {
-        (void)checkpoint_many(conn, s_.key, pending);
-    } catch (...) {
-    }
+    leases_.store_checkpoints(std::move(pending));  // stored before the leases are released
 }
 
-// Stores a round's checkpoints in one call; a range whose lease changed
-// hands is reported and dropped, as after CF010 from a single checkpoint.
-void RangeWorker::store_pending(pqxx::connection& conn, const std::vector<PendingCheckpoint>& pending) {
+// Hands a round's checkpoints to the lease thread, which stores them in one call.
+void RangeWorker::store_pending(const std::vector<PendingCheckpoint>& pending) {
     if (pending.empty()) return;
     if (s_.feed->before_checkpoint && !s_.feed->before_checkpoint(stop_source_.get_token())) {
         // What the handler handed over is not confirmed (stopping): store
@@ -329,23 +340,40 @@ void RangeWorker::store_pending(pqxx::connection& conn, const std::vector<Pendin
         }
         return;
     }
-    const std::vector<int> lost = checkpoint_many(conn, s_.key, pending);
+    // Stored by the lease thread while this one reads on; what became of
+    // them is taken up at the next pass (take_checkpoint_outcome()).
     const auto now = Clock::now();
     for (const auto& m : pending) {
         auto it = ranges_.find(m.range);
-        if (it == ranges_.end()) continue;
-        RangeState& st = it->second;
-        if (std::find(lost.begin(), lost.end(), m.range) != lost.end()) {
-            events_.report(m.range, Error(errc::lease_lost,
-                                          "lease on range " + std::to_string(m.range) + " of processor \"" + s_.name +
-                                              "\" is no longer held by \"" + s_.instance + "\" at epoch " +
-                                              std::to_string(m.epoch),
-                                          "CF010"));
-            st.lost = true;
-            continue;
-        }
-        st.persisted = m.position;
-        st.last_persist = now;
+        if (it != ranges_.end()) it->second.last_persist = now;
+    }
+    leases_.store_checkpoints(pending);
+}
+
+// The checkpoints the lease thread stored since the last pass: a range whose
+// lease changed hands is reported and dropped, as after CF010 from a single
+// checkpoint; one refused otherwise (reported) is read again from the
+// stored checkpoints, as after a reconnect.
+void RangeWorker::take_checkpoint_outcome() {
+    LeaseKeeper::CheckpointOutcome outcome = leases_.checkpoint_outcome();
+    if (outcome.failed) {
+        ranges_.clear();
+        read_ahead_.drop();
+        return;
+    }
+    for (auto& m : outcome.stored) {
+        auto it = ranges_.find(m.range);
+        if (it != ranges_.end() && it->second.lease.epoch == m.epoch) it->second.persisted = std::move(m.position);
+    }
+    for (const auto& m : outcome.lost) {
+        auto it = ranges_.find(m.range);
+        if (it == ranges_.end() || it->second.lease.epoch != m.epoch) continue;
+        events_.report(m.range,
+                       Error(errc::lease_lost,
+                             "lease on range " + std::to_string(m.range) + " of processor \"" + s_.name +
+                                 "\" is no longer held by \"" + s_.instance + "\" at epoch " + std::to_string(m.epoch),
+                             "CF010"));
+        it->second.lost = true;
     }
 }
 
@@ -521,12 +549,14 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
                             std::min<long>(16, static_cast<long>(group.size()));
     const int budget = static_cast<int>(std::min<long>(100000, std::max<long>(per_ranges, opt_.max_read_size)));
     MultiReadResult rr;
+    bool ahead_used = false;
     const auto wait = std::exchange(wait_next_, std::chrono::milliseconds(0));
     try {
         auto ahead = read_ahead_.take(since, budget);
+        ahead_used = ahead.has_value();
         std::optional<MultiReadResult> polled;
         if (!ahead && wait.count() > 0) {
-            polled = long_poll(since, budget, wait);
+            polled = long_poll(conn, since, budget, wait);
             if (polled && polled->rows == 0) return false;  // interrupted: nothing read
         }
         rr = ahead    ? std::move(*ahead)
@@ -558,6 +588,8 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
         std::map<int, std::string> next;
         for (int range : group) next[range] = rr.resume.at(range);
         read_ahead_.start(s_.collection.table(), std::move(next), budget, opt_.max_batch_size, s_.feed->mode, s_.scope);
+    } else if (!ahead_used) {
+        read_ahead_.rest();
     }
     std::vector<PendingCheckpoint> pending;
     auto state = ranges_.begin();
@@ -573,7 +605,7 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
         if (stop_source_.stop_requested()) break;
         busy |= deliver_in_batches(conn, range, st, batch->second, rr.positions[range], resume->second, pending);
     }
-    store_pending(conn, pending);
+    store_pending(pending);
     return busy;
 }
 

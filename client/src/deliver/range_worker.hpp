@@ -1,7 +1,7 @@
 // Internal: the worker of a PostgreSQL processor.  On the processor's worker
 // thread it reads the ranges this instance holds leases on (a snapshot of the
-// lease keeper's view), hands batches to the handler, stores the fenced
-// checkpoints, runs start_from_beginning backfills, and handles a lost
+// lease keeper's view), hands batches to the handler, has the lease thread
+// store the fenced checkpoints, runs start_from_beginning backfills, and handles a lost
 // history (halt, or resync from the table).  It keeps each range's state.
 // With the read_connection option the log is read from a standby on a
 // connection of its own; everything else stays on the primary's.
@@ -45,6 +45,9 @@ struct WorkerSetup {
     std::string stored_name;                       // as on the server (with the tenant prefix)
     std::string instance;
     LeaseKey key;
+    // Starts LISTENing for the worker (wake()): the long poll, the wake-up
+    // otherwise, is not available.
+    std::function<void()> listen;
 };
 
 class RangeWorker {
@@ -96,9 +99,10 @@ private:
     bool reads_standby() const { return !opt_.read_connection.empty(); }
     std::chrono::milliseconds long_poll_wait() const;
     bool long_poll_worth() const;
-    std::optional<MultiReadResult> long_poll(const std::map<int, std::string>& since, int budget,
-                                             std::chrono::milliseconds wait);
+    std::optional<MultiReadResult> long_poll(pqxx::connection& conn, const std::map<int, std::string>& since,
+                                             int budget, std::chrono::milliseconds wait);
     void interrupt_long_poll();
+    void listen_instead();
     bool deliver_in_batches(pqxx::connection& conn, int range, RangeState& st, std::vector<Change>& changes,
                             const std::vector<std::string>& positions, const std::string& resume_at,
                             std::vector<PendingCheckpoint>& pending);
@@ -107,9 +111,10 @@ private:
                  const std::string& position, std::vector<PendingCheckpoint>* pending = nullptr);
     void advance_idle(pqxx::connection& conn, int range, RangeState& st, const std::string& position,
                       std::vector<PendingCheckpoint>* pending = nullptr);
-    void store_pending(pqxx::connection& conn, const std::vector<PendingCheckpoint>& pending);
+    void store_pending(const std::vector<PendingCheckpoint>& pending);
+    void take_checkpoint_outcome();
     bool backfill_step(pqxx::connection& conn, const Context& ctx, RangeState& st);
-    void store_idle_positions(pqxx::connection& conn);
+    void store_idle_positions();
     Context context_of(int range, const RangeState& st) const;
 
     const WorkerSetup s_;
@@ -123,7 +128,7 @@ private:
     std::condition_variable cv_;
     bool wake_ = true;
     bool stopping_ = false;
-    pqxx::connection* polling_ = nullptr;  // poller_ while a long poll waits on it
+    pqxx::connection* polling_ = nullptr;  // the worker's connection while a long poll waits on it
     bool leases_moved_ = false;            // since the last long poll began
     std::stop_source stop_source_;         // the handler's stop token
 
@@ -136,10 +141,10 @@ private:
     Clock::time_point next_maintain_{};
     bool maintain_denied_told_ = false;
     // A caught-up worker's next read waits in the server for a commit
-    // (read_ranges(..., wait)), on a connection of its own, so that a cancel
-    // (stop, a change of leases) never meets another statement.
-    std::unique_ptr<pqxx::connection> poller_;
+    // (read_ranges(..., wait)) on the worker's connection: that wait is the
+    // wake-up, and no connection LISTENs while it works.
     int long_poll_ = -1;  // whether the server takes it: -1 not asked yet
+    bool listening_ = false;
     std::chrono::milliseconds wait_next_{0};
 };
 

@@ -4,29 +4,33 @@
 #include "core/raise_flag.hpp"
 #include "supervise/supervised_loop.hpp"
 
+#include <algorithm>
+#include <utility>
+
 namespace changefeed::detail {
 
 LeaseKeeper::LeaseKeeper(std::string conninfo, LeaseKey key, std::string token, const ProcessorOptions& options,
                          ConsumerEvents& events, Hooks hooks)
     : conninfo_(std::move(conninfo)), key_(std::move(key)), token_(std::move(token)), opt_(options), events_(events),
-      hooks_(std::move(hooks)) {}
+      hooks_(std::move(hooks)), session_(LeaseSession::of(conninfo_)) {}
 
 LeaseKeeper::~LeaseKeeper() {
     stop_acquiring();
     release();
 }
 
-void LeaseKeeper::ensure_connected(std::unique_ptr<pqxx::connection>& conn) {
-    if (conn) return;
-    auto fresh = connect(conninfo_);
+bool LeaseKeeper::ensure_registered(pqxx::connection& conn, std::uint64_t generation) {
+    if (generation == registered_on_) return false;
     // The name belongs to a session: a new connection registers it again.
-    register_instance(*fresh, key_, token_);
-    conn = std::move(fresh);
+    register_instance(conn, key_, token_);
+    registered_on_ = generation;
     events_.telemetry().connected(ConnectionRole::leases);
+    return true;
 }
 
 void LeaseKeeper::start(std::unique_ptr<pqxx::connection> conn) {
-    thread_ = std::jthread([this, c = std::move(conn)]() mutable { run(std::move(c)); });
+    registered_on_ = session_->join(std::move(conn));
+    thread_ = std::jthread([this] { run(); });
 }
 
 void LeaseKeeper::stop_acquiring() { raise_flag(mu_, cv_, stopping_); }
@@ -85,7 +89,73 @@ std::vector<int> LeaseKeeper::owned_ranges() const {
     return out;
 }
 
-void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
+void LeaseKeeper::store_checkpoints(std::vector<PendingCheckpoint> marks) {
+    if (marks.empty()) return;
+    {
+        std::lock_guard lock(mu_);
+        for (auto& m : marks) queued_.push_back(std::move(m));
+    }
+    cv_.notify_all();
+}
+
+LeaseKeeper::CheckpointOutcome LeaseKeeper::checkpoint_outcome() {
+    std::lock_guard lock(mu_);
+    return std::exchange(outcome_, CheckpointOutcome{});
+}
+
+bool LeaseKeeper::flush_checkpoints(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, limit, [&] { return queued_.empty() && !writing_; });
+}
+
+void LeaseKeeper::write_checkpoints(pqxx::connection& conn) {
+    std::vector<PendingCheckpoint> batch;
+    std::size_t taken = 0;
+    {
+        std::lock_guard lock(mu_);
+        if (queued_.empty()) return;
+        taken = queued_.size();
+        // One row per range: the last handed over (a later round's, or a new epoch's).
+        for (auto it = queued_.rbegin(); it != queued_.rend(); ++it) {
+            const bool newer_kept = std::any_of(batch.begin(), batch.end(),
+                                                [&](const PendingCheckpoint& m) { return m.range == it->range; });
+            if (!newer_kept) batch.push_back(*it);
+        }
+        writing_ = true;
+    }
+    std::vector<int> lost;
+    bool failed = false;
+    try {
+        lost = checkpoint_many(conn, key_, batch);
+    } catch (...) {
+        Error e = to_error(std::current_exception());
+        if (is_connection_error(e)) {
+            std::lock_guard lock(mu_);
+            writing_ = false;
+            throw e;  // queued still: stored after the reconnect
+        }
+        events_.report(std::nullopt, e, std::current_exception());
+        failed = true;
+    }
+    {
+        std::lock_guard lock(mu_);
+        queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(taken));
+        writing_ = false;
+        outcome_.failed |= failed;
+        for (auto& m : batch) {
+            if (failed) continue;
+            const bool fenced = std::find(lost.begin(), lost.end(), m.range) != lost.end();
+            (fenced ? outcome_.lost : outcome_.stored).push_back(std::move(m));
+        }
+    }
+    cv_.notify_all();
+}
+
+void LeaseKeeper::run() {
+    struct Leave {
+        LeaseSession& session;
+        ~Leave() { session.leave(); }
+    } leave{*session_};
     auto next_acquire = Clock::now();
     auto next_renew = Clock::now();
     SupervisedLoop loop(opt_.reconnect_min, opt_.reconnect_max, [this](std::chrono::milliseconds d) {
@@ -107,27 +177,30 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
         return false;
     };
     auto round = [&] {
-        if (!conn) known.reset();
-        ensure_connected(conn);
-        auto now = Clock::now();
-        if (now >= next_acquire) {
-            LeaseAnswer a = acquire_leases(*conn, key_, opt_.lease_duration, known);
-            if (a.owned) publish(std::move(*a.owned), std::nullopt);
-            known = a.generation;
-            next_acquire = now + opt_.acquire_interval;
-        }
-        now = Clock::now();
-        if (now >= next_renew) {
-            LeaseAnswer a = renew_leases(*conn, key_, opt_.lease_duration, known);
-            // Valid from when the renewal was sent, not when it answered.
-            if (a.owned) publish(std::move(*a.owned), now + opt_.lease_duration);
-            else extend(now + opt_.lease_duration);
-            known = a.generation;
-            next_renew = now + opt_.renew_interval;
-        }
+        session_->use([&](pqxx::connection& conn, std::uint64_t generation) {
+            if (ensure_registered(conn, generation)) known.reset();
+            write_checkpoints(conn);
+            auto now = Clock::now();
+            if (now >= next_acquire) {
+                LeaseAnswer a = acquire_leases(conn, key_, opt_.lease_duration, known);
+                if (a.owned) publish(std::move(*a.owned), std::nullopt);
+                known = a.generation;
+                next_acquire = now + opt_.acquire_interval;
+            }
+            now = Clock::now();
+            if (now >= next_renew) {
+                LeaseAnswer a = renew_leases(conn, key_, opt_.lease_duration, known);
+                // Valid from when the renewal was sent, not when it answered.
+                if (a.owned) publish(std::move(*a.owned), now + opt_.lease_duration);
+                else extend(now + opt_.lease_duration);
+                known = a.generation;
+                next_renew = now + opt_.renew_interval;
+            }
+        });
         loop.succeeded();
         std::unique_lock lock(mu_);
-        cv_.wait_until(lock, std::min(next_acquire, next_renew), [&] { return stopping_ || refresh_; });
+        cv_.wait_until(lock, std::min(next_acquire, next_renew),
+                       [&] { return stopping_ || refresh_ || !queued_.empty(); });
         return true;
     };
     auto failed = [&](const Error& e, std::exception_ptr p) {
@@ -160,42 +233,48 @@ void LeaseKeeper::run(std::unique_ptr<pqxx::connection> conn) {
         }
         if (is_connection_error(e)) events_.telemetry().connection_lost(ConnectionRole::leases, e.what());
         else events_.report(std::nullopt, e, p);
-        conn.reset();
+        registered_on_ = 0;  // registered again at the next round, whatever failed
         return AfterFailure::back_off;
     };
     loop.run(stopping, round, failed);
-    keep_until_released(conn);
+    keep_until_released();
     for (int attempt = 0; attempt < 3; ++attempt) {
         {
             std::lock_guard lock(mu_);
             if (name_lost_) return;
         }
         try {
-            ensure_connected(conn);
-            release_leases(*conn, key_);
-            unregister_instance(*conn, key_, token_);
+            session_->use([&](pqxx::connection& conn, std::uint64_t generation) {
+                ensure_registered(conn, generation);
+                write_checkpoints(conn);  // the worker's last ones, fenced by the leases still held
+                release_leases(conn, key_);
+                unregister_instance(conn, key_, token_);
+            });
             return;
         } catch (...) {
             // The leases expire on their own if the server stays away, and the
             // name is free once this connection is gone.
             if (to_error(std::current_exception()).code() == make_error_code(errc::instance_name_in_use)) return;
-            conn.reset();
+            registered_on_ = 0;
         }
     }
 }
 
 // Renews, without acquiring, until the worker is done.
-void LeaseKeeper::keep_until_released(std::unique_ptr<pqxx::connection>& conn) {
+void LeaseKeeper::keep_until_released() {
     std::unique_lock lock(mu_);
     while (!released_ && !name_lost_) {
         lock.unlock();
         try {
-            ensure_connected(conn);
-            (void)renew_leases(*conn, key_, opt_.lease_duration, std::nullopt);
+            session_->use([&](pqxx::connection& conn, std::uint64_t generation) {
+                ensure_registered(conn, generation);
+                write_checkpoints(conn);
+                (void)renew_leases(conn, key_, opt_.lease_duration, std::nullopt);
+            });
         } catch (...) {
             const bool name_taken = to_error(std::current_exception()).code() ==
                                     make_error_code(errc::instance_name_in_use);
-            conn.reset();
+            registered_on_ = 0;
             if (name_taken) {
                 lock.lock();
                 name_lost_ = true;
@@ -203,7 +282,7 @@ void LeaseKeeper::keep_until_released(std::unique_ptr<pqxx::connection>& conn) {
             }
         }
         lock.lock();
-        cv_.wait_for(lock, opt_.renew_interval, [&] { return released_; });
+        cv_.wait_for(lock, opt_.renew_interval, [&] { return released_ || !queued_.empty(); });
     }
 }
 

@@ -8,6 +8,7 @@
 
 #include <changefeed/processor_options.hpp>
 
+#include "lease/lease_session.hpp"
 #include "lease/lease_store.hpp"
 #include "supervise/consumer_policy.hpp"
 
@@ -50,8 +51,10 @@ public:
                 ConsumerEvents& events, Hooks hooks);
     ~LeaseKeeper();
 
-    // Starts the lease thread on `conn`, on which the name is registered
-    // under `token` already (it reconnects on its own and registers again).
+    // Starts the lease thread.  The name is registered under `token` on
+    // `conn` already; `conn` becomes the shared lease session's connection
+    // if it has none (lease_session.hpp), else the name is registered again
+    // on the session's, as after every reconnect.
     void start(std::unique_ptr<pqxx::connection> conn);
     // Stops acquiring; the leases are still renewed until release(), so that
     // the worker's last checkpoints stay fenced.
@@ -72,17 +75,35 @@ public:
     void refresh();
     std::vector<int> owned_ranges() const;
 
+    // The worker's checkpoints of a round, stored by the lease thread on its
+    // connection while the worker reads on: a wake-up does not wait for the
+    // previous round's checkpoint.  Stored in the order handed over.
+    void store_checkpoints(std::vector<PendingCheckpoint> marks);
+    // What became of the checkpoints handed over since the last call.
+    struct CheckpointOutcome {
+        std::vector<PendingCheckpoint> stored;
+        std::vector<PendingCheckpoint> lost;  // the lease changed hands (CF010)
+        bool failed = false;                  // refused for another reason (reported): read from the stored ones
+    };
+    CheckpointOutcome checkpoint_outcome();
+    // Waits up to `limit` until every checkpoint handed over is stored or
+    // refused; whether they all were.
+    bool flush_checkpoints(std::chrono::milliseconds limit);
+
 private:
     using Clock = std::chrono::steady_clock;
-    void run(std::unique_ptr<pqxx::connection> conn);
+    void run();
     void publish(std::map<int, std::int64_t> got, std::optional<Clock::time_point> valid_until);
     void extend(Clock::time_point valid_until);
-    void keep_until_released(std::unique_ptr<pqxx::connection>& conn);
-    // Connects if need be and registers the name on a new connection.
-    void ensure_connected(std::unique_ptr<pqxx::connection>& conn);
+    void keep_until_released();
+    // Registers the name on a connection it is not registered on yet; true
+    // when it did (the connection is new).
+    bool ensure_registered(pqxx::connection& conn, std::uint64_t generation);
     // Tells on_lease_acquired / on_lease_released (what they throw is dropped)
     // and the telemetry: `released` were lost (taken over, expired) or given up.
     void tell(const std::vector<int>& acquired, const std::vector<int>& released, bool lost) const;
+    // Stores what the worker handed over (a connection error leaves it queued).
+    void write_checkpoints(pqxx::connection& conn);
 
     const std::string conninfo_;
     const LeaseKey key_;
@@ -90,14 +111,19 @@ private:
     const ProcessorOptions& opt_;
     ConsumerEvents& events_;
     const Hooks hooks_;
+    const std::shared_ptr<LeaseSession> session_;
+    std::uint64_t registered_on_ = 0;  // the session's generation the name is registered on (lease thread's)
 
     mutable std::mutex mu_;  // guards what follows
     std::condition_variable cv_;
     LeaseView view_;
     bool stopping_ = false;
     bool released_ = false;
-    bool name_lost_ = false;  // another instance holds our name: leave its leases alone
-    bool refresh_ = false;    // renew and acquire at once (refresh())
+    bool name_lost_ = false;                 // another instance holds our name: leave its leases alone
+    bool refresh_ = false;                   // renew and acquire at once (refresh())
+    std::vector<PendingCheckpoint> queued_;  // handed over, not stored yet
+    bool writing_ = false;                   // a batch of them is being stored
+    CheckpointOutcome outcome_;
 
     std::jthread thread_;
 };

@@ -1,11 +1,13 @@
 // The PostgreSQL processor: validation, start and stop, and its state.  It
-// runs three threads, each with its own connection:
-//   lease thread   the LeaseKeeper: acquires, balances and renews the leases;
-//                  releases them on stop
-//   worker thread  the RangeWorker: reads the owned ranges, calls the handler,
-//                  checkpoints
-//   listener       LISTENs and wakes the worker (the poll interval covers lost
-//                  wake-ups)
+// runs two threads, each with its own connection, and a third where needed:
+//   lease thread   the LeaseKeeper: acquires, balances and renews the leases,
+//                  stores the worker's checkpoints; releases them on stop
+//   worker thread  the RangeWorker: reads the owned ranges (a caught-up read
+//                  waits in the server for the next commit: the wake-up),
+//                  calls the handler
+//   listener       only where that long poll is not available or not used:
+//                  LISTENs and wakes the worker (the poll interval covers
+//                  lost wake-ups)
 // A connection error in any of them is answered by reconnecting with backoff;
 // the worker then reloads its ranges from the stored checkpoints (resuming).
 #include <changefeed/processor.hpp>
@@ -128,6 +130,7 @@ public:
         setup.stored_name = stored_name_;
         setup.instance = instance_;
         setup.key = key_;
+        setup.listen = [this] { start_listener(); };
         const std::string channel = setup.info.channel;
         const std::string setup_table = setup.info.schema_table;
         const int setup_ranges = setup.info.ranges;
@@ -142,13 +145,13 @@ public:
                                                                            [this] { worker_->request_stop(); }});
             worker_ = std::make_unique<RangeWorker>(std::move(setup), events_, *keeper);
             leases_ = std::move(keeper);
-            listener_ = std::make_unique<Listener>(
-                collection_.conninfo(), channel, [this] { worker_->wake(); }, opt.reconnect_min, opt.reconnect_max,
-                &events_.telemetry());
+            listener_.reset();
+            channel_ = channel;
         }
         events_.telemetry().set_collection(setup_table, setup_ranges);
         events_.telemetry().log(LogLevel::info, LogEvent::started);
-        listener_->start();
+        // Reading a standby, or told not to wait in the server: wake-ups come by LISTEN.
+        if (!opt.long_poll || !opt.read_connection.empty()) start_listener();
         leases_->start(std::move(conn));
         worker_thread_ = std::jthread([this] {
             worker_->run();
@@ -200,15 +203,27 @@ public:
     }
 
 private:
+    // LISTENs on the collection's channel for the worker, once per start.
+    void start_listener() {
+        std::lock_guard guard(threads_mu_);
+        if (listener_) return;
+        const ProcessorOptions& opt = feed_.common;
+        listener_ = std::make_unique<Listener>(
+            collection_.conninfo(), channel_, [this] { worker_->wake(); }, opt.reconnect_min, opt.reconnect_max,
+            &events_.telemetry());
+        listener_->start();
+    }
+
     // After the worker ended: only now release the leases, the worker's last
     // checkpoint being stored.
     void finish_stop() {
         leases_->release();
-        listener_->stop();
+        std::unique_ptr<Listener> listener;
         {
             std::lock_guard guard(threads_mu_);
-            listener_.reset();
+            listener = std::move(listener_);
         }
+        if (listener) listener->stop();
         started_ = false;
         if (events_.state() != State::history_lost) events_.set_state(State::stopped);
         events_.telemetry().log(LogLevel::info, LogEvent::stopped);
@@ -229,7 +244,8 @@ private:
     mutable std::mutex threads_mu_;  // guards the keeper's replacement against owned_ranges()
     std::unique_ptr<LeaseKeeper> leases_;
     std::unique_ptr<RangeWorker> worker_;
-    std::unique_ptr<Listener> listener_;
+    std::unique_ptr<Listener> listener_;  // started where the long poll does not wake the worker
+    std::string channel_;
     std::unique_ptr<ProcessorImpl> disposed_self_;  // set when destroyed from the handler
     std::jthread worker_thread_;
 };

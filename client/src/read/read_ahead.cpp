@@ -7,6 +7,7 @@ namespace changefeed::detail {
 void ReadAhead::start(const std::string& table, std::map<int, std::string> since, int max, int positions_every,
                       FeedMode mode, const TenantScope& scope) {
     drop();
+    last_start_ = std::chrono::steady_clock::now();
     since_ = std::move(since);
     max_ = max;
     result_ = std::async(std::launch::async, [this, table, positions_every, mode, scope] {
@@ -37,6 +38,17 @@ void ReadAhead::drop() {
         result_.get();
     } catch (...) {
     }
+}
+
+void ReadAhead::close() {
+    drop();
+    conn_.reset();
+}
+
+void ReadAhead::rest() {
+    if (!conn_ || result_.valid()) return;
+    if (std::chrono::steady_clock::now() - last_start_ < std::chrono::seconds(10)) return;
+    conn_.reset();
 }
 
 }  // namespace changefeed::detail

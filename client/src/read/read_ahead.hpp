@@ -4,6 +4,7 @@
 
 #include "read/feed_reader.hpp"
 
+#include <chrono>
 #include <future>
 #include <map>
 #include <memory>
@@ -30,6 +31,11 @@ public:
     std::optional<MultiReadResult> take(const std::map<int, std::string>& since, int max);
     // Waits for a running read and forgets it.
     void drop();
+    // Caught up: closes the connection once no read started for a while, so
+    // that a processor reading no backlog holds none for reading ahead.
+    void rest();
+    // Stopping: drops a running read and closes the connection.
+    void close();
 
 private:
     std::string conninfo_;
@@ -37,6 +43,7 @@ private:
     std::map<int, std::string> since_;
     int max_ = 0;
     std::future<MultiReadResult> result_;
+    std::chrono::steady_clock::time_point last_start_{};
 };
 
 }  // namespace changefeed::detail
