@@ -89,7 +89,7 @@ REGRESS_COMMON += trust_partitions
 REGRESS_PRELOADED = notifier ticks workers long_poll prepared
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=test --load-extension=changefeed
-ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence lease_expiry_race instance_names start_at read_ranges_late_commit open_xact_late_commit range_change_race disable_keep_race own_position partition_expire_race row_security_race schema_change_race reserve_race processor_cap_race $(ISOLATION_PRELOADED)
+ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence lease_expiry_race instance_names start_at read_ranges_late_commit open_xact_late_commit range_change_race disable_keep_race own_position partition_expire_race row_security_race schema_change_race reserve_race processor_cap_race large_transaction_pages $(ISOLATION_PRELOADED)
 # The long poll is woken through shared memory: preloaded only.
 ISOLATION_PRELOADED = long_poll_wakeup
 ISOLATION_OPTS = --inputdir=test --load-extension=changefeed

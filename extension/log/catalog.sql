@@ -148,9 +148,11 @@ BEGIN
 END
 $$;
 
--- The only index: reads select a collection's ranges by transaction id.
+-- The only index: reads select a collection's ranges by transaction id, and
+-- a transaction's rows in seq order, so that the pages of one large
+-- transaction each enter it where the last one ended (read/window_scan.cpp).
 -- Every index is paid by every captured write.
-CREATE INDEX log_read_idx ON changefeed.log (collection_id, range_id, txid);
+CREATE INDEX log_read_idx ON changefeed.log (collection_id, range_id, txid, seq);
 
 -- Rows whose day has no partition yet land here, so a write never fails for
 -- lack of a partition; maintain() keeps it empty in normal operation.

@@ -71,9 +71,11 @@ Partition *open_partitions(int *count, List **locked) {
                 ix->indkey.values[0] == p->att[kCollection] && ix->indkey.values[1] == p->att[kRange] &&
                 ix->indkey.values[2] == p->att[kTxid] &&
                 heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
-                heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL))
+                heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL)) {
                 p->index = index;
-            else
+                // A partition attached from elsewhere may have the index of release 0.2.
+                p->by_seq = ix->indnkeyatts >= 4 && ix->indkey.values[3] == p->att[kSeq];
+            } else
                 index_close(index, AccessShareLock);
         }
         if (p->index == NULL)
@@ -100,16 +102,21 @@ void unlock_partitions(List *locked) {
     foreach (lc, locked) UnlockRelationOid(lfirst_oid(lc), AccessShareLock);
 }
 
-int scan_keys(ScanKeyData *keys, int32 collection, int32 range, FullTransactionId from, FullTransactionId to) {
+int scan_keys(ScanKeyData *keys, int32 collection, int32 range, FullTransactionId from, FullTransactionId to,
+              int64 after) {
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(collection));
     ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(range));
+    int n;
     if (!FullTransactionIdIsValid(to)) {
         ScanKeyInit(&keys[2], 3, BTEqualStrategyNumber, F_XID8EQ, FullTransactionIdGetDatum(from));
-        return 3;
+        n = 3;
+    } else {
+        ScanKeyInit(&keys[2], 3, BTGreaterEqualStrategyNumber, F_XID8GE, FullTransactionIdGetDatum(from));
+        ScanKeyInit(&keys[3], 3, BTLessStrategyNumber, F_XID8LT, FullTransactionIdGetDatum(to));
+        n = 4;
     }
-    ScanKeyInit(&keys[2], 3, BTGreaterEqualStrategyNumber, F_XID8GE, FullTransactionIdGetDatum(from));
-    ScanKeyInit(&keys[3], 3, BTLessStrategyNumber, F_XID8LT, FullTransactionIdGetDatum(to));
-    return 4;
+    if (after > 0) ScanKeyInit(&keys[n++], 4, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(after));
+    return n;
 }
 
 }  // namespace changefeed::read

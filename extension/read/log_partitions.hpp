@@ -1,8 +1,8 @@
 // The partitions of changefeed.log as a read scans them (log_partitions.cpp).
 // In: the log as the catalog has it.  Out: every partition that may hold a
 // row the read can see, open and locked as a query would lock it, with its
-// read index (a btree on collection_id, range_id, txid) and the numbers of
-// its columns; and the keys of one lookup in that index.
+// read index (a btree on collection_id, range_id, txid, seq) and the numbers
+// of its columns; and the keys of one lookup in that index.
 #pragma once
 #include "pg.hpp"
 
@@ -41,7 +41,8 @@ enum Column {
 
 struct Partition {
     Relation heap;
-    Relation index;  // btree on (collection_id, range_id, txid)
+    Relation index;  // btree on (collection_id, range_id, txid[, seq])
+    bool by_seq;     // the index has seq after txid: a transaction's rows come in seq order
     AttrNumber att[kColumns];
 };
 
@@ -56,7 +57,9 @@ void close_partitions(Partition *parts, int n);
 void unlock_partitions(List *locked);
 
 // Scan keys of one index lookup: collection and range equal, txid in [from, to)
-// or, with `to` invalid, equal to `from`.
-int scan_keys(ScanKeyData *keys, int32 collection, int32 range, FullTransactionId from, FullTransactionId to);
+// or, with `to` invalid, equal to `from`; with `after` > 0 (an index by_seq),
+// seq after it too.
+int scan_keys(ScanKeyData *keys, int32 collection, int32 range, FullTransactionId from, FullTransactionId to,
+              int64 after = 0);
 
 }  // namespace changefeed::read

@@ -94,6 +94,11 @@ ALTER TABLE changefeed.log ADD COLUMN schema_version int;
 ALTER TABLE changefeed.log ADD COLUMN previous_partition_key text;
 -- @table changefeed.schema_version
 SELECT pg_catalog.pg_extension_config_dump('changefeed.schema_version', '');
+-- ---- the read index orders a transaction's rows by seq ----
+-- The pages of one large transaction each enter it where the last one ended
+-- (read/window_scan.cpp).  Rebuilt on every partition: writers wait for it.
+DROP INDEX changefeed.log_read_idx;
+CREATE INDEX log_read_idx ON changefeed.log (collection_id, range_id, txid, seq);
 
 -- @functions
 
