@@ -190,7 +190,7 @@ void scan_transactions(const Window *w, Partition *p, int part, int32 range, Ful
         scan->xs_want_itup = true;
         index_rescan(scan, keys, nkeys, NULL, 0);
         FullTransactionId current = InvalidFullTransactionId;
-        bool visible = false;
+        bool done = false;  // the current transaction can give the page nothing (more)
         int skipped = 0, taken = 0;
         enum { kEnd, kPast, kRest } jump = kEnd;
         while (index_getnext_tid(scan, ForwardScanDirection) != NULL) {
@@ -200,16 +200,14 @@ void scan_transactions(const Window *w, Partition *p, int part, int32 range, Ful
             const int64 seq = DatumGetInt64(index_getattr(scan->xs_itup, 4, scan->xs_itupdesc, &isnull));
             if (!FullTransactionIdEquals(txid, current)) {
                 current = txid;
-                visible = pg_snapshot_visible(w->hi, txid);
+                done = !pg_snapshot_visible(w->hi, txid);
                 skipped = taken = 0;
             }
-            if (!visible || seq <= w->after) {
+            // Passed over in the index; after a run of them, jumped over.
+            if (!done && (seq >= pg->bound || taken >= pg->keep)) done = true;
+            if (done || seq <= w->after) {
                 if (++skipped < kSkipsBeforeJump) continue;
-                jump = visible ? kRest : kPast;
-                break;
-            }
-            if (seq >= pg->bound || taken >= pg->keep) {
-                jump = kPast;
+                jump = done ? kPast : kRest;
                 break;
             }
             if (!index_fetch_heap(scan, slot)) continue;  // not visible in our snapshot

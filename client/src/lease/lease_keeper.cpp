@@ -125,6 +125,7 @@ void LeaseKeeper::write_checkpoints(pqxx::connection& conn) {
     }
     std::vector<int> lost;
     bool failed = false;
+    last_checkpoint_write_ = Clock::now();
     try {
         lost = checkpoint_many(conn, key_, batch);
     } catch (...) {
@@ -199,8 +200,13 @@ void LeaseKeeper::run() {
         });
         loop.succeeded();
         std::unique_lock lock(mu_);
-        cv_.wait_until(lock, std::min(next_acquire, next_renew),
-                       [&] { return stopping_ || refresh_ || !queued_.empty(); });
+        const auto due = std::min(next_acquire, next_renew);
+        cv_.wait_until(lock, due, [&] { return stopping_ || refresh_ || !queued_.empty(); });
+        // A busy worker hands checkpoints over every round: they are stored
+        // at most every kCheckpointPacing, the last of each range.
+        if (!queued_.empty())
+            cv_.wait_until(lock, std::min(due, last_checkpoint_write_ + kCheckpointPacing),
+                           [&] { return stopping_ || refresh_; });
         return true;
     };
     auto failed = [&](const Error& e, std::exception_ptr p) {

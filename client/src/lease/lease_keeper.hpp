@@ -122,7 +122,12 @@ private:
     bool name_lost_ = false;                 // another instance holds our name: leave its leases alone
     bool refresh_ = false;                   // renew and acquire at once (refresh())
     std::vector<PendingCheckpoint> queued_;  // handed over, not stored yet
-    bool writing_ = false;                   // a batch of them is being stored
+    // What a crash may read again at most, for a busy worker, beyond its last
+    // round: one write of checkpoints per this much time instead of one per
+    // round (each is a statement and a commit on the lease connection).
+    static constexpr std::chrono::milliseconds kCheckpointPacing{50};
+    Clock::time_point last_checkpoint_write_{};  // the lease thread's
+    bool writing_ = false;                       // a batch of them is being stored
     CheckpointOutcome outcome_;
 
     std::jthread thread_;

@@ -10,6 +10,7 @@
 
 #include <boost/json/array.hpp>
 #include <boost/json/parse.hpp>
+#include <boost/json/parser.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
@@ -17,9 +18,17 @@
 namespace changefeed::detail {
 namespace {
 
+// One parser per thread, its buffers kept from document to document; each
+// document in the default memory resource, so that a handler may keep it as
+// long as it likes without holding anything else.
 boost::json::value json_of(const FieldView& f) {
     if (f.is_null()) return nullptr;
-    return boost::json::parse(f.c_str());
+    thread_local boost::json::parser parser;
+    parser.reset();
+    boost::system::error_code ec;
+    parser.write(f.c_str(), f.size(), ec);
+    if (ec) throw boost::system::system_error(ec);
+    return parser.release();
 }
 
 // read() names nothing else (a schema change only in mode 'all_with_schema').
