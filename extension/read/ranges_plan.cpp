@@ -12,6 +12,7 @@
 #include "access/caller.hpp"
 #include "position/position.hpp"
 #include "read/ranges_plan.hpp"
+#include "read/window_scan.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -175,11 +176,6 @@ int by_decoded(const void *a, const void *b) {
     return c;
 }
 
-int by_int32_value(const void *a, const void *b) {
-    int32 x = *(const int32 *)a, y = *(const int32 *)b;
-    return x < y ? -1 : x > y;
-}
-
 // The texts' order under the database's collation, as min() and ORDER BY
 // in read_ranges_plan() have it.
 int collated(const text *a, const text *b) {
@@ -248,7 +244,7 @@ bool plan_common(FunctionCallInfo fcinfo, RangesPlan *out) {
     }
     int32 *sorted = (int32 *)palloc(sizeof(int32) * Max(nranges, 1));
     memcpy(sorted, ranges, sizeof(int32) * nranges);
-    qsort(sorted, nranges, sizeof(int32), by_int32_value);
+    qsort(sorted, nranges, sizeof(int32), by_int32);
     for (int i = 1; i < nranges; i++)
         if (sorted[i] == sorted[i - 1]) return false;
 
@@ -318,7 +314,7 @@ bool plan_common(FunctionCallInfo fcinfo, RangesPlan *out) {
         }
         for (int i = 0; i < nranges; i++)
             if (given[given_of[i]].group == j) grp->ranges[grp->nranges++] = ranges[i];
-        qsort(grp->ranges, grp->nranges, sizeof(int32), by_int32_value);
+        qsort(grp->ranges, grp->nranges, sizeof(int32), by_int32);
     }
     qsort(out->groups, out->ngroups, sizeof(RangeGroup), by_plan_order);
     return true;
