@@ -49,9 +49,11 @@ Operation operation_of(const std::string& op) { return operation_named(op).value
 class Printer {
 public:
     Printer(const TailOptions& o, std::string database, std::string table) : format_(o.format) {
-        if (format_ == "cloudevents") {
-            mapper_ = cloudevents_mapper(EnvelopeSource{database, table});
+        if (format_ == "cloudevents" || format_ == "debezium") {
+            mapper_ = format_ == "cloudevents" ? cloudevents_mapper(EnvelopeSource{database, table})
+                                               : debezium_mapper(EnvelopeSource{database, table});
             context_.source = EnvelopeSource{database, table};
+            context_.processor = "tail";
         }
     }
 
@@ -75,28 +77,36 @@ public:
         ch.operation = operation_of(r.get(i, 3));
         ch.doc_id = r.get(i, 4);
         ch.partition_key = r.get(i, 5);
-        if (!r.is_null(i, 6)) ch.current = boost::json::parse(r.get(i, 6));
-        if (!r.is_null(i, 7)) ch.previous = boost::json::parse(r.get(i, 7));
+        if (!r.is_null(i, 6)) ch.current_json = r.get(i, 6);
+        if (!r.is_null(i, 7)) ch.previous_json = r.get(i, 7);
+        if (!ch.current_json.empty()) ch.current = boost::json::parse(ch.current_json);
+        if (!ch.previous_json.empty()) ch.previous = boost::json::parse(ch.previous_json);
         ch.ttl_expired = r.get(i, 8) == "t";
         ch.written_at = std::chrono::system_clock::time_point(std::chrono::microseconds(micros));
         if (!r.is_null(i, 10)) ch.tenant = r.get(i, 10);
         ch.event_id = r.get(i, 12);
         if (format_ == "json") {
-            boost::json::object o;
-            o["event_id"] = ch.event_id;
-            o["seq"] = ch.seq;
-            o["txid"] = std::to_string(ch.txid);
-            o["range_id"] = ch.range_id;
-            o["operation"] = to_string(ch.operation);
-            o["doc_id"] = ch.doc_id;
-            o["partition_key"] = ch.partition_key;
-            o["current"] = ch.current;
-            o["previous"] = ch.previous;
-            o["ttl_expired"] = ch.ttl_expired;
-            o["written_at"] = rfc3339(micros);
-            if (ch.tenant) o["tenant"] = *ch.tenant;
-            o["position"] = r.get(i, 11);
-            std::cout << boost::json::serialize(o) << '\n';
+            // The documents go out as PostgreSQL wrote them, numbers with
+            // every digit: spliced between the fields before and after.
+            boost::json::object head;
+            head["event_id"] = ch.event_id;
+            head["seq"] = ch.seq;
+            head["txid"] = std::to_string(ch.txid);
+            head["range_id"] = ch.range_id;
+            head["operation"] = to_string(ch.operation);
+            head["doc_id"] = ch.doc_id;
+            head["partition_key"] = ch.partition_key;
+            boost::json::object tail;
+            tail["ttl_expired"] = ch.ttl_expired;
+            tail["written_at"] = rfc3339(micros);
+            if (ch.tenant) tail["tenant"] = *ch.tenant;
+            tail["position"] = r.get(i, 11);
+            std::string line = boost::json::serialize(head);
+            line.pop_back();  // '}'
+            line += ",\"current\":" + (ch.current_json.empty() ? std::string("null") : ch.current_json);
+            line += ",\"previous\":" + (ch.previous_json.empty() ? std::string("null") : ch.previous_json);
+            line += "," + boost::json::serialize(tail).substr(1);
+            std::cout << line << '\n';
             return;
         }
         context_.range_id = ch.range_id;
@@ -180,8 +190,9 @@ void add_tail(Wiring w) {
     sub->add_option("--filter", o->filter, "a jsonpath predicate over the document, e.g. '$.status == \"open\"'");
     sub->add_option("--filter-vars", o->filter_vars,
                     "the filter's variables as a JSON object, e.g. '{\"s\": \"open\"}'");
-    sub->add_option("--format", o->format, "text (default), json (one object per line) or cloudevents")
-        ->check(CLI::IsMember({"text", "json", "cloudevents"}));
+    sub->add_option("--format", o->format,
+                    "text (default), json (one object per line), cloudevents or debezium (one envelope per line)")
+        ->check(CLI::IsMember({"text", "json", "cloudevents", "debezium"}));
     sub->add_option("--mode", o->mode,
                     "all (every version, default), all_with_schema (and the table's schema changes) or latest "
                     "(per window, the latest version)")

@@ -211,6 +211,22 @@ TEST_F(CliTest, TailFromBeginningInEachFormat) {
     EXPECT_TRUE(contains(f.out, "\"operation\":\"replace\"")) << f.out;
 }
 
+// Numbers leave as PostgreSQL stored them in every format that carries the
+// documents: a numeric beyond a double's digits, trailing zeros, 2^53 + 1.
+TEST_F(CliTest, TailKeepsEveryDigitOfANumber) {
+    const auto t = cftest::test_table("cli_exact");
+    cluster().exec("CREATE TABLE " + t + " (id int PRIMARY KEY, amount numeric(30,2), cents numeric, big bigint);" +
+                   "SELECT changefeed.enable('" + t + "', ranges => 2)");
+    cluster().exec("INSERT INTO " + t + " VALUES (1, 12345678901234567.89, 0.10, 9007199254740993)");
+    for (const std::string format : {"text", "json", "cloudevents", "debezium"}) {
+        auto r = run({"tail", t, "--from", "beginning", "--count", "1", "--format", format, "--timeout", "20"});
+        ASSERT_EQ(r.code, 0) << format << ": " << r.err;
+        EXPECT_TRUE(contains(r.out, "\"amount\": 12345678901234567.89")) << format << ": " << r.out;
+        EXPECT_TRUE(contains(r.out, "\"cents\": 0.10")) << format << ": " << r.out;
+        EXPECT_TRUE(contains(r.out, "\"big\": 9007199254740993")) << format << ": " << r.out;
+    }
+}
+
 TEST_F(CliTest, TailFollowsNewChangesAndResumesFromItsPosition) {
     const auto t = cftest::test_table("cli");
     cftest::create_table(cluster(), t, 4);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace changefeed {
 
@@ -28,6 +29,14 @@ enum class Operation {
 };
 
 const char* to_string(Operation op) noexcept;
+
+// `json` parsed with every number a double would change kept as a JSON string
+// of its exact digits: a number with a fraction or an exponent ("0.10",
+// "12345678901234567.89", "1e400") and an integer beyond 64 bits.  Integers
+// that fit 64 bits stay integers.  E.g.
+// exact_numbers(change.current_json).at("amount").as_string() == "0.10".
+// Throws boost::system::system_error for text that is not JSON.
+boost::json::value exact_numbers(std::string_view json);
 // The operation `name` names (to_string()'s inverse, read()'s operation column); none for another text.
 std::optional<Operation> operation_named(const std::string& name) noexcept;
 
@@ -41,9 +50,24 @@ struct Change {
     std::string doc_id;         // primary key as text, a JSON array of texts for a composite key
     std::string partition_key;  // partition-key text (components joined by '/')
     int range_id = 0;
-    boost::json::value current;   // the row after the write; null for delete/clear
-    boost::json::value previous;  // the row before (all-versions feed, if the collection keeps it)
-    bool ttl_expired = false;     // a delete made by the TTL sweeper
+    boost::json::value current;  // the row after the write; null for delete/clear
+    // The row before: on the all-versions feed the version this write
+    // replaced, if the collection keeps previous images.  The latest-version
+    // feed fills it too, from the same log row: the version before the last
+    // write, which the consumer may never have seen (a create and a replace
+    // between two reads arrive as one replace); use it there only as "what
+    // this write changed", never as "what I was given last".
+    boost::json::value previous;
+    // The documents exactly as PostgreSQL wrote them (jsonb's text), empty
+    // where the document is absent.  `current` and `previous` hold them parsed,
+    // where a number with a fraction or an exponent is a double: numeric 0.10
+    // reads 0.1 and 12345678901234567.89 loses digits.  For money and other
+    // exact numbers read these texts, or exact_numbers(current_json).  The
+    // bridge's envelopes and the CLI write these texts as they are.  (In memory
+    // they are the given documents, serialized.)
+    std::string current_json;
+    std::string previous_json;
+    bool ttl_expired = false;  // a delete made by the TTL sweeper
     std::optional<std::string> tenant;
     // Server time of the write (the writing transaction's start, microseconds);
     // none for rows of a backfill.

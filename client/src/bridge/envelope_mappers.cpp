@@ -1,9 +1,11 @@
 // The bridge's ready mappers: CloudEvents 1.0 (JSON structured mode) and
 // Debezium-compatible change events.  Both name the envelope after the
 // change's event id, so every redelivery of a change publishes the same id.
+// Documents go out as PostgreSQL wrote them, numbers with every digit.
 #include <changefeed/bridge.hpp>
 #include <changefeed/error.hpp>
 
+#include "core/exact_json.hpp"
 #include "core/time_text.hpp"
 
 #include <boost/json/array.hpp>
@@ -85,7 +87,7 @@ Envelope envelope(const Change& c, const Source& s, const char* content_type, co
     e.id = c.event_id;
     e.table = s.qualified;
     e.content_type = content_type;
-    e.body = json::serialize(body);
+    e.body = detail::serialize_exact(body, c);
     return e;
 }
 
@@ -155,7 +157,7 @@ Mapper cloudevents_mapper(EnvelopeSource source) {
         if (c.operation != Operation::clear && !c.doc_id.empty()) ev["subject"] = c.doc_id;
         ev["datacontenttype"] = "application/json";
         ev["changefeedrange"] = c.range_id;
-        ev["data"] = json::object{{"current", c.current}, {"previous", c.previous}};
+        ev["data"] = json::object{{"current", detail::current_slot(c)}, {"previous", detail::previous_slot(c)}};
         return std::vector<Envelope>{envelope(c, s, "application/cloudevents+json", ev)};
     };
 }
@@ -185,8 +187,8 @@ Mapper debezium_mapper(EnvelopeSource source) {
             return std::vector<Envelope>{
                 envelope(c, s, "application/json", debezium_schema_change(c, s, std::move(src)))};
         json::object ev;
-        ev["before"] = c.previous;
-        ev["after"] = c.current;
+        ev["before"] = detail::previous_slot(c);
+        ev["after"] = detail::current_slot(c);
         ev["source"] = std::move(src);
         ev["op"] = debezium_op(c);
         ev["ts_ms"] = epoch_ms(now);

@@ -207,6 +207,8 @@ Change change_of(const Entry& e, const MemoryStore& s) {
     c.range_id = s.range_ids.at(e.range);
     c.current = e.current;
     c.previous = e.previous;
+    if (!c.current.is_null()) c.current_json = boost::json::serialize(c.current);
+    if (!c.previous.is_null()) c.previous_json = boost::json::serialize(c.previous);
     c.written_at = e.written_at;
     c.seq = e.seq;
     c.txid = static_cast<std::uint64_t>(e.seq);
@@ -393,6 +395,7 @@ private:
                 c.partition_key = range;
                 c.range_id = store_->range_ids.at(range);
                 c.current = it->second;
+                c.current_json = boost::json::serialize(c.current);
                 c.from_backfill = true;
                 c.event_id = "mem.b" + std::to_string(ns.backfill_number) + "." + it->first;
                 out.push_back(std::move(c));

@@ -53,6 +53,8 @@ Change change_of(const RowView& row, const TenantScope& scope) {
     ch.partition_key = row[4].is_null() ? std::string() : row[4].as<std::string>();
     ch.current = json_of(row[5]);
     ch.previous = json_of(row[6]);
+    if (!row[5].is_null()) ch.current_json.assign(row[5].c_str(), row[5].size());
+    if (!row[6].is_null()) ch.previous_json.assign(row[6].c_str(), row[6].size());
     ch.ttl_expired = row[7].as<bool>();
     if (!row[8].is_null()) ch.written_at = time_of_epoch_microseconds(row[8].as<std::int64_t>());
     if (!row[9].is_null()) ch.tenant = row[9].as<std::string>();
@@ -188,6 +190,7 @@ BackfillPage backfill_page(pqxx::connection& c, const std::string& table, int ra
             ch.doc_id = row[0].as<std::string>();
             ch.partition_key = row[1].as<std::string>();
             ch.current = json_of(row[3]);
+            if (!row[3].is_null()) ch.current_json.assign(row[3].c_str(), row[3].size());
             out.last_key = row[2].as<std::string>();
             if (scope.scoped()) {
                 if (!belongs_to(ch.current, scope)) continue;
