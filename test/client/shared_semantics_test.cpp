@@ -448,6 +448,23 @@ TYPED_TEST(SharedSemantics, StartTimeStartsAtTheFirstChangeWrittenAtOrAfterIt) {
               changefeed::errc::invalid_option);
 }
 
+// A start_time from before the feed began (before enable() on PostgreSQL,
+// before the recording in memory) is no loss: nothing the feed held was
+// dropped, so a fresh name starts at the feed's first change.
+TYPED_TEST(SharedSemantics, StartTimeBeforeTheFeedBeganStartsAtItsFirstChange) {
+    cftest::Recorder warmup;
+    { auto p = this->start("warmup", warmup); }  // the in-memory log records from here
+    this->provider.insert(1, "first");
+    this->provider.insert(2, "second");
+    cftest::Recorder rec;
+    changefeed::LatestVersionOptions o = cftest::fast_options("one");
+    o.start_time = std::chrono::system_clock::now() - 24h;
+    auto p = this->start("early", rec, FeedMode::all_versions_and_deletes, o);
+    ASSERT_TRUE(cftest::eventually([&] { return rec.has("1") && rec.has("2"); }));
+    EXPECT_EQ(p.state(), changefeed::State::running);
+    EXPECT_EQ(rec.count("1"), 1);
+}
+
 TYPED_TEST(SharedSemantics, StartPositionFromAContextPosition) {
     cftest::Recorder a;
     auto p = this->start("a", a);

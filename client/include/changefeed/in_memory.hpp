@@ -35,9 +35,11 @@
 //   life of the collection (a collection of a unit test is small).  No
 //   retention, so a stored checkpoint never loses history; resync and
 //   maintain_interval are accepted and ignored.  history_lost comes only from
-//   start(), for a start_time or start_position from before the recording
-//   began.  A start_time in the future starts at the end of the log (the
-//   writes from start() on).
+//   start(), for a start_position from before the recording began (writes
+//   after it were not recorded).  A start_time from before the recording
+//   began starts at its first change, as one from before enable() does on
+//   PostgreSQL; one in the future starts at the end of the log (the writes
+//   from start() on).
 // - Positions (Context::position, start_position) are "mem.<seq>": every
 //   change up to that sequence number was delivered; a position inside a
 //   paged latest-version window is "mem.<lo>.<hi>.<after>", and as a

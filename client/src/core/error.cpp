@@ -20,7 +20,8 @@ public:
         case errc::invalid_option: return "invalid option value";
         case errc::malformed_position: return "malformed position";
         case errc::foreign_position: return "position of another cluster or database";
-        case errc::history_lost: return "the change history after the checkpoint was lost";
+        case errc::history_lost:
+            return "changes after the start point (a checkpoint, position or start time) are no longer in the log";
         case errc::lease_lost: return "the lease was taken over by another instance";
         case errc::read_in_writing_transaction: return "read inside a transaction that captured changes";
         case errc::handler_failed: return "the handler threw; the batch will be read again";

@@ -318,11 +318,9 @@ private:
         NameState ns;
         ns.start = store_->last_seq;
         if (opt_.start_time) {
+            // From before the recording began: its first change, as a
+            // start_time from before enable() on PostgreSQL (no retention here).
             const auto t = *opt_.start_time;
-            if (t < *store_->recording_since)
-                throw Error(errc::history_lost, "processor \"" + name_ +
-                                                    "\": the collection does not hold the writes since "
-                                                    "start_time (it records them from the first processor's start on)");
             for (const auto& e : store_->log)
                 if (e.written_at >= t) {
                     ns.start = e.seq - 1;
