@@ -7,12 +7,14 @@
 #include "support/lease_cycles.hpp"
 #include "support/markers.hpp"
 #include "support/recorder.hpp"
+#include "support/shell.hpp"
 
 #include <unistd.h>
 
 #include <mutex>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -70,14 +72,26 @@ struct LeaseLog {
 
 std::set<int> as_set(const std::vector<int>& v) { return {v.begin(), v.end()}; }
 
-TEST(Instances, DefaultNamesAreUniqueAndSayHostAndPid) {
-    const std::string a = changefeed::default_instance_name();
-    const std::string b = changefeed::default_instance_name();
-    EXPECT_NE(a, b);
-    const std::regex shape("^.+-" + std::to_string(getpid()) + "-[0-9a-f]{6}$");
-    EXPECT_TRUE(std::regex_match(a, shape)) << a;
-    auto p = make("unused", "n", cftest::noop_handler(), {});
-    EXPECT_TRUE(std::regex_match(p.instance_name(), shape)) << p.instance_name();
+// The default name is the host's until start() claims "<host>-<n>": the
+// lowest slot no other processor object of the process holds.
+TEST(Instances, DefaultNamesAreTheHostAndTheLowestFreeSlot) {
+    cftest::create_table(cluster(), "in_slots", 2);
+    const std::string host = changefeed::default_instance_name();
+    EXPECT_EQ(host, changefeed::default_instance_name());
+    auto a = make("in_slots", "n", cftest::noop_handler(), cftest::fast_options(""));
+    auto b = make("in_slots", "n", cftest::noop_handler(), cftest::fast_options(""));
+    auto other = make("in_slots", "other", cftest::noop_handler(), cftest::fast_options(""));
+    EXPECT_EQ(a.instance_name(), host);
+    a.start();
+    b.start();
+    other.start();
+    EXPECT_EQ(a.instance_name(), host + "-1");
+    EXPECT_EQ(b.instance_name(), host + "-2");
+    EXPECT_EQ(other.instance_name(), host + "-1");  // slots are per processor
+    a.stop();
+    auto c = make("in_slots", "n", cftest::noop_handler(), cftest::fast_options(""));
+    c.start();
+    EXPECT_EQ(c.instance_name(), host + "-1");  // free again once its holder stopped
 }
 
 // Two instances of one process used to share the host name as their instance
@@ -90,9 +104,9 @@ TEST(Instances, TwoProcessorsWithDefaultNamesInOneProcessSplitTheLeases) {
     o.renew_interval = 2s;
     auto a = make("in_split", "split", rec.handler(), o);
     auto b = make("in_split", "split", rec.handler(), o);
-    EXPECT_NE(a.instance_name(), b.instance_name());
     a.start();
     b.start();
+    EXPECT_NE(a.instance_name(), b.instance_name());
     ASSERT_TRUE(cftest::wait_running(a, 4));
     ASSERT_TRUE(cftest::wait_running(b, 4));
     std::set<int> all = as_set(a.owned_ranges());
@@ -188,6 +202,48 @@ TEST(Instances, ANameIsFreeAtOnceWhenItsProcessWasKilled) {
               epoch_before);
     cluster().exec("INSERT INTO in_kill (id, v) SELECT g, 'x' FROM generate_series(1, 30) g");
     ASSERT_TRUE(cftest::eventually([&] { return rec.counts().size() == 30; }));
+}
+
+// A process with the default name that dies and is started again on the
+// host gets its slot back, and with it its ranges, without waiting for its
+// leases (ten minutes here) to expire; a second live process has its own slot.
+TEST(Instances, ARestartedProcessWithTheDefaultNameTakesItsRangesBackAtOnce) {
+    cftest::create_table(cluster(), "in_restart", 4);
+    const std::string host = changefeed::default_instance_name();
+    const std::string out = cftest::test_file("restart.out");
+    auto first = cftest::processor_runner({cluster().conninfo(), "in_restart", "restart", "", out, "--lease-ms",
+                                           "600000", "--renew-ms", "1000"});
+    ASSERT_TRUE(cftest::eventually([&] { return owned_by("in_restart", host + "-1") == 4; }));
+    auto second = cftest::processor_runner({cluster().conninfo(), "in_restart", "restart", "", out, "--lease-ms",
+                                            "600000", "--renew-ms", "1000"});
+    const auto live = [] {
+        std::set<std::string> names;
+        for (const auto& row :
+             cluster().exec("SELECT instance FROM changefeed.instances('in_restart', 'restart') WHERE live"))
+            names.insert(row[0].as<std::string>());
+        return names;
+    };
+    ASSERT_TRUE(cftest::eventually([&] { return live() == std::set<std::string>{host + "-1", host + "-2"}; }));
+
+    first.kill_hard();  // no stop, no release: its leases stay for ten minutes
+    const auto killed = std::chrono::steady_clock::now();
+    // Its session ends as soon as the server sees the connection close.
+    ASSERT_TRUE(cftest::eventually([&] { return live() == std::set<std::string>{host + "-2"}; }));
+    auto again = cftest::processor_runner({cluster().conninfo(), "in_restart", "restart", "", out, "--lease-ms",
+                                           "600000", "--renew-ms", "1000"});
+    cluster().exec("INSERT INTO in_restart (id, v) SELECT g, 'x' FROM generate_series(1, 40) g");
+    const auto handled = [&] {
+        std::set<std::string> ids;
+        std::istringstream in(cftest::slurp(out));
+        for (std::string line; std::getline(in, line);) ids.insert(line);
+        return ids.size();
+    };
+    ASSERT_TRUE(cftest::eventually([&] { return handled() == 40; }, 60s));
+    const auto stall = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
+    std::printf("restart with the default name: every change handled %lld ms after the kill\n",
+                static_cast<long long>(stall.count()));
+    EXPECT_EQ(live(), (std::set<std::string>{host + "-1", host + "-2"}));
+    EXPECT_GE(owned_by("in_restart", host + "-1"), 1);
 }
 
 TEST(Instances, LeaseNotificationsFollowWhatTheInstanceHolds) {

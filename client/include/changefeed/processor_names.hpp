@@ -11,8 +11,13 @@ namespace changefeed {
 // reset_checkpoint() and drop_processor() take.
 std::string stored_processor_name(const std::string& name, const std::string& tenant = {});
 
-// "<host>-<pid>-<6 random hex digits>": the instance name used when none is
-// given; a new one at each call, so every processor of a process has its own.
+// This host's name (cut to 150 characters).  A processor given no instance
+// name is "<host>-<n>" from start() on: n is the lowest slot that no other
+// live instance of the processor holds, in this process or another.  So each
+// process (and each processor object) has its own name, and a process that
+// died and is started again gets its slot back and takes its ranges at once,
+// without waiting for its leases to expire.  Before start() the name is the
+// host's alone.
 std::string default_instance_name();
 
 }  // namespace changefeed

@@ -37,7 +37,9 @@ enum class CheckpointMode {
 struct ProcessorOptions {
     // Unique among the live instances of one processor: starting a second
     // instance under a name that is live fails (instance_name_in_use).
-    // Empty = default_instance_name(), unique per process.
+    // Empty: "<host>-<n>", the lowest slot free at start() (see
+    // default_instance_name()): unique per processor object, and the same
+    // again for a process restarted on the host.
     std::string instance_name;
     // Multi-tenancy: read only this tenant's changes (the
     // collection needs a tenant column), under a lease set of the tenant's own

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <random>
 
 namespace changefeed::detail {
 
@@ -47,19 +46,34 @@ std::string stored_processor_name(const std::string& name, const std::string& te
     return out + "/" + name;
 }
 
-// The host alone made every process on a host the same instance: each then
-// held every lease and handled every change.  The pid tells processes apart,
-// the random part processors of one process and a pid reused after a restart.
+// The host alone is what a restarted process has in common with the one that
+// died: start() adds the lowest slot no other live instance of the processor
+// holds ("<host>-<n>"), so the restart takes its ranges back at once.
 std::string default_instance_name() {
     char host[256] = {};
     if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "localhost");
-    std::random_device rd;
-    char tail[16];
-    std::snprintf(tail, sizeof tail, "%06x", static_cast<unsigned>(rd()) & 0xFFFFFFu);
-    // The server allows 200 characters; a long host name is cut, not the parts that make the name unique.
+    // The server allows 200 characters; a long host name is cut, not the slot.
     std::string h(host);
     if (h.size() > 150) h.resize(150);
-    return h + "-" + std::to_string(static_cast<long>(getpid())) + "-" + tail;
+    return h;
 }
 
+namespace detail {
+
+bool LocalInstanceNames::claim(const std::string& table, const std::string& processor, const std::string& instance) {
+    std::lock_guard lock(mu_);
+    return names_.emplace(table, processor, instance).second;
+}
+
+void LocalInstanceNames::release(const std::string& table, const std::string& processor, const std::string& instance) {
+    std::lock_guard lock(mu_);
+    names_.erase({table, processor, instance});
+}
+
+LocalInstanceNames& LocalInstanceNames::process() {
+    static LocalInstanceNames names;
+    return names;
+}
+
+}  // namespace detail
 }  // namespace changefeed

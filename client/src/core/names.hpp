@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 namespace changefeed::detail {
 
@@ -19,5 +22,20 @@ NameProblem name_problem(std::string_view name);
 void check_processor_name(const std::string& name, const std::string& stored);
 // Throws Error(instance_name_invalid) for a blank or too long instance name.
 void check_instance_name(const std::string& instance);
+
+// The default instance names the processors of this process hold: processors
+// of one process share a lease session, where the server cannot tell them
+// apart, so a slot is claimed here before it is registered there.
+class LocalInstanceNames {
+public:
+    static LocalInstanceNames& process();
+    // Whether `instance` was free for the processor (and is now claimed).
+    bool claim(const std::string& table, const std::string& processor, const std::string& instance);
+    void release(const std::string& table, const std::string& processor, const std::string& instance);
+
+private:
+    std::mutex mu_;
+    std::set<std::tuple<std::string, std::string, std::string>> names_;
+};
 
 }  // namespace changefeed::detail

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -53,7 +54,8 @@ public:
         stored_name_ = stored_processor_name(name_, opt.tenant);
         check_processor_name(name_, stored_name_);
         check_handler(handler_, opt);
-        instance_ = opt.instance_name.empty() ? default_instance_name() : opt.instance_name;
+        default_name_ = opt.instance_name.empty();
+        instance_ = default_name_ ? default_instance_name() : opt.instance_name;
         check_instance_name(instance_);
         using std::chrono::milliseconds;
         if (opt.lease_duration <= milliseconds(0) || opt.renew_interval <= milliseconds(0) ||
@@ -114,8 +116,10 @@ public:
             init_leases(*conn, key_, start_at);
             // Last: a start refused from here on leaves no registration behind.
             token = new_token();
-            register_instance(*conn, key_, token);
+            if (default_name_) claim_default_name(*conn, setup.info.schema_table, token);
+            else register_instance(*conn, key_, token);
         } catch (...) {
+            release_default_name();
             events_.set_state(State::stopped);
             throw to_error(std::current_exception());
         }
@@ -203,6 +207,40 @@ public:
     }
 
 private:
+    // The default name: "<host>-<n>", n the lowest slot that neither another
+    // processor object of this process (which may share our lease session,
+    // where the server cannot tell us apart) nor a live session holds.  A
+    // slot whose holder died is free again, and with it its leases.
+    void claim_default_name(pqxx::connection& conn, const std::string& table, const std::string& token) {
+        const std::string host = default_instance_name();
+        auto& local = LocalInstanceNames::process();
+        for (int slot = 1;; ++slot) {
+            const std::string candidate = host + "-" + std::to_string(slot);
+            if (!local.claim(table, stored_name_, candidate)) continue;
+            key_.instance = candidate;
+            try {
+                register_instance(conn, key_, token);
+            } catch (...) {
+                local.release(table, stored_name_, candidate);
+                key_.instance = instance_;
+                const bool taken = to_error(std::current_exception()).code() ==
+                                   make_error_code(errc::instance_name_in_use);
+                if (taken && slot < 1000) continue;
+                throw;
+            }
+            claimed_ = {table, candidate};
+            instance_ = candidate;
+            events_.telemetry().set_scope(MetricScope{collection_.table(), stored_name_, instance_});
+            return;
+        }
+    }
+
+    void release_default_name() {
+        if (!claimed_) return;
+        LocalInstanceNames::process().release(claimed_->first, stored_name_, claimed_->second);
+        claimed_.reset();
+    }
+
     // LISTENs on the collection's channel for the worker, once per start.
     void start_listener() {
         std::lock_guard guard(threads_mu_);
@@ -224,6 +262,7 @@ private:
             listener = std::move(listener_);
         }
         if (listener) listener->stop();
+        release_default_name();  // unregistered by release() above
         started_ = false;
         if (events_.state() != State::history_lost) events_.set_state(State::stopped);
         events_.telemetry().log(LogLevel::info, LogEvent::stopped);
@@ -235,6 +274,8 @@ private:
     std::shared_ptr<ProjectionCounters> counters_;  // a projector's, since its last start
     const FeedSettings feed_;
     std::string instance_;
+    bool default_name_ = false;  // no instance name given: a slot is claimed at start()
+    std::optional<std::pair<std::string, std::string>> claimed_;  // (table, instance) of LocalInstanceNames
     std::string stored_name_;  // the name on the server: with the tenant prefix, if any
     LeaseKey key_;
     ConsumerEvents events_;
