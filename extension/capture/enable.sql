@@ -47,9 +47,13 @@ BEGIN
     PERFORM changefeed.check_table(tbl);
     SELECT * INTO c FROM changefeed.collection WHERE relid = tbl;
     IF NOT FOUND THEN
+        -- enable() refuses a table without a primary key (CF001): say so first.
         RAISE EXCEPTION 'table % is not enabled for changefeed', tbl
             USING ERRCODE = 'CF002',
-                  HINT = format('Run SELECT changefeed.enable(%L);', tbl::text);
+                  HINT = CASE WHEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = tbl AND i.indisprimary)
+                              THEN format('Run SELECT changefeed.enable(%L);', tbl::text)
+                              ELSE format('Give %s a primary key (ALTER TABLE %s ADD PRIMARY KEY (...)), then run '
+                                          'SELECT changefeed.enable(%L);', tbl, tbl, tbl::text) END;
     END IF;
     IF c.disabled_at IS NOT NULL THEN
         RAISE EXCEPTION 'table % is not enabled for changefeed: it is disabled, its state kept', tbl

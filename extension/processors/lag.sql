@@ -7,7 +7,8 @@
 -- used: at 1.0 retention starts dropping what the processor has not read.
 -- The changes are counted with the caller's rights, as read() would return
 -- them: SELECT on the table, only the tenants it is bound to, only the rows
--- its row-level security policies let it see (42501 when it may not read).  Admins, who see every processor, count every change, as
+-- its row-level security policies let it see (42501 when it may not read).
+-- The processor's owning role, the table's owner and the admins may ask.  Admins, who see every processor, count every change, as
 -- processor_status does (counts and times, never rows).  An implementation
 -- never calls an entry point such as read(): that would check the rights of
 -- the extension's owner instead.
@@ -26,7 +27,7 @@ RETURNS TABLE (
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
-    c changefeed.collection := changefeed.processor_seen(tbl, processor);
+    c changefeed.collection := changefeed.processor_watched(tbl, processor);
     who oid := changefeed.caller();
     l changefeed.lease;
     p record;

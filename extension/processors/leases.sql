@@ -121,6 +121,28 @@ BEGIN
 END
 $$;
 
+-- processor_seen() for a call that only watches a processor (lag()), which
+-- the table's owner may make too: a processor on its own table is part of
+-- what it runs.  Watching only: moving, forgetting or acting for the
+-- processor stays with its owning role and the admins.
+CREATE OR REPLACE FUNCTION changefeed.processor_watched(tbl regclass, processor text) RETURNS changefeed.collection
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c changefeed.collection := changefeed.collection_of(tbl);
+    who oid := changefeed.caller();
+BEGIN
+    PERFORM changefeed.check_name(processor, 'processor');
+    IF pg_has_role(who, (SELECT k.relowner FROM pg_class k WHERE k.oid = c.relid), 'USAGE') THEN
+        IF changefeed.processor_owner(c.id, processor, 'none') IS NULL THEN
+            PERFORM changefeed.processor_unknown(tbl, processor);
+        END IF;
+        RETURN c;
+    END IF;
+    PERFORM changefeed.require_processor_read(tbl, c.id, processor, who);
+    RETURN c;
+END
+$$;
+
 -- The prologue of the calls by which an instance gives something up
 -- (lease_release, instance_unregister): no SELECT needed, so an instance
 -- whose role lost it still leaves cleanly.

@@ -10,7 +10,8 @@
 -- checkpoint; no change is read whole.
 --
 -- Who sees what: a row of a processor the caller owns (has its owning role's
--- privileges); every row for members of changefeed_admin and pg_monitor.  The
+-- privileges) or that runs on a table the caller owns; every row for members
+-- of changefeed_admin and pg_monitor.  The
 -- estimate counts changes, so it is shown only to a caller who may read the
 -- feed (SELECT on the table, no row-level security in the way), or is an
 -- admin or pg_monitor member; a caller bound to tenants counts only theirs
@@ -52,6 +53,7 @@ DECLARE
     l record;
     pos record;
     counts bool;
+    owns_table bool;
     lo_xmax xid8;
     lo_xip xid8[];
     n bigint;
@@ -66,6 +68,7 @@ BEGIN
                         OR (SELECT r.rolsuper OR r.rolbypassrls FROM pg_roles r WHERE r.oid = who)
                         OR pg_has_role(who, (SELECT k.relowner FROM pg_class k WHERE k.oid = c.relid), 'USAGE'))
                    AND (cardinality(bound) = 0 OR c.tenant_column IS NOT NULL));
+        owns_table := pg_has_role(who, (SELECT k.relowner FROM pg_class k WHERE k.oid = c.relid), 'USAGE');
         SELECT * INTO h FROM changefeed.horizon x WHERE x.collection_id = c.id;
         FOR l IN
             SELECT x.processor, x.range_id, x.owner, x.epoch, hx.expires_at, x.updated_at, x.checkpoint,
@@ -76,7 +79,7 @@ BEGIN
               LEFT JOIN changefeed.holder hx ON hx.collection_id = x.collection_id AND hx.processor = x.processor
                                             AND hx.instance = x.owner
              WHERE x.collection_id = c.id
-               AND (sees_all OR (p.owner_role IS NOT NULL
+               AND (sees_all OR owns_table OR (p.owner_role IS NOT NULL
                                  AND EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = p.owner_role)
                                  AND pg_has_role(who, p.owner_role, 'USAGE')))
              ORDER BY x.processor, x.range_id

@@ -254,7 +254,7 @@ TEST(Lag, RefusesAProcessorThatNeverRanAndBadLimits) {
         changefeed::estimate_lag(coll("lag_never"), "never-ran");
         FAIL();
     } catch (const changefeed::Error& e) {
-        EXPECT_EQ(e.code(), errc::invalid_option);
+        EXPECT_EQ(e.code(), errc::processor_not_found);
         EXPECT_EQ(e.sqlstate(), "CF012");
     }
     try {

@@ -2,6 +2,9 @@
 #include "support/cluster.hpp"
 #include "support/recorder.hpp"
 
+#include <functional>
+#include <vector>
+
 using changefeed::errc;
 using cftest::cluster;
 using cftest::code_of;
@@ -87,6 +90,51 @@ TEST_F(Errors, ErrorsCarryTheirCategoryAndMessage) {
     EXPECT_FALSE(ec.message().empty());
     changefeed::Error e(errc::history_lost, "gone", "CF006");
     EXPECT_EQ(e.sqlstate(), "CF006");
+}
+
+// Every Error reads as one line: the server's message, its detail, the
+// SQLSTATE and the hint, then the code's text; the server's whole report
+// (with its CONTEXT of PL/pgSQL function and line) stays in server_text().
+TEST_F(Errors, EveryErrorIsOneLineWithItsCodeAndHint) {
+    std::vector<changefeed::Error> seen;
+    const auto keep = [&](const std::function<void()>& f) {
+        try {
+            f();
+            ADD_FAILURE() << "no error";
+        } catch (const changefeed::Error& e) {
+            seen.push_back(e);
+        }
+    };
+    keep([&] {
+        changefeed::make_processor({cluster().conninfo(), "no_such_table"}, "p", cftest::noop_handler()).start();
+    });
+    keep([&] { changefeed::make_processor({cluster().conninfo(), "err_plain"}, "p", cftest::noop_handler()).start(); });
+    keep([&] { changefeed::make_processor({"host=/nonexistent port=1", "t"}, "p", cftest::noop_handler()).start(); });
+    keep([&] { changefeed::estimate_lag(enabled(), "never_ran"); });
+    keep([&] {
+        auto o = cftest::fast_options("i");
+        o.start_position = "cf2.garbage";
+        changefeed::make_processor(enabled(), "bad_position", cftest::noop_handler(), o).start();
+    });
+    keep([&] { changefeed::estimate_lag(enabled(), "p", 0); });
+    ASSERT_EQ(seen.size(), 6u);
+    for (const auto& e : seen) {
+        const std::string what = e.what();
+        EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+        EXPECT_EQ(what.find("CONTEXT"), std::string::npos) << what;
+        EXPECT_EQ(what.find("PL/pgSQL"), std::string::npos) << what;
+        if (!e.sqlstate().empty()) {
+            EXPECT_NE(what.find("(SQLSTATE " + e.sqlstate() + ")"), std::string::npos) << what;
+            EXPECT_FALSE(e.server_text().empty());
+        }
+    }
+    EXPECT_EQ(seen[1].code(), errc::collection_not_enabled);
+    EXPECT_NE(std::string(seen[1].what()).find("Hint: Run SELECT changefeed.enable('public.err_plain')"),
+              std::string::npos)
+        << seen[1].what();
+    EXPECT_EQ(seen[3].code(), errc::processor_not_found);
+    EXPECT_NE(std::string(seen[3].what()).find("Hint: Start the processor first"), std::string::npos) << seen[3].what();
+    EXPECT_NE(seen[3].server_text().find("CONTEXT"), std::string::npos) << seen[3].server_text();
 }
 
 TEST_F(Errors, DescribeReportsTheCollection) {

@@ -92,6 +92,16 @@ RESET ROLE;
 SET ROLE regress_st_tenant_a;
 SELECT table_name, processor, pending_estimate FROM changefeed.processor_status ORDER BY 1, 2;
 RESET ROLE;
+-- The tables' owner sees every processor on its own tables (and no other
+-- table's), with estimates, and the lag of each; it may watch them, not move
+-- them (reset_checkpoint stays with the processor's role and the admins).
+SET ROLE regress_st_app;
+SELECT table_name, processor, count(*) AS ranges, sum(pending_estimate) AS pending
+  FROM changefeed.processor_status GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT range_id, pending, history_lost FROM changefeed.lag('st_orders', 'billing') ORDER BY 1;
+SELECT count(*) FROM changefeed.lag('st_orders', 'never_ran');
+SELECT changefeed.reset_checkpoint('st_orders', 'billing');
+RESET ROLE;
 -- Admins and pg_monitor members see every processor, with estimates.
 SET ROLE regress_st_admin;
 SELECT table_name, processor, count(*) AS ranges, sum(pending_estimate) AS pending

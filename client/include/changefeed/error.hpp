@@ -44,6 +44,7 @@ enum class errc {
                                   // point-in-time restore, a standby promoted from an earlier point
     images_not_logged,            // the all-versions feed of a collection that logs keys alone
                                   // (images => 'keys', CF021): read it with a latest-version processor
+    processor_not_found,          // a processor name that never ran on the table (CF012): lag() of it
 };
 
 // The enumerator's name ("handler_failed"), as logs and metrics label codes.
@@ -55,14 +56,21 @@ std::error_code make_error_code(errc e) noexcept;
 // The exception type of the library.
 class Error : public std::system_error {
 public:
-    Error(errc code, const std::string& message, std::string sqlstate = {})
-        : std::system_error(make_error_code(code), message), sqlstate_(std::move(sqlstate)) {}
+    Error(errc code, const std::string& message, std::string sqlstate = {}, std::string server_text = {})
+        : std::system_error(make_error_code(code), message), sqlstate_(std::move(sqlstate)),
+          server_text_(std::move(server_text)) {}
 
     // The SQLSTATE of the database error behind this one, empty if none.
     const std::string& sqlstate() const noexcept { return sqlstate_; }
+    // The server's whole report, as libpq gives it (several lines: ERROR,
+    // DETAIL, HINT, CONTEXT); empty for an error that did not come from the
+    // server.  what() is one line: the server's message, its detail, the
+    // SQLSTATE and its hint, then what the errc says.
+    const std::string& server_text() const noexcept { return server_text_; }
 
 private:
     std::string sqlstate_;
+    std::string server_text_;
 };
 
 // A failure reported to on_error (of a processor, a subscription, a bridge).

@@ -31,9 +31,11 @@ struct RangeLag {
 };
 
 // What changefeed.lag(table, processor, count_limit) returns, one entry per
-// range in range order.  Throws Error: collection_not_found,
-// collection_not_enabled, invalid_option (a processor that never ran: CF012,
-// or a bad count_limit), connection_failed.
+// range in range order.  Its processor's owning role, the table's owner and
+// the admins may ask.  Throws Error: collection_not_found,
+// collection_not_enabled, processor_not_found (a processor that never ran:
+// CF012), invalid_option (a bad count_limit), permission_denied,
+// connection_failed.
 std::vector<RangeLag> estimate_lag(const Collection& collection, const std::string& processor, int count_limit = 10000);
 
 }  // namespace changefeed

@@ -20,7 +20,7 @@ errc code_of_sqlstate(const std::string& state) {
     // CF021: all versions of a collection that logs keys alone (images => 'keys').
     if (state == "CF021") return errc::images_not_logged;
     // CF012: lag of a processor that never ran -- a name the server does not know.
-    if (state == "CF012") return errc::invalid_option;
+    if (state == "CF012") return errc::processor_not_found;
     // CF011 is a processor or an instance name the server refused; which one
     // the caller decides from the names it sent (classify_names).
     if (state == "CF011") return errc::invalid_option;
@@ -44,6 +44,60 @@ std::optional<ServerCondition> condition_of_sqlstate(const std::string& state) {
     return std::nullopt;
 }
 
+// libpq's multi-line report ("ERROR:  message", "DETAIL:  ...", "HINT:  ...",
+// "CONTEXT:  ...", continuation lines) as one line: the message, its detail,
+// the SQLSTATE and the hint.  CONTEXT (which PL/pgSQL function, which line)
+// stays in Error::server_text().
+std::string one_line(const std::string& text, const std::string& state) {
+    std::string message, detail, hint, *field = &message;
+    std::size_t at = 0;
+    while (at < text.size()) {
+        auto end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        std::string line = text.substr(at, end - at);
+        at = end + 1;
+        const auto starts = [&](const char* prefix) {
+            const std::size_t n = std::char_traits<char>::length(prefix);
+            if (line.compare(0, n, prefix) != 0) return false;
+            line.erase(0, n);
+            while (!line.empty() && line.front() == ' ') line.erase(0, 1);
+            return true;
+        };
+        if (starts("ERROR:") || starts("FATAL:")) field = &message;
+        else if (starts("DETAIL:")) field = &detail;
+        else if (starts("HINT:")) field = &hint;
+        else if (starts("CONTEXT:") || starts("LINE ") || starts("QUERY:") || starts("STATEMENT:")) field = nullptr;
+        if (!field || line.find_first_not_of(' ') == std::string::npos) continue;
+        if (!field->empty()) *field += ' ';
+        *field += line.substr(line.find_first_not_of(' '));
+    }
+    if (message.empty()) return text;
+    const auto sentence = [](std::string s) {
+        while (!s.empty() && (s.back() == '.' || s.back() == ';' || s.back() == ' ')) s.pop_back();
+        return s;
+    };
+    std::string out = sentence(message);
+    if (!detail.empty()) out += ". " + sentence(detail);
+    if (!state.empty()) out += " (SQLSTATE " + state + ")";
+    if (!hint.empty()) out += ". Hint: " + sentence(hint);
+    return out;
+}
+
+// Any other text of libpq's on one line (a failed connection's report has a
+// line and a tab-indented second one).
+std::string flat(const std::string& text) {
+    std::string out;
+    for (const char c : text) {
+        if (c == '\n' || c == '\t' || c == '\r') {
+            if (!out.empty() && out.back() != ' ') out += ' ';
+        } else {
+            out += c;
+        }
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out;
+}
+
 // libpqxx 6 drops the SQLSTATE of some errors it throws as a typed exception
 // (insufficient_privilege among them): recover it from the type.
 std::string sqlstate_of(const pqxx::sql_error& err) {
@@ -59,7 +113,7 @@ std::unique_ptr<pqxx::connection> connect(const std::string& conninfo) {
     try {
         return std::make_unique<pqxx::connection>(conninfo);
     } catch (const std::exception& e) {
-        throw Error(errc::connection_failed, e.what());
+        throw Error(errc::connection_failed, flat(e.what()), {}, e.what());
     }
 }
 
@@ -85,12 +139,12 @@ Error to_error(std::exception_ptr e) {
     } catch (const Error& err) {
         return err;
     } catch (const pqxx::broken_connection& err) {
-        return Error(errc::connection_failed, err.what());
+        return Error(errc::connection_failed, flat(err.what()), {}, err.what());
     } catch (const pqxx::in_doubt_error& err) {
-        return Error(errc::connection_failed, err.what());
+        return Error(errc::connection_failed, flat(err.what()), {}, err.what());
     } catch (const pqxx::sql_error& err) {
         const std::string state = sqlstate_of(err);
-        return Error(code_of_sqlstate(state), err.what(), state);
+        return Error(code_of_sqlstate(state), one_line(err.what(), state), state, err.what());
     } catch (const std::exception& err) {
         // The one place a retry decision reads message text: libpqxx 6 throws
         // some lost connections (a result that never came because the socket
@@ -101,8 +155,8 @@ Error to_error(std::exception_ptr e) {
         if (what.find("connection") != std::string::npos &&
             (what.find("lost") != std::string::npos || what.find("closed") != std::string::npos ||
              what.find("terminat") != std::string::npos || what.find("not open") != std::string::npos))
-            return Error(errc::connection_failed, what);
-        return Error(errc::database_error, what);
+            return Error(errc::connection_failed, flat(what), {}, what);
+        return Error(errc::database_error, flat(what), {}, what);
     } catch (...) {
         return Error(errc::database_error, "unknown error");
     }
@@ -112,11 +166,11 @@ Error classify_names(const Error& e, std::string_view processor, std::optional<s
     if (e.sqlstate() != "CF011") return e;
     // The server checks the processor name first, then the instance name.
     switch (name_problem(processor)) {
-    case NameProblem::empty: return Error(errc::processor_name_empty, e.what(), e.sqlstate());
-    case NameProblem::too_long: return Error(errc::processor_name_too_long, e.what(), e.sqlstate());
+    case NameProblem::empty: return Error(errc::processor_name_empty, e.what(), e.sqlstate(), e.server_text());
+    case NameProblem::too_long: return Error(errc::processor_name_too_long, e.what(), e.sqlstate(), e.server_text());
     case NameProblem::none: break;
     }
-    if (instance) return Error(errc::instance_name_invalid, e.what(), e.sqlstate());
+    if (instance) return Error(errc::instance_name_invalid, e.what(), e.sqlstate(), e.server_text());
     return e;
 }
 

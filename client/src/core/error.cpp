@@ -40,6 +40,7 @@ public:
         case errc::other_history: return "the position belongs to a history this server did not follow";
         case errc::images_not_logged:
             return "the collection logs keys alone (images => 'keys'): the all-versions feed is not available";
+        case errc::processor_not_found: return "no processor of this name has run on the table";
         }
         return "unknown changefeed error";
     }
@@ -74,6 +75,7 @@ const char* to_string(errc code) noexcept {
     case errc::position_not_replayed: return "position_not_replayed";
     case errc::other_history: return "other_history";
     case errc::images_not_logged: return "images_not_logged";
+    case errc::processor_not_found: return "processor_not_found";
     }
     return "unknown";
 }
