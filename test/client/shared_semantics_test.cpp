@@ -68,6 +68,13 @@ public:
     }
     // The accessor of the other provider's transaction (it must refuse).
     static void use_foreign_transaction(changefeed::Transaction& tx) { tx.memory(); }
+    // The position after every write so far, as a writer takes it.
+    std::string position() {
+        pqxx::work tx(conn());
+        auto pos = tx.exec("SELECT changefeed.current_position()")[0][0].as<std::string>();
+        tx.commit();
+        return pos;
+    }
 
 private:
     static std::string quoted(const std::string& v) { return "'" + v + "'"; }  // test constants only
@@ -106,6 +113,7 @@ public:
         return out;
     }
     static void use_foreign_transaction(changefeed::Transaction& tx) { tx.sql(); }
+    std::string position() { return coll_.current_position(); }
 
 private:
     changefeed::InMemoryCollection coll_;
@@ -416,6 +424,42 @@ TYPED_TEST(SharedSemantics, TransactionalHandlerCommitsProjectionAndCheckpointTo
     ASSERT_TRUE(cftest::eventually([&] { return this->provider.projection() == two; }));
     std::lock_guard lock(mu);
     EXPECT_EQ(delivered, std::vector<std::string>{"2"});  // the committed batch is not delivered again
+}
+
+// Read-your-writes: after wait_for(the writer's position) the projection
+// holds the write, every time, however slow the handler; a stopped processor
+// times out naming what is behind; wait_until_caught_up covers what came before it.
+TYPED_TEST(SharedSemantics, WaitForReturnsOnceTheWriteIsProjected) {
+    auto handler = [&](const std::vector<changefeed::Change>& batch, changefeed::Transaction& tx,
+                       const changefeed::Context&) {
+        std::this_thread::sleep_for(5ms);  // a handler slower than the writer
+        for (const auto& c : batch) this->provider.put(tx, c.doc_id, this->v_of(c));
+    };
+    auto p = this->provider.processor("ryw", handler, cftest::fast_options("one"), FeedMode::all_versions_and_deletes);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p));
+    for (int i = 1; i <= 15; ++i) {
+        this->provider.insert(i, "v" + std::to_string(i));
+        p.wait_for(this->provider.position(), 30s);
+        const auto projected = this->provider.projection();
+        const auto it = projected.find(std::to_string(i));
+        ASSERT_NE(it, projected.end()) << "write " << i << " not projected after wait_for";
+        EXPECT_EQ(it->second, "v" + std::to_string(i));
+    }
+    p.stop();
+    this->provider.update(3, "while stopped");
+    const std::string behind = this->provider.position();
+    try {
+        p.wait_for(behind, 50ms);
+        FAIL() << "wait_for returned with a change unhandled";
+    } catch (const changefeed::Error& e) {
+        EXPECT_EQ(e.code(), changefeed::errc::wait_timed_out) << e.what();
+    }
+    EXPECT_EQ(cftest::code_of([&] { p.wait_for("mem.x", 50ms); }), changefeed::errc::malformed_position);
+    p.start();
+    p.wait_until_caught_up(30s);
+    EXPECT_EQ(this->provider.projection().at("3"), "while stopped");
+    p.wait_for(behind, 0ms);  // covered: returns at once
 }
 
 TYPED_TEST(SharedSemantics, StartTimeStartsAtTheFirstChangeWrittenAtOrAfterIt) {

@@ -45,6 +45,7 @@ enum class errc {
     images_not_logged,            // the all-versions feed of a collection that logs keys alone
                                   // (images => 'keys', CF021): read it with a latest-version processor
     processor_not_found,          // a processor name that never ran on the table (CF012): lag() of it
+    wait_timed_out,               // wait_for() timed out: some range has not handled the changes yet (CF023)
 };
 
 // The enumerator's name ("handler_failed"), as logs and metrics label codes.

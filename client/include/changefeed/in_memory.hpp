@@ -127,6 +127,10 @@ public:
     // array of the texts for a composite key.
     std::string id_of(const boost::json::object& document) const;
 
+    // The position of every write so far ("mem.<seq>"), for
+    // Processor::wait_for: PostgreSQL's changefeed.current_position().
+    std::string current_position() const;
+
     // A copy of a projection transactional handlers wrote (empty if none).
     std::map<std::string, boost::json::value> projection(const std::string& name) const;
 

@@ -16,6 +16,7 @@
 #include <changefeed/processor_options.hpp>
 #include <changefeed/projection.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,20 @@ public:
     std::vector<int> owned_ranges() const;
     // A projector processor's counters (zero for other shapes).
     ProjectionStats projection_stats() const;
+
+    // Returns once this processor (every instance of its name, whichever
+    // holds each range) has handled and checkpointed every change committed
+    // before `position` -- for a TransactionalHandler, its projection
+    // committed: read-your-writes after a write whose position the writer
+    // took (changefeed.current_position() in its next statement; on the
+    // in-memory provider InMemoryCollection::current_position()).  Throws
+    // Error: wait_timed_out after `timeout` (its message names the ranges
+    // behind), history_lost, malformed_position / foreign_position,
+    // processor_not_found (the name never started), connection_failed.
+    // Needs no running instance here: it watches the stored checkpoints.
+    void wait_for(const std::string& position, std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
+    // wait_for() the position of now: everything committed before the call.
+    void wait_until_caught_up(std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
 
 private:
     friend Processor detail::processor_of(std::unique_ptr<detail::ProcessorImpl>);

@@ -21,6 +21,7 @@ errc code_of_sqlstate(const std::string& state) {
     if (state == "CF021") return errc::images_not_logged;
     // CF012: lag of a processor that never ran -- a name the server does not know.
     if (state == "CF012") return errc::processor_not_found;
+    if (state == "CF023") return errc::wait_timed_out;
     // CF011 is a processor or an instance name the server refused; which one
     // the caller decides from the names it sent (classify_names).
     if (state == "CF011") return errc::invalid_option;

@@ -41,6 +41,7 @@ public:
         case errc::images_not_logged:
             return "the collection logs keys alone (images => 'keys'): the all-versions feed is not available";
         case errc::processor_not_found: return "no processor of this name has run on the table";
+        case errc::wait_timed_out: return "the processor has not handled every change before the position in time";
         }
         return "unknown changefeed error";
     }
@@ -76,6 +77,7 @@ const char* to_string(errc code) noexcept {
     case errc::other_history: return "other_history";
     case errc::images_not_logged: return "images_not_logged";
     case errc::processor_not_found: return "processor_not_found";
+    case errc::wait_timed_out: return "wait_timed_out";
     }
     return "unknown";
 }

@@ -201,6 +201,26 @@ public:
     }
     const std::string& processor_name() const override { return name_; }
     const std::string& instance_name() const override { return instance_; }
+    // changefeed.wait_for() on a connection of its own, as long as it takes.
+    void wait_for(const std::string& position, std::chrono::milliseconds timeout) const override {
+        if (timeout.count() < 0 || timeout > std::chrono::hours(1))
+            throw Error(errc::invalid_option, "the timeout of wait_for must be between 0 and 1 hour");
+        auto conn = connect(collection_.conninfo());
+        translated([&] {
+            pqxx::nontransaction tx(*conn);
+            tx.exec_params("SELECT changefeed.wait_for($1::regclass, $2, $3, make_interval(secs => $4::float8 / 1000))",
+                           collection_.table(), stored_name_, position, static_cast<double>(timeout.count()));
+        });
+    }
+
+    std::string current_position() const override {
+        auto conn = connect(collection_.conninfo());
+        return translated([&] {
+            pqxx::nontransaction tx(*conn);
+            return tx.exec("SELECT changefeed.current_position()")[0][0].as<std::string>();
+        });
+    }
+
     std::vector<int> owned_ranges() const override {
         std::lock_guard guard(threads_mu_);
         return leases_ ? leases_->owned_ranges() : std::vector<int>{};
@@ -326,5 +346,11 @@ const std::string& Processor::name() const { return impl_->processor_name(); }
 const std::string& Processor::instance_name() const { return impl_->instance_name(); }
 std::vector<int> Processor::owned_ranges() const { return impl_->owned_ranges(); }
 ProjectionStats Processor::projection_stats() const { return impl_->projection_stats(); }
+void Processor::wait_for(const std::string& position, std::chrono::milliseconds timeout) const {
+    impl_->wait_for(position, timeout);
+}
+void Processor::wait_until_caught_up(std::chrono::milliseconds timeout) const {
+    impl_->wait_for(impl_->current_position(), timeout);
+}
 
 }  // namespace changefeed

@@ -5,6 +5,7 @@
 #include <changefeed/projection.hpp>
 #include <changefeed/recovery.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ struct ProcessorImpl {
     virtual std::vector<int> owned_ranges() const = 0;
     // A projector processor's counters since its start; zero for other shapes.
     virtual ProjectionStats projection_stats() const { return {}; }
+    // Processor::wait_for and wait_until_caught_up (processor.hpp).
+    virtual void wait_for(const std::string& position, std::chrono::milliseconds timeout) const = 0;
+    virtual std::string current_position() const = 0;
     // Whether the caller runs on the thread that calls the handler.
     virtual bool on_handler_thread() const = 0;
     // Destroyed from inside the handler: ask to stop and take `self` (this
