@@ -78,13 +78,21 @@ struct InMemoryOptions {
     std::vector<std::string> key{"id"};      // fields forming the document id
     std::vector<std::string> partition_key;  // default: the key
     bool keep_previous = true;               // previous images on replace/delete
+    // A connection string: a TransactionalHandler's tx.sql() is then a
+    // transaction of that database (a scratch database of the test), which
+    // commits right before the batch's checkpoint is stored and rolls back
+    // when the handler throws.  So one handler, its SQL included, runs on both
+    // providers (client/examples/order_totals.hpp).  Empty: tx.sql() throws
+    // Error(invalid_option); write through tx.memory().
+    std::string projection_database;
 };
 
 // The transaction a TransactionalHandler gets on the in-memory provider:
 // writes to named projections (key -> JSON value) of the collection, seen by
 // this transaction's own reads at once and applied to the collection together
 // with the batch's checkpoint when the handler returned; discarded when it
-// threw.  Only valid during the handler call.
+// threw.  With InMemoryOptions::projection_database, sql() too.  Only valid
+// during the handler call.
 class InMemoryTransaction final : public Transaction {
 public:
     void put(const std::string& projection, const std::string& key, boost::json::value value);
@@ -93,7 +101,8 @@ public:
     // The value as this transaction sees it: its own writes, else the committed one.
     std::optional<boost::json::value> get(const std::string& projection, const std::string& key) const;
 
-    // Throws Error(invalid_option): there is no SQL here.
+    // The transaction of InMemoryOptions::projection_database; throws
+    // Error(invalid_option) when none was given.
     pqxx::transaction_base& sql() override;
     InMemoryTransaction& memory() override { return *this; }
 
@@ -101,6 +110,7 @@ private:
     friend struct detail::MemoryTransactionAccess;
     explicit InMemoryTransaction(std::shared_ptr<detail::MemoryStore> store);
     std::shared_ptr<detail::MemoryStore> store_;
+    pqxx::transaction_base* sql_ = nullptr;  // of projection_database, during the handler call
     // projection -> key -> value, none for an erase
     std::map<std::string, std::map<std::string, std::optional<boost::json::value>>> writes_;
 };

@@ -5,6 +5,7 @@
 // projector's deduplication store, so that both survive a processor restart.
 #include <changefeed/in_memory.hpp>
 
+#include "core/db.hpp"
 #include "core/names.hpp"
 #include "deliver/projection_policy.hpp"
 #include "processor/processor_impl.hpp"
@@ -195,6 +196,7 @@ struct MemoryTransactionAccess {
         return std::unique_ptr<InMemoryTransaction>(new InMemoryTransaction(std::move(store)));
     }
     static auto& writes(InMemoryTransaction& tx) { return tx.writes_; }
+    static void set_sql(InMemoryTransaction& tx, pqxx::transaction_base* sql) { tx.sql_ = sql; }
 };
 
 namespace {
@@ -506,7 +508,16 @@ private:
                 (*handler)(batch, ctx);
             } else if (const auto* transactional = std::get_if<TransactionalHandler>(&consumer_)) {
                 d.transaction = MemoryTransactionAccess::make(store_);
+                std::unique_ptr<pqxx::work> sql;
+                if (!store_->options.projection_database.empty()) {
+                    if (!sql_conn_ || !sql_conn_->is_open()) sql_conn_ = connect(store_->options.projection_database);
+                    sql = std::make_unique<pqxx::work>(*sql_conn_);
+                    MemoryTransactionAccess::set_sql(*d.transaction, sql.get());
+                }
                 (*transactional)(batch, *d.transaction, ctx);
+                MemoryTransactionAccess::set_sql(*d.transaction, nullptr);
+                // Committed before the checkpoint, which cannot fail after it.
+                if (sql) translated([&] { sql->commit(); });
             } else {
                 for (std::size_t i = 0; i < batch.size(); ++i) {
                     if (known[i]) {  // applied before: not given to the projector again
@@ -666,9 +677,10 @@ private:
     std::stop_source stop_source_;
     std::unique_ptr<ProcessorImpl> disposed_self_;  // set when destroyed from the handler
     // The processor's thread only (and start/stop while it does not run):
-    std::set<std::string> halted_;         // ranges the recovery policy halted
-    std::map<std::string, int> failures_;  // consecutive failures per range
-    std::set<std::string> owned_;          // ranges on_lease_acquired was told of
+    std::set<std::string> halted_;                // ranges the recovery policy halted
+    std::unique_ptr<pqxx::connection> sql_conn_;  // to InMemoryOptions::projection_database, once used
+    std::map<std::string, int> failures_;         // consecutive failures per range
+    std::set<std::string> owned_;                 // ranges on_lease_acquired was told of
     ProjectionCounters counters_;
     std::jthread thread_;
 };
@@ -701,8 +713,10 @@ std::optional<boost::json::value> InMemoryTransaction::get(const std::string& pr
 }
 
 pqxx::transaction_base& InMemoryTransaction::sql() {
+    if (sql_) return *sql_;
     throw Error(errc::invalid_option,
-                "the in-memory provider has no SQL transaction: write the projection through memory()");
+                "the in-memory provider has no SQL transaction: write the projection through memory(), or give "
+                "InMemoryOptions::projection_database a scratch database for tx.sql()");
 }
 
 InMemoryCollection::InMemoryCollection(InMemoryOptions options) : store_(std::make_shared<detail::MemoryStore>()) {
