@@ -369,9 +369,13 @@ void RangeWorker::take_checkpoint_outcome() {
         auto it = ranges_.find(m.range);
         if (it == ranges_.end() || it->second.lease.epoch != m.epoch) continue;
         events_.report(m.range,
+                       // Worded as the server words it (changefeed.lease_lost()), whichever path found it.
                        Error(errc::lease_lost,
-                             "lease on range " + std::to_string(m.range) + " of processor \"" + s_.name +
-                                 "\" is no longer held by \"" + s_.instance + "\" at epoch " + std::to_string(m.epoch),
+                             "lease on range " + std::to_string(m.range) + " of processor \"" + s_.stored_name +
+                                 "\" on " + s_.info.schema_table + " is no longer held by \"" + s_.instance +
+                                 "\" at epoch " + std::to_string(m.epoch) +
+                                 " (SQLSTATE CF010). Hint: Another instance took the lease over; its checkpoint "
+                                 "is not moved",
                              "CF010"));
         it->second.lost = true;
     }
