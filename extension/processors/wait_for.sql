@@ -101,3 +101,22 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Whether a reader at `pos` has read past everything committed before
+-- `target`: every transaction the target's snapshot sees, the position's
+-- sees too.  A window being paged counts as not yet read (its lo alone), so
+-- the answer may be "not yet" a little longer than it has to be, never "yes"
+-- too early.  For readers that keep their own position (subscriptions, the
+-- CLI, a SQL reader): the counterpart of wait_for() for processors.
+CREATE OR REPLACE FUNCTION changefeed.position_covers(pos text, target text) RETURNS bool
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    p record := changefeed.position_decode(pos);
+    t record := changefeed.position_decode(target);
+    seen pg_snapshot := coalesce(t.hi, t.lo);  -- what the target has seen, a window included
+BEGIN
+    RETURN pg_snapshot_xmax(seen) <= pg_snapshot_xmax(p.lo)
+       AND NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(p.lo) x
+                        WHERE pg_visible_in_snapshot(x, seen));
+END
+$$;

@@ -7,6 +7,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -52,6 +53,32 @@ TEST(Subscription, SchemaChangesOncePerMigrationInOrder) {
     EXPECT_EQ(got[2].operation, Operation::create);
     EXPECT_EQ(got[2].current.at("note").as_string(), "n");
     EXPECT_EQ(plain.all().size(), 2u);
+}
+
+// wait_until_caught_up: every change committed before it was handed over,
+// a slow callback's included; in pull mode, taken by next().  The poll is
+// long: only the wait's own wake-up makes it return in time.
+TEST(Subscription, WaitUntilCaughtUpMeansEveryEarlierChangeWasHandled) {
+    cftest::create_table(cluster(), "sub_wait", 4);
+    std::atomic<int> handled{0};
+    auto o = fast();
+    o.poll_interval = 60s;
+    auto sub = changefeed::subscribe(
+        coll("sub_wait"),
+        [&](const changefeed::Change&, const changefeed::Context&) {
+            std::this_thread::sleep_for(20ms);
+            ++handled;
+        },
+        o);
+    auto pull = changefeed::subscribe(coll("sub_wait"), o);
+    cluster().exec("INSERT INTO sub_wait (id, v) SELECT g, 'x' FROM generate_series(1, 10) g");
+    sub.wait_until_caught_up(30s);
+    EXPECT_EQ(handled.load(), 10);
+    // Pull mode: read but not taken is not handed over.
+    EXPECT_EQ(cftest::code_of([&] { pull.wait_until_caught_up(300ms); }), changefeed::errc::wait_timed_out);
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(pull.next().has_value());
+    pull.wait_until_caught_up(30s);
+    EXPECT_EQ(cftest::code_of([&] { sub.wait_for("cf2.garbage", 0ms); }), changefeed::errc::malformed_position);
 }
 
 TEST(Subscription, IsHotAndCarriesEveryOperation) {

@@ -54,6 +54,11 @@ CREATE ROLE regress_wf_stranger LOGIN IN ROLE changefeed_reader;
 GRANT SELECT ON wf_orders TO regress_wf_stranger;
 SET ROLE regress_wf_stranger;
 SELECT try($$SELECT changefeed.wait_for('wf_orders', 'proj', changefeed.current_position(), '0 seconds')$$);
+-- position_covers(): for readers keeping their own position; any reader may ask.
+SELECT changefeed.position_covers(current_setting('wf.after_six'), changefeed.current_position()) AS old_covers_new,
+       changefeed.position_covers(changefeed.current_position(), current_setting('wf.after_six')) AS new_covers_old,
+       changefeed.position_covers(current_setting('wf.after_six'), current_setting('wf.after_six')) AS covers_itself;
+SELECT try($$SELECT changefeed.position_covers('cf2.garbage', changefeed.current_position())$$);
 RESET ROLE;
 DROP TABLE wf_orders;
 DROP ROLE regress_wf_stranger;

@@ -33,6 +33,7 @@
 #include <changefeed/collection.hpp>
 #include <changefeed/subscription_options.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <iterator>
 #include <memory>
@@ -63,6 +64,15 @@ public:
     bool active() const;
     // Why the subscription ended on its own (collection_not_enabled, history_lost, ...); empty otherwise.
     std::error_code error() const;
+
+    // Returns once every change committed before `position` that this
+    // subscription takes has been handed over: its callback returned (or, in
+    // pull mode, next() took it).  `position`: changefeed.current_position()
+    // after the write.  Throws Error: wait_timed_out after `timeout`,
+    // malformed_position / foreign_position, or what ended the subscription.
+    void wait_for(const std::string& position, std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
+    // wait_for() the position of now: everything committed before the call.
+    void wait_until_caught_up(std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
 
     // Pull mode (subscriptions made without a callback): the next change,
     // waiting for one; nullopt once `stop` is requested, the subscription is

@@ -20,6 +20,14 @@ void SubscriptionState::push(const std::vector<std::shared_ptr<const Change>>& c
     cv.notify_all();
 }
 
+void SubscriptionState::delivered_up_to(const std::string& position) {
+    {
+        std::lock_guard lock(mu);
+        delivered = position;
+    }
+    cv.notify_all();
+}
+
 void SubscriptionState::report(const Error& e, std::exception_ptr p) {
     tell_error(options.on_error, std::nullopt, e, p);
 }
@@ -46,6 +54,7 @@ void SubscriptionState::dispatch_loop() {
             const bool was_full = queue.size() >= options.max_buffered;
             c = std::move(queue.front());
             queue.pop_front();
+            busy = true;
             if (was_full && !cancelled && hub) hub->kick();
         }
         try {
@@ -57,6 +66,11 @@ void SubscriptionState::dispatch_loop() {
         } catch (...) {
             report(handler_failure(std::current_exception(), "subscription callback failed"), std::current_exception());
         }
+        {
+            std::lock_guard lock(mu);
+            busy = false;
+        }
+        cv.notify_all();
     }
 }
 
@@ -70,6 +84,7 @@ std::shared_ptr<detail::SubscriptionState> make_state(const Collection& collecti
         throw Error(errc::invalid_option, "poll_interval must be positive");
     if (options.max_buffered < 1) throw Error(errc::invalid_option, "max_buffered must be at least 1");
     auto s = std::make_shared<detail::SubscriptionState>();
+    s->conninfo = collection.conninfo();
     s->table = collection.table();
     if (options.filter) {
         auto f = compile(*options.filter);
@@ -149,6 +164,53 @@ std::error_code Subscription::error() const {
     if (!state_) return {};
     std::lock_guard lock(state_->mu);
     return state_->error;
+}
+
+void Subscription::wait_for(const std::string& position, std::chrono::milliseconds timeout) const {
+    if (!state_) throw Error(errc::invalid_option, "wait_for() on a subscription that was moved from");
+    if (timeout.count() < 0 || timeout > std::chrono::hours(1))
+        throw Error(errc::invalid_option, "the timeout of wait_for must be between 0 and 1 hour");
+    auto& s = *state_;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto conn = detail::connect(s.conninfo);
+    for (;;) {
+        std::string at;
+        {
+            std::lock_guard lock(s.mu);
+            if (s.cancelled) throw Error(errc::invalid_option, "wait_for() on a cancelled subscription");
+            if (s.ended)
+                throw Error(s.error.category() == changefeed_category() ? static_cast<errc>(s.error.value())
+                                                                        : errc::database_error,
+                            "the subscription ended before it delivered the position: " + s.error.message());
+            // Read up to `at`, and everything read handed over and handled.
+            if (s.queue.empty() && !s.busy) at = s.delivered;
+        }
+        if (!at.empty() && detail::translated([&] {
+                pqxx::nontransaction tx(*conn);
+                return tx.exec_params("SELECT changefeed.position_covers($1, $2)", at, position)[0][0].as<bool>();
+            }))
+            return;
+        if (std::chrono::steady_clock::now() >= deadline)
+            throw Error(errc::wait_timed_out, "the subscription of " + s.table +
+                                                  " has not delivered every change before " + position +
+                                                  " in time. Hint: a callback that takes long, or a full buffer, "
+                                                  "holds it back");
+        // Read now rather than at the next poll or notification.
+        s.wake = true;
+        if (s.hub) s.hub->kick();
+        std::unique_lock lock(s.mu);
+        s.cv.wait_for(lock, std::chrono::milliseconds(10));
+    }
+}
+
+void Subscription::wait_until_caught_up(std::chrono::milliseconds timeout) const {
+    if (!state_) throw Error(errc::invalid_option, "wait_until_caught_up() on a subscription that was moved from");
+    auto conn = detail::connect(state_->conninfo);
+    const std::string now = detail::translated([&] {
+        pqxx::nontransaction tx(*conn);
+        return tx.exec("SELECT changefeed.current_position()")[0][0].as<std::string>();
+    });
+    wait_for(now, timeout);
 }
 
 std::optional<Change> Subscription::next(std::stop_token stop) {

@@ -222,9 +222,13 @@ void deliver(SharedRead& g, ReadResult& rr) {
     }
     for (auto& s : g.members) {
         s->position = rr.position;
-        if (out.empty()) continue;
+        if (out.empty()) {
+            s->delivered_up_to(rr.position);
+            continue;
+        }
         if (!clears) {
             s->push(out);
+            s->delivered_up_to(rr.position);
             continue;
         }
         std::vector<std::shared_ptr<const Change>> mine;
@@ -241,6 +245,7 @@ void deliver(SharedRead& g, ReadResult& rr) {
             mine.push_back(c);
         }
         s->push(mine);
+        s->delivered_up_to(rr.position);
     }
 }
 

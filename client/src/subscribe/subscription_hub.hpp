@@ -29,6 +29,7 @@ struct SubscriptionState {
     using Clock = std::chrono::steady_clock;
 
     // Fixed at subscribe().
+    std::string conninfo;
     std::string table;
     std::string channel;
     ReadFilter filter;
@@ -52,6 +53,10 @@ struct SubscriptionState {
     std::deque<std::shared_ptr<const Change>> queue;  // shared by the subscriptions of one read
     bool cancelled = false;
     bool ended = false;
+    // The position read up to, once what it read is in the queue; and
+    // whether a callback runs: what wait_for() looks at.
+    std::string delivered;
+    bool busy = false;
     std::error_code error;
     std::stop_source stop;
     std::thread dispatcher;  // callback mode
@@ -66,6 +71,8 @@ struct SubscriptionState {
     }
     // Adds a read's changes at once, so a transaction's changes arrive together.
     void push(const std::vector<std::shared_ptr<const Change>>& changes);
+    // The read up to `position` is in the queue (or had nothing for it).
+    void delivered_up_to(const std::string& position);
     // Ends the subscription because of `e`: tells on_error, wakes the consumer.
     void end(const Error& e);
     void report(const Error& e, std::exception_ptr p);
