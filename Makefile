@@ -63,7 +63,7 @@ DATA = $(wildcard extension/releases/changefeed--*.sql) $(wildcard extension/upg
 
 # Tests that need the library preloaded are skipped on a plain cluster with
 # `make installcheck REGRESS_PRELOADED= ISOLATION_PRELOADED=`.
-REGRESS_COMMON = setup enable capture read positions retention lag wait_for leases instances ranges start_positions maintenance privileges integrity dedup keep range_change processor_admin status trust_tenants trust_admin processor_names partition_drops row_security
+REGRESS_COMMON = setup enable capture read positions retention lag wait_for leases publications instances ranges start_positions maintenance privileges integrity dedup keep range_change processor_admin status trust_tenants trust_admin processor_names partition_drops row_security
 # Write paths of newer servers (MERGE ... RETURNING, RETURNING OLD/NEW), with
 # expected outputs per major: write_paths.out 18, _1 17, _2 15 and 16.
 REGRESS_COMMON += write_paths

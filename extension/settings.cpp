@@ -20,6 +20,7 @@ char *changefeed_delete_reason = NULL;
 char *changefeed_read_position = NULL;
 int changefeed_read_memory_kept = 16 * 1024;
 int changefeed_max_processors_per_role = 100;
+bool changefeed_publication_guard = true;
 
 void changefeed_define_settings(void) {
     DefineCustomStringVariable("changefeed.delete_reason",
@@ -77,6 +78,12 @@ void changefeed_define_settings(void) {
     DefineCustomIntVariable("changefeed.max_processors_per_role",
                             "The most processor names one role may claim on one table.", NULL,
                             &changefeed_max_processors_per_role, 100, 1, 1000000, PGC_SUSET, 0, NULL, NULL, NULL);
+    // Superuser only, as FOR ALL TABLES itself: a publication that ships the
+    // extension's tables is a decision for whoever may make one
+    // (guard/publications.sql reads it).
+    DefineCustomBoolVariable("changefeed.publication_guard",
+                             "Refuse publications that would ship changefeed's own tables.", NULL,
+                             &changefeed_publication_guard, true, PGC_SUSET, 0, NULL, NULL, NULL);
     // Last: reserving the prefix drops every changefeed.* placeholder not yet
     // defined, which would discard the values postgresql.conf gave them.
     MarkGUCPrefixReserved("changefeed");

@@ -35,6 +35,9 @@ extern int changefeed_max_retention;
 // changefeed.delete_reason: 'ttl' (SET LOCAL) marks the deletes of this
 // transaction as time-to-live expiry.
 extern char *changefeed_delete_reason;
+// changefeed.publication_guard: refuse publications that would ship the
+// extension's own tables (read in SQL, guard/publications.sql).
+extern bool changefeed_publication_guard;
 // changefeed.read_position: set by read() (SET LOCAL) to the position after the
 // last change it returned.
 extern char *changefeed_read_position;

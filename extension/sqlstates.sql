@@ -29,6 +29,7 @@
 --   CF021  no images to read: the all-versions feed (mode `all`) of a collection enabled with `images => 'keys'`, or a change logged while it was (read in mode `latest`, or resume past it)
 --   CF022  a long-poll read (`read_ranges(..., wait)`) where no commit can wake it: the library is not in `shared_preload_libraries`, or the server is a standby
 --   CF023  `wait_for()` timed out: the processor has not handled every change before the position (the ranges behind are named)
+--   CF024  a publication that would ship the extension's own tables to subscribers: FOR ALL TABLES, the schema changefeed or one of its tables (CREATE or ALTER PUBLICATION, or CREATE EXTENSION beside such a publication)
 --   42501  not allowed: no `SELECT` on the table, a processor of another role or reserved for one, not the table's owner, a TTL column set without `DELETE` on the table, another tenant
 --   42809  not a table (a view, a sequence…)
 --   22023  a bad read argument (mode, max_changes, a range id twice, arrays of different lengths, a `wait` outside 0..60 s)

@@ -319,6 +319,9 @@ run_suite() {  # $1 name, $2 port, then cluster.sh options
 run_suite plain "$port" --no-preload
 # Default settings: the suite enables no table, so no notifier (and none of
 # its periodic maintenance) ever starts.
-run_suite extension "$((port + 1))"
+# The suite's publication test makes publications FOR ALL TABLES, which the
+# extension refuses by design (CF024, guard/publications.sql): with the guard
+# off that test runs as it does without the extension.
+run_suite extension "$((port + 1))" --conf "changefeed.publication_guard = off"
 
 compare_runs

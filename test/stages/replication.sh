@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Logical replication into enabled tables: the apply worker writes in replica
-# mode, which plain triggers ignore.  A table enabled with replicated => true
+# mode, which plain triggers ignore.  On the publisher's side, publications that
+# would ship the extension's own tables are refused (CF024); by schema, the
+# initial table sync lands in the subscriber's feed.  A table enabled with replicated => true
 # captures the applied rows; a table enabled without it refuses the apply
 # (CF014): the subscription's worker fails and the rows are not applied, so
 # nothing is applied without being captured.
@@ -78,6 +80,40 @@ sleep 1
 check "refused rows are not applied" 0 "$(q replica "SELECT count(*) FROM unguarded")"
 check "nothing of them in the feed" 0 "$(q replica "SELECT count(*) FROM changefeed.log l
     JOIN changefeed.collection c ON c.id = l.collection_id WHERE c.relid = 'unguarded'::regclass")"
+
+# The publisher's side.  FOR ALL TABLES would ship the extension's own tables
+# to subscribers: refused (CF024), and so is CREATE EXTENSION beside one.
+verbose() { psql -X -q -v VERBOSITY=verbose -At -d "$1" -c "$2" 2>&1 || true; }
+check "FOR ALL TABLES refused where changefeed is (CF024)" yes \
+    "$(verbose origin "CREATE PUBLICATION pub_all FOR ALL TABLES" | grep -q 'ERROR:  CF024' && echo yes || echo no)"
+q postgres "CREATE DATABASE bystander"
+q bystander "SET client_min_messages = error; CREATE PUBLICATION pub_everything FOR ALL TABLES"
+check "CREATE EXTENSION beside a FOR ALL TABLES publication refused (CF024)" yes \
+    "$(verbose bystander "CREATE EXTENSION changefeed" | grep -q 'ERROR:  CF024' && echo yes || echo no)"
+check "and nothing of it left" 0 "$(q bystander "SELECT count(*) FROM pg_namespace WHERE nspname = 'changefeed'")"
+
+# By schema instead, with the initial table sync (copy_data): the copied rows
+# and what follows arrive in the subscriber's feed as creates.
+for db in origin replica; do q "$db" "CREATE SCHEMA shop; CREATE TABLE shop.synced (id int PRIMARY KEY, v text)"; done
+q replica "SELECT changefeed.enable('shop.synced', replicated => true)" >/dev/null
+q origin "INSERT INTO shop.synced VALUES (1, 'a'), (2, 'b'), (3, 'c')"
+q origin "SET client_min_messages = error; CREATE PUBLICATION pub_shop FOR TABLES IN SCHEMA shop"
+q origin "SELECT pg_create_logical_replication_slot('slot_shop', 'pgoutput')" >/dev/null
+q replica "CREATE SUBSCRIPTION sub_shop CONNECTION '$conn' PUBLICATION pub_shop
+           WITH (create_slot = false, slot_name = 'slot_shop', copy_data = true)"
+q origin "INSERT INTO shop.synced VALUES (4, 'd')"
+if wait_for replica "SELECT count(*) FROM shop.synced" 4; then
+    echo "ok   initial sync and later rows applied"
+else
+    echo "FAIL initial sync: $(q replica "SELECT count(*) FROM shop.synced") rows"; failed=1
+fi
+check "synced rows are in the feed as creates" "create 1,create 2,create 3,create 4" \
+    "$(q replica "SELECT string_agg('create ' || l.doc_id, ',' ORDER BY l.doc_id)
+                   FROM changefeed.log l JOIN changefeed.collection c ON c.id = l.collection_id
+                  WHERE c.relid = 'shop.synced'::regclass AND l.op = 'c'")"
+check "and nothing else" 4 "$(q replica "SELECT count(*) FROM changefeed.log l
+    JOIN changefeed.collection c ON c.id = l.collection_id WHERE c.relid = 'shop.synced'::regclass")"
+q replica "ALTER SUBSCRIPTION sub_shop DISABLE; ALTER SUBSCRIPTION sub_shop SET (slot_name = NONE); DROP SUBSCRIPTION sub_shop"
 
 q replica "ALTER SUBSCRIPTION sub_mirrored DISABLE; ALTER SUBSCRIPTION sub_unguarded DISABLE"
 q replica "ALTER SUBSCRIPTION sub_mirrored SET (slot_name = NONE); ALTER SUBSCRIPTION sub_unguarded SET (slot_name = NONE)"
