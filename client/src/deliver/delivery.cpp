@@ -226,6 +226,8 @@ bool Delivery::project(pqxx::connection& conn, const BatchDelivery& b, const Gua
     return ok;
 }
 
+bool Delivery::defers_checkpoints() const { return automatic() && shape_of(handler_) == HandlerShape::handler; }
+
 void Delivery::flush_unrecorded(pqxx::connection& conn) {
     if (unrecorded_.empty()) return;
     // In parts within check_event_ids()' limit; a part recorded twice (its

@@ -111,6 +111,9 @@ public:
     void store(pqxx::connection& conn, int range, std::int64_t epoch, const Mark& after);
     // Whether the worker stores checkpoints itself (not in manual mode).
     bool automatic() const { return options_.checkpoint_mode == CheckpointMode::automatic; }
+    // Whether a batch's checkpoint goes to the lease thread (a Handler's);
+    // a Projector and a TransactionalHandler commit theirs with the batch.
+    bool defers_checkpoints() const;
     // A projector's: records the ids of changes it applied whose record
     // failed with the connection (kept since).  The worker calls it on a new
     // connection before it reads again; throws like any statement.

@@ -696,7 +696,12 @@ void RangeWorker::advance_idle(pqxx::connection& conn, int range, RangeState& st
     st.lease.checkpoint = position;
     if (delivery_.automatic() && position != st.persisted &&
         Clock::now() - st.last_persist >= opt_.idle_checkpoint_interval) {
-        if (pending) {
+        // Queued only where the batches' checkpoints go through the same
+        // queue: one queued here and stored by the lease thread after a
+        // projector's or transactional handler's batch committed its own
+        // would move the checkpoint back, and a reconnect would then apply
+        // that batch again.
+        if (pending && delivery_.defers_checkpoints()) {
             pending->push_back(PendingCheckpoint{range, st.lease.epoch, position});
             return;
         }
