@@ -25,6 +25,7 @@
 #      (test/stages/standby_read.sh), a point-in-time restore (test/stages/pitr.sh), and the
 #      Python example of the SQL read protocol (test/stages/python_example.sh),
 #      pg_partman retention run by pg_cron on an enabled table (test/stages/partman.sh),
+#      pg_repack of an enabled table under writes (test/stages/repack.sh),
 #      the docs' SQL blocks marked to run as written (test/stages/docs_sql.sh),
 #   4. the client's GoogleTest suites (they start their own clusters), and the
 #      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/stages/asan.sh),
@@ -135,6 +136,8 @@ echo "== the Python example of the SQL read protocol (psycopg)"
 stage "Python read-protocol example" bash test/stages/python_example.sh --port 55486
 echo "== pg_partman retention from a pg_cron job: expired deletes, the other partman table premade"
 stage "pg_partman and pg_cron" bash test/stages/partman.sh --port 55484
+echo "== pg_repack of an enabled table under writes: every write captured once, none invented"
+stage "pg_repack" bash test/stages/repack.sh --port 55480
 echo "== the docs' SQL blocks marked to run as written, as the roles they name"
 stage "docs' SQL" bash test/stages/docs_sql.sh --port 55482
 

@@ -18,8 +18,8 @@
 #
 # Usage (as root on Debian 12, extension built and installed):
 #   bash test/stages/partman.sh [--port N] [--keep]
-# Installs postgresql-15-partman and postgresql-15-cron if missing, and copies
-# their files into the PostgreSQL of PG_CONFIG when that is not the system's.
+# Installs postgresql-15-partman and postgresql-15-cron if missing (into the
+# PostgreSQL of PG_CONFIG too when that is not the system's).
 # Prints `N passed, M failed` last; exits 1 when a check failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,25 +27,7 @@ cd "$(dirname "$0")/../.."
 source test/support/checks.sh
 stage_options partman.sh 55484 "$@"
 
-missing=()
-for p in postgresql-15-partman postgresql-15-cron; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-# A private PostgreSQL (PG_CONFIG elsewhere than /usr) loads extensions from its own folders.
-pg_config=${PG_CONFIG:-$PGBIN/pg_config}
-libdir=$("$pg_config" --pkglibdir) extdir=$("$pg_config" --sharedir)/extension
-for p in postgresql-15-partman postgresql-15-cron; do
-    dpkg -L "$p" | while read -r f; do
-        [ -f "$f" ] || continue
-        case "$f" in
-            /usr/lib/postgresql/15/lib/*.so) [ "$libdir" = /usr/lib/postgresql/15/lib ] || cp "$f" "$libdir/" ;;
-            /usr/share/postgresql/15/extension/*) [ "$extdir" = /usr/share/postgresql/15/extension ] || cp "$f" "$extdir/" ;;
-        esac
-    done
-done
+debian_extensions postgresql-15-partman postgresql-15-cron
 
 stage_scratch partman
 db=$scratch/db

@@ -7,6 +7,33 @@ export PGBIN
 
 source test/support/stage.sh
 
+# debian_extensions PACKAGE...: installs the Debian packages of PostgreSQL 15
+# extensions when missing, and copies their files (library, extension
+# scripts, programs) into the PostgreSQL of PG_CONFIG when that is not the
+# system's: a private PostgreSQL loads extensions from its own folders.
+debian_extensions() {
+    local missing=() p f pg_config libdir extdir bindir
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+    pg_config=${PG_CONFIG:-$PGBIN/pg_config}
+    libdir=$("$pg_config" --pkglibdir) extdir=$("$pg_config" --sharedir)/extension bindir=$("$pg_config" --bindir)
+    for p in "$@"; do
+        dpkg -L "$p" | while read -r f; do
+            [ -f "$f" ] || continue
+            case "$f" in
+                /usr/lib/postgresql/15/lib/*.so) [ "$libdir" = /usr/lib/postgresql/15/lib ] || cp "$f" "$libdir/" ;;
+                /usr/lib/postgresql/15/bin/*) [ "$bindir" = /usr/lib/postgresql/15/bin ] || cp "$f" "$bindir/" ;;
+                /usr/share/postgresql/15/extension/*)
+                    [ "$extdir" = /usr/share/postgresql/15/extension ] || cp "$f" "$extdir/" ;;
+            esac
+        done
+    done
+}
+
 # stage_options SCRIPT DEFAULT_PORT "$@": sets port (--port N) and keep
 # (--keep); any other option is refused.
 stage_options() {
