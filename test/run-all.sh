@@ -30,7 +30,9 @@
 #   4. the client's GoogleTest suites (they start their own clusters), and the
 #      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/stages/asan.sh),
 #   5. the torture test in its short mode, the consumer fault stage
-#      (test/consumer_faults/run.sh), and the benchmark harness on tiny sizes.
+#      (test/consumer_faults/run.sh), the consumers, the CLI and 100 processors
+#      through PgBouncer in session and transaction mode (test/stages/pgbouncer.sh),
+#      and the benchmark harness on tiny sizes.
 # Usage (as root on Debian 12): bash test/run-all.sh
 # Ends with `run-all: N passed, M failed`, counting the stages above.
 set -euo pipefail
@@ -155,6 +157,9 @@ if [ -f CMakeLists.txt ]; then
 
     echo "== consumer fault stage: transactional and projector consumers under kills, freezes, terminated backends"
     stage "consumer fault stage" bash test/consumer_faults/run.sh --short --port 55478 --build-dir build --no-build
+
+    echo "== PgBouncer 1.18 in session and transaction mode: every handler shape, the CLI, 100 processors"
+    stage "PgBouncer" bash test/stages/pgbouncer.sh --port 55476 --build-dir build --no-build
 
     echo "== benchmark harness, tiny sizes"
     stage "benchmark harness" bench_smoke

@@ -2,6 +2,8 @@
 
 #include "exit_codes.hpp"
 
+#include "core/connection_string.hpp"
+
 #include <poll.h>
 
 namespace changefeed::cli {
@@ -35,7 +37,10 @@ Connection::Connection(const ConnectOptions& o) {
         keys.push_back(k);
         values.push_back(v.c_str());
     };
-    add("dbname", o.dbname);
+    // changefeed_pooler is the library's keyword, not libpq's: taken out here.
+    const detail::ConnectionTarget target = detail::connection_target(o.dbname);
+    transaction_pooler_ = target.transaction_pooler;
+    add("dbname", target.libpq);
     add("host", o.host);
     add("port", o.port);
     add("user", o.user);

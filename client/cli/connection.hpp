@@ -73,9 +73,13 @@ public:
     // arrived.  Notifications are consumed (they only say "read now").
     bool wait_for_notification(std::chrono::milliseconds timeout);
     std::string quote_identifier(const std::string& name);
+    // Whether -d said changefeed_pooler=transaction: no LISTEN then (it would
+    // stay on a server session the pooler hands to other clients).
+    bool transaction_pooler() const noexcept { return transaction_pooler_; }
 
 private:
     PGconn* conn_ = nullptr;
+    bool transaction_pooler_ = false;
 };
 
 }  // namespace changefeed::cli

@@ -128,8 +128,9 @@ int run(const ConnectOptions& connect, const TailOptions& o) {
                        "  FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace"
                        " WHERE r.oid = $2::regclass",
                        {std::to_string(id), o.table});
-    // Listen before taking the start position: a change committed in between wakes us.
-    c.exec("LISTEN " + c.quote_identifier(info.get(0, 0)));
+    // Listen before taking the start position: a change committed in between
+    // wakes us.  Through a transaction pooler: polled every --poll seconds.
+    if (!c.transaction_pooler()) c.exec("LISTEN " + c.quote_identifier(info.get(0, 0)));
     std::string pos = *resolve_position(c, o.table, o.from, true, false);
     Printer printer(o, info.get(0, 1), info.get(0, 2));
 

@@ -7,7 +7,11 @@
 -- refused (CF015).  A name whose session is gone (the process crashed, its
 -- connection died) is taken over at once: a restarted service under the same
 -- name does not wait for an expiry.  Liveness is the session itself (its pid
--- and start time in pg_stat_activity), never a clock.
+-- and start time in pg_stat_activity), never a clock -- except behind a
+-- transaction pooler, where the calls of one client land on whichever
+-- server session the pooler hands it and a session means nothing: such an
+-- instance registers with a hold (instance_register(..., hold)), renewed by
+-- its lease calls, and its name is taken while the hold lasts.
 
 -- Not dumped: sessions of another cluster mean nothing after a restore.
 CREATE TABLE changefeed.instance (
@@ -19,6 +23,7 @@ CREATE TABLE changefeed.instance (
     backend_start  timestamptz,
     registered_at  timestamptz NOT NULL DEFAULT now(),
     heartbeat_at   timestamptz NOT NULL DEFAULT now(),
+    held_until     timestamptz,            -- registered with a hold: live until then, whatever the session
     PRIMARY KEY (collection_id, processor, instance)
 );
 
@@ -34,6 +39,22 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                       AND (a.backend_start IS NULL OR $2 IS NULL OR a.backend_start = $2))
 $$;
 
+-- Whether a registration still holds its name: until its hold ends when it
+-- has one (backend_pid is 0 then), else while its session runs.
+CREATE OR REPLACE FUNCTION changefeed.registration_alive(pid int, started timestamptz, held_until timestamptz)
+RETURNS bool LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN $3 IS NOT NULL THEN $3 > now() ELSE changefeed.session_alive($1, $2) END
+$$;
+
+-- Extends the hold of a registration that has one to now + `duration`: the
+-- lease calls of its instance (renew_holder, balanced) call this.
+CREATE OR REPLACE FUNCTION changefeed.instance_hold(collection_id int, processor text, instance text,
+                                                    duration interval)
+RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    UPDATE changefeed.instance i SET held_until = now() + $4, heartbeat_at = now()
+     WHERE i.collection_id = $1 AND i.processor = $2 AND i.instance = $3 AND i.held_until IS NOT NULL;
+$$;
+
 -- The registered instances of a processor that count for balancing: those
 -- registered from a session that is still alive (an instance registers
 -- before its first acquire, so instances started together see each other),
@@ -43,29 +64,39 @@ CREATE OR REPLACE FUNCTION changefeed.live_instances(collection_id int, processo
 RETURNS SETOF text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT i.instance FROM changefeed.instance i
      WHERE i.collection_id = $1 AND i.processor = $2
-       AND changefeed.session_alive(i.backend_pid, i.backend_start)
+       AND changefeed.registration_alive(i.backend_pid, i.backend_start, i.held_until)
     UNION
     SELECT $3
 $$;
 
 -- Registers `instance` of processor `processor` for the calling session,
--- under `token` (the instance's own, new at each start).  Raises CF015 when
+-- under `token` (the instance's own, new at each start); with `hold`, for
+-- that long instead, renewed by the instance's lease calls (a client behind a
+-- transaction pooler, whose session changes from call to call).  Raises CF015 when
 -- another token holds the name from a session that is still alive.
 -- Registering again with the same token (after a reconnect) moves the
 -- registration to the calling session.  When the name changes hands, the
 -- leases still filed under it get a new epoch: whatever of the previous
 -- holder still runs can no longer checkpoint them.
-CREATE OR REPLACE FUNCTION changefeed.instance_register(tbl regclass, processor text, instance text, token text)
+CREATE OR REPLACE FUNCTION changefeed.instance_register(tbl regclass, processor text, instance text, token text,
+                                                        hold interval DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
-    me int := pg_backend_pid();
-    my_start timestamptz := (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a);
+    -- Held for a time: no session of its own (pid 0 matches none).
+    me int := CASE WHEN hold IS NULL THEN pg_backend_pid() ELSE 0 END;
+    my_start timestamptz := CASE WHEN hold IS NULL
+                                 THEN (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a) END;
+    until timestamptz;
     r changefeed.instance;
 BEGIN
     IF token IS NULL OR token = '' THEN
         RAISE EXCEPTION 'instance token must not be empty' USING ERRCODE = 'CF003';
+    END IF;
+    IF hold IS NOT NULL THEN
+        PERFORM changefeed.check_duration(hold);
+        until := now() + hold;
     END IF;
     -- A cap on the live instances of one processor (dead registrations do
     -- not count): balancing works over this list on every acquire.  Their
@@ -74,14 +105,14 @@ BEGIN
          WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance) >= 1000
        AND (SELECT count(*) FROM changefeed.instance i
              WHERE i.collection_id = c.id AND i.processor = processor AND i.instance <> instance
-               AND changefeed.session_alive(i.backend_pid, i.backend_start)) >= 1000 THEN
+               AND changefeed.registration_alive(i.backend_pid, i.backend_start, i.held_until)) >= 1000 THEN
         RAISE EXCEPTION 'processor "%" on % has 1000 live instances already', processor, tbl
             USING ERRCODE = 'CF018',
                   HINT = 'Stop instances first; more instances than ranges only wait for a range to free up.';
     END IF;
     INSERT INTO changefeed.instance AS i
-           (collection_id, processor, instance, token, backend_pid, backend_start)
-    VALUES (c.id, processor, instance, token, me, my_start)
+           (collection_id, processor, instance, token, backend_pid, backend_start, held_until)
+    VALUES (c.id, processor, instance, token, me, my_start, until)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
         SELECT * INTO r FROM changefeed.instance i
@@ -89,21 +120,25 @@ BEGIN
            FOR UPDATE;
         IF r.token = token THEN
             UPDATE changefeed.instance i
-               SET backend_pid = me, backend_start = my_start, heartbeat_at = now()
+               SET backend_pid = me, backend_start = my_start, held_until = until, heartbeat_at = now()
              WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance;
             RETURN;
         END IF;
-        IF NOT (r.backend_pid = me AND r.backend_start IS NOT DISTINCT FROM my_start)
-           AND changefeed.session_alive(r.backend_pid, r.backend_start) THEN
+        IF NOT (hold IS NULL AND r.held_until IS NULL AND r.backend_pid = me
+                AND r.backend_start IS NOT DISTINCT FROM my_start)
+           AND changefeed.registration_alive(r.backend_pid, r.backend_start, r.held_until) THEN
             RAISE EXCEPTION 'instance "%" of processor "%" on % is already running', instance, processor, tbl
                 USING ERRCODE = 'CF015',
-                      DETAIL = format('It registered at %s from the session with pid %s, which is still alive.',
-                                      r.registered_at, r.backend_pid),
+                      DETAIL = CASE WHEN r.held_until IS NULL
+                                    THEN format('It registered at %s from the session with pid %s, which is still alive.',
+                                                r.registered_at, r.backend_pid)
+                                    ELSE format('It registered at %s and holds the name until %s (it renews that '
+                                                'while it runs).', r.registered_at, r.held_until) END,
                       HINT = 'Choose another instance name (or none: the default is unique per process), '
                              'or stop the other instance.';
         END IF;
         UPDATE changefeed.instance i
-           SET token = token, backend_pid = me, backend_start = my_start,
+           SET token = token, backend_pid = me, backend_start = my_start, held_until = until,
                registered_at = now(), heartbeat_at = now()
          WHERE i.collection_id = c.id AND i.processor = processor AND i.instance = instance;
     END IF;
@@ -138,7 +173,7 @@ DECLARE
     c changefeed.collection := changefeed.processor_seen(tbl, processor);
 BEGIN
     RETURN QUERY
-    SELECT i.instance, i.registered_at, i.heartbeat_at, changefeed.session_alive(i.backend_pid, i.backend_start)
+    SELECT i.instance, i.registered_at, i.heartbeat_at, changefeed.registration_alive(i.backend_pid, i.backend_start, i.held_until)
       FROM changefeed.instance i
      WHERE i.collection_id = c.id AND i.processor = processor
      ORDER BY i.instance;

@@ -460,6 +460,7 @@ DECLARE
     c changefeed.collection := changefeed.processor_of(tbl, processor, instance);
 BEGIN
     PERFORM changefeed.check_duration(duration);
+    PERFORM changefeed.instance_hold(c.id, processor, instance, duration);
     PERFORM changefeed.balance_step(c, processor, instance, duration);
     RETURN c;
 END
@@ -508,6 +509,7 @@ RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM changefeed.check_duration(duration);
     PERFORM 1 FROM changefeed.processor p WHERE p.collection_id = c.id AND p.name = processor FOR SHARE;
+    PERFORM changefeed.instance_hold(c.id, processor, instance, duration);
     UPDATE changefeed.holder h SET expires_at = greatest(h.expires_at, now() + duration)
      WHERE h.collection_id = c.id AND h.processor = processor AND h.instance = instance;
     -- Leases still filed under the instance without an expiry of its own (a

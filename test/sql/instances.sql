@@ -35,6 +35,28 @@ SELECT try($$SELECT changefeed.instance_register('inst_items', 'billing', 'host-
 SELECT try($$SELECT changefeed.instance_register('inst_items', 'billing', ' ', 'token')$$);
 SELECT try($$SELECT changefeed.instance_register('inst_items', '', 'host-a', 'token')$$);
 SELECT try($$SELECT changefeed.instance_register('inst_items', 'billing', 'host-a', NULL)$$);
+SELECT try($$SELECT changefeed.instance_register('inst_items', 'billing', 'host-a', 'token', '0 seconds')$$);
+
+-- Behind a transaction pooler an instance registers with a hold: clients
+-- share server sessions, so the session proves nothing.  A second client
+-- whose call lands on the very session the first one registered from is
+-- refused while the hold lasts.
+SELECT changefeed.instance_register('inst_items', 'billing', 'pooled-a', 'token-p1', '1 minute');
+SELECT instance, live FROM changefeed.instances('inst_items', 'billing') WHERE instance = 'pooled-a';
+SELECT try($$SELECT changefeed.instance_register('inst_items', 'billing', 'pooled-a', 'token-p2', '1 minute')$$);
+SELECT try($$SELECT changefeed.instance_register('inst_items', 'billing', 'pooled-a', 'token-p2')$$);
+-- Its own token registers again (a reconnect).  Lease calls renew the hold.
+SELECT changefeed.instance_register('inst_items', 'billing', 'pooled-a', 'token-p1', '1 minute');
+SELECT count(*) FROM changefeed.lease_keep('inst_items', 'billing', 'pooled-a', '2 hours') k;
+RESET ROLE;
+SELECT held_until > now() + interval '1 hour' AS renewed, backend_pid FROM changefeed.instance
+ WHERE instance = 'pooled-a';
+-- A hold that ended frees the name, whatever session the next one comes from.
+UPDATE changefeed.instance SET held_until = now() - interval '1 second' WHERE instance = 'pooled-a';
+SET ROLE regress_inst_p1;
+SELECT instance, live FROM changefeed.instances('inst_items', 'billing') WHERE instance = 'pooled-a';
+SELECT changefeed.instance_register('inst_items', 'billing', 'pooled-a', 'token-p2', '1 minute');
+SELECT changefeed.instance_unregister('inst_items', 'billing', 'pooled-a', 'token-p2') AS removed;
 RESET ROLE;
 
 -- Another role may not register, unregister or list the processor's instances.

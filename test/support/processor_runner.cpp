@@ -3,17 +3,22 @@
 //
 //   cf_processor_runner CONNINFO TABLE NAME INSTANCE OUT [--from-beginning] [--batch N] [--slow-ms N]
 //                       [--lease-ms N] [--acquire-ms N] [--renew-ms N] [--all-versions]
+//                       [--processors N] [--no-long-poll] [--poll-ms N]
+// With --processors N it runs N processors, NAME-1 .. NAME-N, each its own
+// instance INSTANCE (one process as a service with several processors runs).
 // With --all-versions the processor is an all-versions one and each line is
 // "doc_id v range epoch" (v: the row's column v).
 #include <changefeed/changefeed.hpp>
 
 #include "support/fast_options.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 int main(int argc, char** argv) {
     if (argc < 6) {
@@ -26,6 +31,7 @@ int main(int argc, char** argv) {
     cftest::set_fast_intervals(o);
     int slow_ms = 0;
     bool all_versions = false;
+    int processors = 0;
     for (int i = 6; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--from-beginning") o.start_from_beginning = true;
@@ -36,6 +42,9 @@ int main(int argc, char** argv) {
             o.acquire_interval = std::chrono::milliseconds(std::atoi(argv[++i]));
         else if (a == "--renew-ms" && i + 1 < argc) o.renew_interval = std::chrono::milliseconds(std::atoi(argv[++i]));
         else if (a == "--all-versions") all_versions = true;
+        else if (a == "--processors" && i + 1 < argc) processors = std::atoi(argv[++i]);
+        else if (a == "--no-long-poll") o.long_poll = false;
+        else if (a == "--poll-ms" && i + 1 < argc) o.poll_interval = std::chrono::milliseconds(std::atoi(argv[++i]));
     }
     // Blocked before any thread starts, so that only sigwait() below gets them.
     sigset_t set;
@@ -61,14 +70,18 @@ int main(int argc, char** argv) {
         }
         std::fflush(out);
     };
-    changefeed::Processor p = changefeed::make_processor(changefeed::Collection(argv[1], argv[2]), argv[3], handler,
-                                                         all_versions
-                                                             ? changefeed::FeedOptions(changefeed::AllVersionsOptions(
-                                                                   static_cast<const changefeed::ProcessorOptions&>(o)))
-                                                             : changefeed::FeedOptions(o));
-    p.start();
+    std::vector<changefeed::Processor> running;
+    for (int k = 1; k <= std::max(1, processors); ++k) {
+        const std::string name = processors > 0 ? std::string(argv[3]) + "-" + std::to_string(k) : argv[3];
+        running.push_back(changefeed::make_processor(changefeed::Collection(argv[1], argv[2]), name, handler,
+                                                     all_versions
+                                                         ? changefeed::FeedOptions(changefeed::AllVersionsOptions(
+                                                               static_cast<const changefeed::ProcessorOptions&>(o)))
+                                                         : changefeed::FeedOptions(o)));
+        running.back().start();
+    }
     int sig = 0;
     sigwait(&set, &sig);
-    p.stop();
+    for (auto& p : running) p.stop();
     return 0;
 }

@@ -20,7 +20,8 @@
 //                                      "seq > last seen" instead of changefeed.read(); handles the
 //                                      ranges with range_id % 3 = SLOT (shows the checker catches it)
 //
-// Options: --batch N (most changes per handler call, default 200), --max-seconds N.
+// Options: --batch N (most changes per handler call, default 200), --max-seconds N,
+// --pooler MODE (the processors connect with changefeed_pooler=MODE: through PgBouncer).
 // Connects with the PG* environment.  Runs until SIGTERM/SIGINT, or --max-seconds.
 #include <changefeed/changefeed.hpp>
 #include <pqxx/pqxx>
@@ -43,6 +44,8 @@ namespace {
 using namespace std::chrono_literals;
 
 const char* const kConninfo = "application_name=torture_consumer";
+// The processors' connection string: kConninfo, with --pooler's changefeed_pooler.
+std::string processor_conninfo = kConninfo;
 const char* const kTables[2] = {"public.docs", "public.docs2"};
 
 // Numbers spliced into SQL below come only from here: parsed as integers, so never text.
@@ -165,7 +168,7 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
     Sink sinks[2];
     std::unique_ptr<pqxx::connection> calls[2];  // the projectors' (kind project)
     for (int t = 0; t < 2; ++t) {
-        changefeed::Collection coll(kConninfo, kTables[t]);
+        changefeed::Collection coll(processor_conninfo, kTables[t]);
         Sink* sink = &sinks[t];
         if (kind == "project") {
             const std::string pid = num(getpid());
@@ -221,7 +224,7 @@ int run_processors(const std::string& kind, const std::string& instance, sigset_
             const bool rls = kind == "rls";
             const std::string into = rls ? "torture.rls_deliveries" : "torture.deliveries";
             procs.push_back(changefeed::make_processor(
-                rls ? changefeed::Collection(std::string(kConninfo) + " user=torture_rls", kTables[t]) : coll,
+                rls ? changefeed::Collection(processor_conninfo + " user=torture_rls", kTables[t]) : coll,
                 rls ? "torture-rls" : "torture-all",
                 [sink, t, run_id, into](const std::vector<changefeed::Change>& batch, const changefeed::Context& ctx) {
                     sink->run([&](pqxx::work& tx) {
@@ -342,6 +345,8 @@ int main(int argc, char** argv) {
     for (int i = 3; i + 1 < argc; i += 2) {
         if (std::string(argv[i]) == "--max-seconds") max_seconds = std::atoi(argv[i + 1]);
         else if (std::string(argv[i]) == "--batch") batch = std::atoi(argv[i + 1]);
+        else if (std::string(argv[i]) == "--pooler")
+            processor_conninfo += std::string(" changefeed_pooler=") + argv[i + 1];
     }
     // Blocked before any thread starts, so that only sigtimedwait() gets them.
     sigset_t set;

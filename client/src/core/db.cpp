@@ -1,6 +1,9 @@
 // Maps SQLSTATEs (class CF is the extension's) and libpqxx exceptions to errc.
 #include "core/db.hpp"
 
+#include "core/connection_string.hpp"
+#include "core/statements.hpp"
+
 namespace changefeed::detail {
 namespace {
 
@@ -111,11 +114,15 @@ std::string sqlstate_of(const pqxx::sql_error& err) {
 }  // namespace
 
 std::unique_ptr<pqxx::connection> connect(const std::string& conninfo) {
+    const ConnectionTarget target = connection_target(conninfo);
+    std::unique_ptr<pqxx::connection> c;
     try {
-        return std::make_unique<pqxx::connection>(conninfo);
+        c = std::make_unique<pqxx::connection>(target.libpq);
     } catch (const std::exception& e) {
         throw Error(errc::connection_failed, flat(e.what()), {}, e.what());
     }
+    note_connection(*c, target.transaction_pooler);
+    return c;
 }
 
 void require_primary(pqxx::connection& c) {

@@ -2,9 +2,6 @@
 // where its API differs is bridged here, so the sources spell each thing once.
 #pragma once
 
-#include <map>
-#include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -32,29 +29,5 @@ using FieldView = pqxx::field;
 
 // A read-only REPEATABLE READ transaction: one snapshot for a whole read.
 using ReadOnlySnapshotTx = pqxx::transaction<pqxx::isolation_level::repeatable_read, kReadOnly>;
-
-// Prepares statement `name` on `c` unless it is already.  6.4's prepare()
-// only records the definition (prepared on first use) and may be repeated;
-// 7's sends PREPARE at once and fails when the name exists.  Connections are
-// told apart by address and server process, so a new connection at the
-// address of a closed one prepares again.
-inline void prepare_once(pqxx::connection& c, const std::string& name, const std::string& sql) {
-#if PQXX_VERSION_MAJOR >= 7
-    static std::mutex mutex;
-    static std::map<const pqxx::connection*, std::pair<int, std::set<std::string>>> prepared;
-    const int pid = c.backendpid();
-    {
-        std::lock_guard<std::mutex> lock(mutex);
-        auto& entry = prepared[&c];
-        if (entry.first != pid) entry = {pid, {}};
-        if (entry.second.count(name)) return;
-    }
-    c.prepare(name, sql);
-    std::lock_guard<std::mutex> lock(mutex);
-    prepared[&c].second.insert(name);
-#else
-    c.prepare(name, sql);
-#endif
-}
 
 }  // namespace changefeed::detail

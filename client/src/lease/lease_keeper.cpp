@@ -22,7 +22,7 @@ LeaseKeeper::~LeaseKeeper() {
 bool LeaseKeeper::ensure_registered(pqxx::connection& conn, std::uint64_t generation) {
     if (generation == registered_on_) return false;
     // The name belongs to a session: a new connection registers it again.
-    register_instance(conn, key_, token_);
+    register_instance(conn, key_, token_, opt_.lease_duration);
     registered_on_ = generation;
     events_.telemetry().connected(ConnectionRole::leases);
     return true;

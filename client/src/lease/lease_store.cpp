@@ -6,6 +6,7 @@
 
 #include "core/db.hpp"
 #include "core/pqxx_compat.hpp"
+#include "core/statements.hpp"
 #include "core/time_text.hpp"
 
 #include <boost/json/array.hpp>
@@ -45,8 +46,15 @@ void call_instance_function(pqxx::connection& c, const char* function, const Lea
 
 }  // namespace
 
-void register_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token) {
-    call_instance_function(c, "instance_register", k, token);
+void register_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token,
+                       std::chrono::milliseconds lease_duration) {
+    if (!through_transaction_pooler(c)) return call_instance_function(c, "instance_register", k, token);
+    translated_names(k.processor, k.instance, [&] {
+        pqxx::work tx(c);
+        tx.exec_params("SELECT changefeed.instance_register($1::regclass, $2, $3, $4, $5::interval)", k.table,
+                       k.processor, k.instance, token, interval_of(lease_duration));
+        tx.commit();
+    });
 }
 
 void unregister_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token) {
@@ -64,11 +72,11 @@ LeaseAnswer lease_step(pqxx::connection& c, const char* function, const LeaseKey
         // Prepared once per connection: the lease thread calls both every
         // few seconds.  One statement, its own transaction.
         const std::string name = std::string("changefeed_") + function;
-        prepare_once(c, name,  // pqxx_compat.hpp
-                     std::string("SELECT generation, range_id, epoch FROM changefeed.") + function +
-                         "($1::regclass, $2, $3, $4::interval, $5::bigint)");
         pqxx::nontransaction tx(c);
-        auto r = tx.exec_prepared(name, k.table, k.processor, k.instance, interval_of(duration), known);
+        auto r = exec_statement(c, tx, name,
+                                std::string("SELECT generation, range_id, epoch FROM changefeed.") + function +
+                                    "($1::regclass, $2, $3, $4::interval, $5::bigint)",
+                                k.table, k.processor, k.instance, interval_of(duration), known);
         tx.commit();
         LeaseAnswer out;
         if (r.empty()) return out;  // the processor row is gone: nothing owned
@@ -148,17 +156,16 @@ std::vector<int> checkpoint_many(pqxx::connection& c, const LeaseKey& k, const s
         // Prepared once per connection: it runs after every round.  One
         // round trip: the statement is its own transaction, and set_config(...,
         // true) lasts until its commit (as SET LOCAL in checkpoint()).
-        prepare_once(
-            c, "changefeed_checkpoint_many",  // pqxx_compat.hpp
+        static const std::string sql =
             "SELECT changefeed.lease_checkpoint_many($1::regclass, $2, $3,"
             "       ARRAY(SELECT e::int FROM pg_catalog.jsonb_array_elements_text($4::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
             "       ARRAY(SELECT e::bigint FROM pg_catalog.jsonb_array_elements_text($5::jsonb) WITH ORDINALITY t(e, i) ORDER BY i),"
             "       ARRAY(SELECT e FROM pg_catalog.jsonb_array_elements_text($6::jsonb) WITH ORDINALITY t(e, i) ORDER BY i))"
-            "  FROM (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS no_flush_wait");
+            "  FROM (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS no_flush_wait";
         pqxx::nontransaction tx(c);
-        auto r = tx.exec_prepared("changefeed_checkpoint_many", k.table, k.processor, k.instance,
-                                  boost::json::serialize(ranges), boost::json::serialize(epochs),
-                                  boost::json::serialize(positions));
+        auto r = exec_statement(c, tx, "changefeed_checkpoint_many", sql, k.table, k.processor, k.instance,
+                                boost::json::serialize(ranges), boost::json::serialize(epochs),
+                                boost::json::serialize(positions));
         tx.commit();
         std::vector<int> lost;
         for (const auto& row : r) lost.push_back(row[0].as<int>());

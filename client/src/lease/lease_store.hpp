@@ -38,8 +38,11 @@ struct StartAt {
 void init_leases(pqxx::connection& c, const LeaseKey& k, const StartAt& start);
 // Registers this instance's name for the calling session under `token`
 // (Error(instance_name_in_use) when another live session holds it), and
-// removes the registration if `token` still holds it.
-void register_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token);
+// removes the registration if `token` still holds it.  Through a transaction
+// pooler the name is held for `lease_duration` instead, renewed by the lease
+// calls: the session changes from one call to the next.
+void register_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token,
+                       std::chrono::milliseconds lease_duration);
 void unregister_instance(pqxx::connection& c, const LeaseKey& k, const std::string& token);
 // What a balancing step or a renewal answered: the processor's lease
 // generation, and the leases owned (range -> epoch) unless no lease of the

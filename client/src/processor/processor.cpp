@@ -12,6 +12,7 @@
 // the worker then reloads its ranges from the stored checkpoints (resuming).
 #include <changefeed/processor.hpp>
 
+#include "core/connection_string.hpp"
 #include "core/db.hpp"
 #include "core/names.hpp"
 #include "deliver/projection_policy.hpp"
@@ -117,7 +118,7 @@ public:
             // Last: a start refused from here on leaves no registration behind.
             token = new_token();
             if (default_name_) claim_default_name(*conn, setup.info.schema_table, token);
-            else register_instance(*conn, key_, token);
+            else register_instance(*conn, key_, token, opt.lease_duration);
         } catch (...) {
             release_default_name();
             events_.set_state(State::stopped);
@@ -239,7 +240,7 @@ private:
             if (!local.claim(table, stored_name_, candidate)) continue;
             key_.instance = candidate;
             try {
-                register_instance(conn, key_, token);
+                register_instance(conn, key_, token, feed_.common.lease_duration);
             } catch (...) {
                 local.release(table, stored_name_, candidate);
                 key_.instance = instance_;
@@ -262,9 +263,12 @@ private:
     }
 
     // LISTENs on the collection's channel for the worker, once per start.
+    // Not through a transaction pooler: a LISTEN would stay on a server
+    // session other clients are handed, and hear nothing for us; the reader
+    // polls there (at poll_interval) where the long poll is not to be had.
     void start_listener() {
         std::lock_guard guard(threads_mu_);
-        if (listener_) return;
+        if (listener_ || through_transaction_pooler(collection_.conninfo())) return;
         const ProcessorOptions& opt = feed_.common;
         listener_ = std::make_unique<Listener>(
             collection_.conninfo(), channel_, [this] { worker_->wake(); }, opt.reconnect_min, opt.reconnect_max,

@@ -6,6 +6,7 @@
 
 #include "core/db.hpp"
 #include "core/pqxx_compat.hpp"
+#include "core/statements.hpp"
 #include "core/server_time.hpp"
 
 #include <boost/json/array.hpp>
@@ -282,18 +283,17 @@ MultiReadResult fetch_positions(pqxx::connection& c, const std::string& table, c
     static const std::string sql_wait = read_ranges_sql(true);
     return translated([&] {
         const bool waits = wait.count() > 0;
-        const char* name = waits ? "changefeed_read_positions_wait" : "changefeed_read_positions";
-        prepare_once(c, name, waits ? sql_wait : sql);  // pqxx_compat.hpp
+        const std::string name = waits ? "changefeed_read_positions_wait" : "changefeed_read_positions";
         // One statement, no transaction block: read_ranges() reads in the
         // statement's snapshot, where idle ranges resume too.
         pqxx::nontransaction tx(c);
         const char* mode_name = read_mode(mode);
         const char* tenant = scope.scoped() ? scope.tenant.c_str() : nullptr;
         const int every = std::max(1, positions_every);
-        auto r = waits ? tx.exec_prepared(name, table, int_array(since), json_positions(since), max, mode_name, tenant,
-                                          every, std::to_string(wait.count()) + " milliseconds")
-                       : tx.exec_prepared(name, table, int_array(since), json_positions(since), max, mode_name, tenant,
-                                          every);
+        auto r = waits ? exec_statement(c, tx, name, sql_wait, table, int_array(since), json_positions(since), max,
+                                        mode_name, tenant, every, std::to_string(wait.count()) + " milliseconds")
+                       : exec_statement(c, tx, name, sql, table, int_array(since), json_positions(since), max,
+                                        mode_name, tenant, every);
         tx.commit();
         MultiReadResult out = resume_of(r);
         out.rows = r.size();

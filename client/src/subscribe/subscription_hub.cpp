@@ -8,6 +8,7 @@
 // only delays.
 #include "subscribe/subscription_hub.hpp"
 
+#include "core/connection_string.hpp"
 #include "core/db.hpp"
 #include "supervise/consumer_policy.hpp"
 #include "supervise/supervised_loop.hpp"
@@ -65,8 +66,11 @@ std::shared_ptr<Hub> Hub::of(const std::string& conninfo) {
 }
 
 Hub::Hub(std::string conninfo) : conninfo_(std::move(conninfo)) {
+    // Through a transaction pooler a LISTEN would stay on a server session
+    // other clients are handed: subscriptions poll (poll_interval) there.
+    const bool listens = !through_transaction_pooler(conninfo_);  // throws before any thread starts
     reader_ = std::thread([this] { reader_loop(); });
-    listener_ = std::thread([this] { listener_loop(); });
+    if (listens) listener_ = std::thread([this] { listener_loop(); });
 }
 
 Hub::~Hub() {
@@ -76,7 +80,7 @@ Hub::~Hub() {
     }
     cv_.notify_all();
     reader_.join();
-    listener_.join();
+    if (listener_.joinable()) listener_.join();
 }
 
 template <class F>

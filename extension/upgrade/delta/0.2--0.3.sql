@@ -99,6 +99,12 @@ SELECT pg_catalog.pg_extension_config_dump('changefeed.schema_version', '');
 -- (read/window_scan.cpp).  Rebuilt on every partition: writers wait for it.
 DROP INDEX changefeed.log_read_idx;
 CREATE INDEX log_read_idx ON changefeed.log (collection_id, range_id, txid, seq);
+-- ---- instances behind a transaction pooler ----
+-- A registration may be held for a time instead of by its session
+-- (processors/instances.sql): instance_register() takes the hold.
+ALTER TABLE changefeed.instance ADD COLUMN held_until timestamptz;
+DROP FUNCTION changefeed.instance_register(regclass, text, text, text);
+DROP FUNCTION changefeed._instance_register(regclass, text, text, text);
 
 -- @functions
 
