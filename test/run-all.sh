@@ -22,7 +22,8 @@
 #      dump and restore round trip of a database using it, and an upgrade from
 #      the last release (test/stages/upgrade.sh; it builds the client's processor
 #      runner, which step 4 reuses), reads on a hot standby and a promotion
-#      (test/stages/standby_read.sh), a point-in-time restore (test/stages/pitr.sh), and the
+#      (test/stages/standby_read.sh), a point-in-time restore (test/stages/pitr.sh), the same
+#      through pgBackRest with a processor resuming (test/stages/pgbackrest.sh), and the
 #      Python example of the SQL read protocol (test/stages/python_example.sh),
 #      pg_partman retention run by pg_cron on an enabled table (test/stages/partman.sh),
 #      pg_repack of an enabled table under writes (test/stages/repack.sh),
@@ -134,6 +135,8 @@ echo "== a hot standby made before CREATE EXTENSION reads the feed, and a promot
 stage "standby reads and promotion" bash test/stages/standby_read.sh --port 55470
 echo "== a point-in-time restore refuses the abandoned branch's positions (CF017) and skips nothing"
 stage "point-in-time restore" bash test/stages/pitr.sh --port 55474
+echo "== pgBackRest: a full backup, a restore to a point in time elsewhere, processors resume there"
+stage "pgBackRest" bash test/stages/pgbackrest.sh --port 55462 --build-dir build
 
 echo "== the Python example of the SQL read protocol (psycopg)"
 stage "Python read-protocol example" bash test/stages/python_example.sh --port 55486
