@@ -7,7 +7,7 @@ packages=(postgresql-15 postgresql-server-dev-15 libpqxx-dev libboost-json1.81-d
           libssl-dev libgtest-dev cmake g++ make pkg-config nats-server libnats-dev libcli11-dev
           python3-psycopg prometheus-cpp-dev debootstrap postgresql-15-partman postgresql-15-cron
           postgresql-15-repack pgbouncer prometheus prometheus-postgres-exporter
-          pgbackrest
+          pgbackrest patroni etcd-server python3-etcd
           clang-format)
 # node and npm run the CloudEvents SDK in cloudevents_conformance_test; any
 # node already on PATH will do.

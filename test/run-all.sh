@@ -33,6 +33,7 @@
 #   5. the torture test in its short mode, the consumer fault stage
 #      (test/consumer_faults/run.sh), the consumers, the CLI and 100 processors
 #      through PgBouncer in session and transaction mode (test/stages/pgbouncer.sh),
+#      a processor through a Patroni switchover, failover and pg_rewind (test/stages/patroni.sh),
 #      the shipped Prometheus alerts fired and resolved (test/stages/prometheus.sh),
 #      and the benchmark harness on tiny sizes.
 # Usage (as root on Debian 12): bash test/run-all.sh
@@ -164,6 +165,9 @@ if [ -f CMakeLists.txt ]; then
 
     echo "== PgBouncer 1.18 in session and transaction mode: every handler shape, the CLI, 100 processors"
     stage "PgBouncer" bash test/stages/pgbouncer.sh --port 55476 --build-dir build --no-build
+
+    echo "== Patroni with etcd: switchover, failover, the old leader rewound; processors run on"
+    stage "Patroni" bash test/stages/patroni.sh --port 55454 --build-dir build --no-build
 
     echo "== the shipped alerts: promtool, then a real Prometheus, postgres_exporter and a service"
     stage "Prometheus alerts" bash test/stages/prometheus.sh --port 55466 --build-dir build --no-build
