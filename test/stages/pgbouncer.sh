@@ -9,7 +9,8 @@
 #   changefeed_pooler=transaction in their connection string.  The torture
 #   writer loads the tables directly while the script RECONNECTs both pools,
 #   PAUSEs and RESUMEs the txn pool, and KILLs the sess pool's connections.
-#   Then `changefeed tail` reads through the txn pool, and 100 processors
+#   Then `changefeed tail`, a subscription and the bridge (into a NATS
+#   JetStream the script starts) read through the txn pool, and 100 processors
 #   (10 processes of 10) run through it and directly, and the server
 #   connections they hold are counted.
 # Checked: every committed change delivered, none invented, none out of order
@@ -17,12 +18,12 @@
 # and its projection equals the tables; the projector missed none; each pool's
 # consumers delivered; no processor's registration was taken by another (their
 # names are held by time through the txn pool, by session through sess); the
-# CLI reads through the txn pool; 100 processors deliver through at most the
-# txn pool's 20 server connections.
+# CLI, the subscription and the bridge read through the txn pool; 100
+# processors deliver through at most the txn pool's 20 server connections.
 #
 # Usage (as root on Debian 12, extension built and installed):
 #   bash test/stages/pgbouncer.sh [--port N] [--build-dir DIR] [--no-build] [--keep]
-# The cluster takes port N, pgbouncer N + 1.  Installs pgbouncer if missing.
+# The cluster takes port N, pgbouncer N + 1, nats-server N + 2.  Installs pgbouncer if missing.
 # Prints the connection counts, then `N passed, M failed`; exits 1 when a check failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,8 +38,10 @@ command -v pgbouncer >/dev/null ||
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null
 mode=short
 torture_programs
-cmake_targets "$build_dir" cf_processor_runner changefeed_cli
+cmake_targets "$build_dir" cf_processor_runner cf_subscription_runner cf_bridge_runner changefeed_cli
 runner_bin=$(built_program "$SCRIPT" "$build_dir" cf_processor_runner)
+subscription_bin=$(built_program "$SCRIPT" "$build_dir" cf_subscription_runner)
+bridge_bin=$(built_program "$SCRIPT" "$build_dir" cf_bridge_runner)
 cli_bin=$(built_program "$SCRIPT" "$build_dir" changefeed)
 
 stage_scratch pgbouncer
@@ -145,10 +148,13 @@ check "the writer committed changes" yes "$([ "$(psql -qXAt -c "SELECT count(*) 
     && echo yes || echo no)"
 check "the Handler instances of both pools delivered" "all-sess all-txn" \
     "$(psql -qXAt -c "SELECT string_agg(DISTINCT split_part(inst, '#', 1), ' ') FROM torture.deliveries")"
-# What the consumers were told besides lost connections (the pooler's KILL) and
-# leases another instance took over meanwhile (CF010).
-check "no consumer was told of an error but lost connections and leases" "" \
-    "$(cat "$work"/*-*.log | grep 'on_error:' | grep -v -e 'connection' -e 'SQLSTATE CF010' | sort | uniq -c | head -5)"
+# What the consumers were told besides lost connections, leases another instance
+# took over meanwhile (CF010), and failures of their handlers, whose own connections
+# go through the pooler too (its KILL breaks them; the batch comes again, and the
+# checks above count what arrived).
+check "no consumer was told of an error but lost connections, leases and handler failures" "" \
+    "$(cat "$work"/*-*.log | grep 'on_error:' | grep -v -i -e 'connection' -e 'SQLSTATE CF010' -e 'handler failed' |
+        sort | uniq -c | head -5)"
 check "every consumer still runs" 6 "$(for f in "$work"/*-*.pid; do kill -0 "$(cat "$f")" 2>/dev/null && echo; done | wc -l)"
 check "the txn instances hold their names by time, the sess ones by session" "sess:session txn:time" \
     "$(psql -qXAt -c "SELECT string_agg(DISTINCT split_part(instance, '-', 2) || ':' || CASE WHEN held_until IS NULL THEN 'session' ELSE 'time' END, ' '
@@ -163,6 +169,44 @@ psql -qXAt -c "INSERT INTO many SELECT i, 'tail' FROM generate_series(1, 3) i" >
 tail_out=$("$cli_bin" tail public.many --from "$before" --count 3 --timeout 20 --poll 0.2 \
     -d "host=127.0.0.1 port=$bport dbname=txn user=postgres changefeed_pooler=transaction" 2>"$work/tail.err" | wc -l)
 check "tail read the three changes through the txn pool" 3 "$tail_out"
+
+txn="host=127.0.0.1 port=$bport user=postgres dbname=txn changefeed_pooler=transaction"
+echo "== a subscription through the txn pool"
+"$subscription_bin" "$txn" public.many 5 30 --poll-ms 200 >"$work/subscription.out" 2>"$work/subscription.err" &
+subscriber=$!
+for _ in $(seq 100); do grep -q ready "$work/subscription.err" && break; sleep 0.1; done
+psql -qXAt -c "INSERT INTO many SELECT i, 'subscription' FROM generate_series(11, 15) i" >/dev/null
+rc=0; wait "$subscriber" || rc=$?
+check "the subscription received the five changes" "0 5" "$rc $(sort -u "$work/subscription.out" | wc -l)"
+
+echo "== the bridge through the txn pool, into NATS JetStream"
+nats-server -a 127.0.0.1 -p $((port + 2)) -js -sd "$scratch/nats" >"$work/nats.log" 2>&1 &
+echo $! >"$work/nats.pid"
+"$bridge_bin" "$txn" many bridge bridge-1 "nats://127.0.0.1:$((port + 2))" cf CF "$work/bridge.stats" \
+    >"$work/bridge.log" 2>&1 &
+echo $! >"$work/bridge.pid"
+for _ in $(seq 100); do
+    [ "$(psql -qXAt -c "SELECT count(*) FROM changefeed.processor_status WHERE processor = 'bridge' AND live")" = 4 ] &&
+        break
+    sleep 0.2
+done
+psql -qXAt -c "INSERT INTO many SELECT i, 'bridge' FROM generate_series(21, 40) i" >/dev/null
+acked() { awk '$1 == "ok" { a += $2; d += $3 } END { print a + 0, d + 0 }' "$work/bridge.stats" 2>/dev/null; }
+for _ in $(seq 150); do [ "$(acked | cut -d' ' -f1)" -ge 20 ] && break; sleep 0.2; done
+check "the bridge published the twenty changes, JetStream acknowledged each once" "20 0" "$(acked)"
+stop_pids "$work/bridge.pid" "$work/nats.pid"
+
+echo "== without changefeed_pooler through the txn pool: the errors say what to add"
+for i in 1 2; do
+    "$runner_bin" "host=127.0.0.1 port=$bport user=postgres dbname=txn" public.many "bare-$i" "bare-$i" \
+        "$work/bare.out" --processors 2 >>"$work/bare.log" 2>&1 &
+    echo $! >>"$work/bare.pids"
+done
+for _ in $(seq 100); do grep -q 'changefeed_pooler=transaction' "$work/bare.log" && break; sleep 0.1; done
+stop_pids "$work/bare.pids"
+check "a prepared statement lost between sessions is reported with the keyword to add" yes \
+    "$(grep -q 'SQLSTATE \(26000\|42P05\)). Hint: behind a pooler in transaction mode.*changefeed_pooler=transaction' \
+        "$work/bare.log" && echo yes || echo no)"
 
 echo "== server connections of 100 processors (10 processes of 10)"
 # The pools' server connections of the steps above closed first.

@@ -87,6 +87,17 @@ std::string one_line(const std::string& text, const std::string& state) {
     return out;
 }
 
+// A statement the library prepared missing from the session, or one it
+// prepares already there: the sessions change under it, as behind a pooler in
+// transaction mode.  The report says what to do.
+std::string with_pooler_hint(std::string line, const std::string& state, const std::string& text) {
+    const bool ours = text.find("\"changefeed_") != std::string::npos;
+    if (ours && (state == "26000" || state == "42P05"))
+        line += ". Hint: behind a pooler in transaction mode (PgBouncer pool_mode=transaction), add "
+                "changefeed_pooler=transaction to the connection string";
+    return line;
+}
+
 // Any other text of libpq's on one line (a failed connection's report has a
 // line and a tab-indented second one).
 std::string flat(const std::string& text) {
@@ -152,7 +163,8 @@ Error to_error(std::exception_ptr e) {
         return Error(errc::connection_failed, flat(err.what()), {}, err.what());
     } catch (const pqxx::sql_error& err) {
         const std::string state = sqlstate_of(err);
-        return Error(code_of_sqlstate(state), one_line(err.what(), state), state, err.what());
+        return Error(code_of_sqlstate(state), with_pooler_hint(one_line(err.what(), state), state, err.what()), state,
+                     err.what());
     } catch (const std::exception& err) {
         // The one place a retry decision reads message text: libpqxx 6 throws
         // some lost connections (a result that never came because the socket

@@ -25,6 +25,7 @@
 #include "read/feed_reader.hpp"
 #include "supervise/consumer_policy.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -202,16 +203,31 @@ public:
     }
     const std::string& processor_name() const override { return name_; }
     const std::string& instance_name() const override { return instance_; }
-    // changefeed.wait_for() on a connection of its own, as long as it takes.
+    // changefeed.wait_for() on a connection of its own, as long as it takes,
+    // in calls of at most 10 s: a statement's snapshot holds vacuum back for
+    // as long as it runs, and a caller may wait up to an hour.
     void wait_for(const std::string& position, std::chrono::milliseconds timeout) const override {
+        using std::chrono::milliseconds;
         if (timeout.count() < 0 || timeout > std::chrono::hours(1))
             throw Error(errc::invalid_option, "the timeout of wait_for must be between 0 and 1 hour");
         auto conn = connect(collection_.conninfo());
-        translated([&] {
-            pqxx::nontransaction tx(*conn);
-            tx.exec_params("SELECT changefeed.wait_for($1::regclass, $2, $3, make_interval(secs => $4::float8 / 1000))",
-                           collection_.table(), stored_name_, position, static_cast<double>(timeout.count()));
-        });
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        for (;;) {
+            const milliseconds left = std::max(
+                milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
+            const milliseconds slice = std::min(left, milliseconds(10000));
+            try {
+                translated([&] {
+                    pqxx::nontransaction tx(*conn);
+                    tx.exec_params(
+                        "SELECT changefeed.wait_for($1::regclass, $2, $3, make_interval(secs => $4::float8 / 1000))",
+                        collection_.table(), stored_name_, position, static_cast<double>(slice.count()));
+                });
+                return;
+            } catch (const Error& e) {
+                if (e.code() != make_error_code(errc::wait_timed_out) || slice == left) throw;
+            }
+        }
     }
 
     std::string current_position() const override {
