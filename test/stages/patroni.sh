@@ -28,12 +28,7 @@ cd "$(dirname "$0")/../.."
 source test/support/checks.sh
 port=55454 build_dir=build build=1 keep=0
 parse_options patroni.sh --port=port --build-dir=build_dir --no-build=build:0 --keep=keep:1 -- "$@"
-missing=()
-for p in patroni etcd-server python3-etcd; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-[ ${#missing[@]} -eq 0 ] ||
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+debian_packages patroni etcd-server python3-etcd
 [ "$build" = 0 ] || cmake_targets "$build_dir" cf_processor_runner
 runner_bin=$(built_program patroni.sh "$build_dir" cf_processor_runner)
 

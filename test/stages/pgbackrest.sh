@@ -24,8 +24,7 @@ cd "$(dirname "$0")/../.."
 source test/support/checks.sh
 port=55462 build_dir=build build=1 keep=0
 parse_options pgbackrest.sh --port=port --build-dir=build_dir --no-build=build:0 --keep=keep:1 -- "$@"
-command -v pgbackrest >/dev/null ||
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbackrest >/dev/null
+debian_packages pgbackrest
 [ "$build" = 0 ] || cmake_targets "$build_dir" cf_processor_runner
 runner_bin=$(built_program pgbackrest.sh "$build_dir" cf_processor_runner)
 

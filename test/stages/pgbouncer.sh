@@ -34,8 +34,7 @@ source test/torture/stage.sh
 port=55476 build_dir=build build=1 keep=0
 parse_options "$SCRIPT" --port=port --build-dir=build_dir --no-build=build:0 --keep=keep:1 -- "$@"
 bport=$((port + 1))
-command -v pgbouncer >/dev/null ||
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null
+debian_packages pgbouncer
 mode=short
 torture_programs
 cmake_targets "$build_dir" cf_processor_runner cf_subscription_runner cf_bridge_runner changefeed_cli

@@ -25,12 +25,7 @@ cd "$(dirname "$0")/../.."
 source test/support/checks.sh
 port=55466 build_dir=build build=1 keep=0
 parse_options prometheus.sh --port=port --build-dir=build_dir --no-build=build:0 --keep=keep:1 -- "$@"
-missing=()
-for p in prometheus prometheus-postgres-exporter; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-[ ${#missing[@]} -eq 0 ] ||
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+debian_packages prometheus prometheus-postgres-exporter
 [ "$build" = 0 ] || cmake_targets "$build_dir" metrics_service
 service_bin=$(built_program prometheus.sh "$build_dir" metrics_service)
 

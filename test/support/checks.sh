@@ -7,18 +7,23 @@ export PGBIN
 
 source test/support/stage.sh
 
+# debian_packages PACKAGE...: installs the Debian packages that are missing.
+debian_packages() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] ||
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
 # debian_extensions PACKAGE...: installs the Debian packages of PostgreSQL 15
 # extensions when missing, and copies their files (library, extension
 # scripts, programs) into the PostgreSQL of PG_CONFIG when that is not the
 # system's: a private PostgreSQL loads extensions from its own folders.
 debian_extensions() {
-    local missing=() p f pg_config libdir extdir bindir
-    for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-    done
-    if [ ${#missing[@]} -gt 0 ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    fi
+    local p f pg_config libdir extdir bindir
+    debian_packages "$@"
     pg_config=${PG_CONFIG:-$PGBIN/pg_config}
     libdir=$("$pg_config" --pkglibdir) extdir=$("$pg_config" --sharedir)/extension bindir=$("$pg_config" --bindir)
     for p in "$@"; do
