@@ -86,10 +86,12 @@ REGRESS_COMMON += rewrites
 # Partitions under roles that are not superusers: names resolved as the
 # command's role, expiry past row-level security, owners' partition DDL.
 REGRESS_COMMON += trust_partitions
+# The table as of a position and the net change between two (read/as_of.sql).
+REGRESS_COMMON += as_of
 REGRESS_PRELOADED = notifier ticks workers long_poll prepared
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=test --load-extension=changefeed
-ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence lease_expiry_race instance_names start_at read_ranges_late_commit open_xact_late_commit range_change_race disable_keep_race own_position partition_expire_race row_security_race schema_change_race reserve_race processor_cap_race large_transaction_pages $(ISOLATION_PRELOADED)
+ISOLATION = late_commit row_order concurrent_reader partition_race lease_fence lease_expiry_race instance_names start_at read_ranges_late_commit open_xact_late_commit range_change_race disable_keep_race own_position partition_expire_race row_security_race schema_change_race reserve_race processor_cap_race large_transaction_pages as_of_snapshot $(ISOLATION_PRELOADED)
 # The long poll is woken through shared memory: preloaded only.
 ISOLATION_PRELOADED = long_poll_wakeup
 ISOLATION_OPTS = --inputdir=test --load-extension=changefeed

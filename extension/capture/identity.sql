@@ -10,6 +10,20 @@
 CREATE OR REPLACE FUNCTION changefeed.canonical_text(value anyelement) RETURNS text
     AS 'MODULE_PATHNAME', 'changefeed_canonical_text' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
+-- The SQL expression of a row's document id from its key columns, the row
+-- aliased `alias`: the key's canonical text, or for a composite key a JSON
+-- array of the texts (null for a null part), as capture writes it.
+CREATE OR REPLACE FUNCTION changefeed.doc_id_sql(key_columns text[], alias text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN cardinality(key_columns) = 1
+                THEN format('coalesce(changefeed.canonical_text(%I.%I), %L)', alias, key_columns[1], '')
+                ELSE '''['' || concat_ws('','', '
+                     || (SELECT string_agg(format('coalesce(to_json(changefeed.canonical_text(%I.%I))::text, %L)',
+                                                  alias, k, 'null'), ', ' ORDER BY n)
+                           FROM unnest(key_columns) WITH ORDINALITY u(k, n))
+                     || ') || '']''' END
+$$;
+
 -- Whether values of a type have no canonical text: money (lc_monetary), the
 -- reg* types (search_path and the catalog), or a type holding one.
 CREATE OR REPLACE FUNCTION changefeed.session_formatted(type regtype) RETURNS bool

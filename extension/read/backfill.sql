@@ -51,14 +51,7 @@ BEGIN
         keys := keys || CASE WHEN i > 1 THEN ', ' ELSE '' END || format('t.%I', col);
         key_obj := key_obj || CASE WHEN i > 1 THEN ', ' ELSE '' END || format('%L, t.%I', col, col);
     END LOOP;
-    IF cardinality(c.key_columns) = 1 THEN
-        doc := format('coalesce(changefeed.canonical_text(t.%I), %L)', c.key_columns[1], '');
-    ELSE
-        doc := '''['' || concat_ws('','', '
-            || (SELECT string_agg(format('coalesce(to_json(changefeed.canonical_text(t.%I))::text, %L)', k, 'null'), ', ')
-                  FROM unnest(c.key_columns) k)
-            || ') || '']''';
-    END IF;
+    doc := changefeed.doc_id_sql(c.key_columns, 't');
     part := (SELECT string_agg(format('coalesce(changefeed.canonical_text(t.%I), %L)', k, ''), ' || ''/'' || ')
                FROM unnest(c.partition_key) k);
     RETURN QUERY EXECUTE format(

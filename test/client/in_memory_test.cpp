@@ -397,4 +397,46 @@ TEST(InMemory, LeaseCallbacksOncePerRangeAndOnStop) {
     EXPECT_EQ(released, (std::vector<int>{0, 1}));
 }
 
+TEST(InMemoryHistory, AsOfNeedsTheLogFromThePositionOn) {
+    // The log begins at the first processor's start by default: before it,
+    // only the position of now can be rebuilt.
+    changefeed::InMemoryCollection c;
+    c.create({{"id", 1}, {"v", "a"}});
+    const auto early = c.current_position();
+    EXPECT_EQ(changefeed::as_of(c, early).size(), 1u);
+    c.replace({{"id", 1}, {"v", "b"}});
+    EXPECT_EQ(cftest::code_of([&] { changefeed::as_of(c, early); }), errc::history_lost);
+    EXPECT_EQ(cftest::code_of([&] { changefeed::as_of(c, "mem.99"); }), errc::position_ahead);
+
+    // record_from_start: as a table's log from enable() on.
+    changefeed::InMemoryOptions o;
+    o.record_from_start = true;
+    changefeed::InMemoryCollection d(o);
+    d.create({{"id", 1}, {"v", "a"}});
+    const auto p = d.current_position();
+    d.replace({{"id", 1}, {"v", "b"}});
+    d.create({{"id", 2}, {"v", "c"}});
+    const auto docs = changefeed::as_of(d, p);
+    ASSERT_EQ(docs.size(), 1u);
+    EXPECT_EQ(docs[0].document.at("v").as_string(), "a");
+    EXPECT_EQ(docs[0].document_json, R"({"id":1,"v":"a"})");
+    // A clear after the position carries no documents: nothing to undo with.
+    d.clear();
+    EXPECT_EQ(cftest::code_of([&] { changefeed::as_of(d, p); }), errc::cannot_rebuild);
+    EXPECT_EQ(cftest::code_of([&] { changefeed::diff(d, p, d.current_position()); }), errc::cannot_rebuild);
+    EXPECT_TRUE(changefeed::as_of(d, d.current_position()).empty());
+
+    // Without previous images a replace cannot be undone; a create can.
+    changefeed::InMemoryOptions np;
+    np.record_from_start = true;
+    np.keep_previous = false;
+    changefeed::InMemoryCollection e(np);
+    e.create({{"id", 1}, {"v", "a"}});
+    const auto q = e.current_position();
+    e.create({{"id", 2}, {"v", "b"}});
+    EXPECT_EQ(changefeed::as_of(e, q).size(), 1u);
+    e.replace({{"id", 1}, {"v", "c"}});
+    EXPECT_EQ(cftest::code_of([&] { changefeed::as_of(e, q); }), errc::cannot_rebuild);
+}
+
 }  // namespace

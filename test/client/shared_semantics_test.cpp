@@ -75,6 +75,7 @@ public:
         tx.commit();
         return pos;
     }
+    changefeed::Collection collection() const { return changefeed::Collection(cluster().conninfo(), table_); }
 
 private:
     static std::string quoted(const std::string& v) { return "'" + v + "'"; }  // test constants only
@@ -114,6 +115,7 @@ public:
     }
     static void use_foreign_transaction(changefeed::Transaction& tx) { tx.sql(); }
     std::string position() { return coll_.current_position(); }
+    const changefeed::InMemoryCollection& collection() const { return coll_; }
 
 private:
     changefeed::InMemoryCollection coll_;
@@ -637,3 +639,56 @@ TEST(InMemory, CompositeKeysAndWriteErrors) {
 }
 
 }  // namespace
+
+// id -> v of the documents at `position`.
+template <class P>
+std::map<std::string, std::string> values_as_of(const P& provider, const std::string& position) {
+    std::map<std::string, std::string> out;
+    for (const auto& d : changefeed::as_of(provider.collection(), position))
+        out[d.doc_id] = std::string(d.document.at("v").as_string());
+    return out;
+}
+
+// "id operation previous>current (n changes)" per document, in id order.
+template <class P>
+std::vector<std::string> net_of(const P& provider, const std::string& since, const std::string& upto) {
+    std::vector<std::string> out;
+    for (const auto& n : changefeed::diff(provider.collection(), since, upto)) {
+        auto v = [](const boost::json::value& doc) {
+            return doc.is_null() ? std::string("-") : std::string(doc.at("v").as_string());
+        };
+        out.push_back(n.doc_id + " " + changefeed::to_string(n.operation) + " " + v(n.previous) + ">" + v(n.current) +
+                      " (" + std::to_string(n.event_ids.size()) + ")");
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+TYPED_TEST(SharedSemantics, AsOfAndDiffUndoTheChangesAfterAPosition) {
+    cftest::Recorder warmup;
+    { auto p = this->start("warmup", warmup); }  // the in-memory log records from here
+    this->provider.insert(1, "a");
+    this->provider.insert(2, "b");
+    const auto p0 = this->provider.position();
+    this->provider.update(1, "a2");
+    this->provider.remove(2);
+    this->provider.insert(3, "c");
+    const auto p1 = this->provider.position();
+    this->provider.update(3, "c2");
+    this->provider.update(1, "a");  // back to its image at p0
+    const auto p2 = this->provider.position();
+
+    using Values = std::map<std::string, std::string>;
+    EXPECT_EQ(values_as_of(this->provider, p0), (Values{{"1", "a"}, {"2", "b"}}));
+    EXPECT_EQ(values_as_of(this->provider, p1), (Values{{"1", "a2"}, {"3", "c"}}));
+    EXPECT_EQ(values_as_of(this->provider, p2), (Values{{"1", "a"}, {"3", "c2"}}));
+    using Lines = std::vector<std::string>;
+    EXPECT_EQ(net_of(this->provider, p0, p1), (Lines{"1 replace a>a2 (1)", "2 delete b>- (1)", "3 create ->c (1)"}));
+    // Document 1 changed and changed back: no net change.
+    EXPECT_EQ(net_of(this->provider, p0, p2), (Lines{"2 delete b>- (1)", "3 create ->c2 (2)"}));
+    EXPECT_EQ(net_of(this->provider, p2, p2), Lines{});
+    EXPECT_EQ(cftest::code_of([&] { changefeed::diff(this->provider.collection(), p1, p0); }),
+              changefeed::errc::invalid_option);
+    EXPECT_EQ(cftest::code_of([&] { changefeed::as_of(this->provider.collection(), "mem.x"); }),
+              changefeed::errc::malformed_position);
+}

@@ -6,6 +6,7 @@
 #include <changefeed/collection.hpp>
 #include <changefeed/error.hpp>
 #include <changefeed/filter.hpp>
+#include <changefeed/history.hpp>
 #include <changefeed/in_memory.hpp>
 #include <changefeed/lag.hpp>
 #include <changefeed/log.hpp>

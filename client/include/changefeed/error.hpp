@@ -46,6 +46,9 @@ enum class errc {
                                   // (images => 'keys', CF021): read it with a latest-version processor
     processor_not_found,          // a processor name that never ran on the table (CF012): lag() of it
     wait_timed_out,               // wait_for() timed out: some range has not handled the changes yet (CF023)
+    cannot_rebuild,               // as_of()/diff(): the log cannot undo what followed the position (CF025):
+                                  // a TRUNCATE (clear) after it, or a change logged without the image before
+    position_ahead,               // as_of()/diff(): a position newer than the reading snapshot (CF026)
 };
 
 // The enumerator's name ("handler_failed"), as logs and metrics label codes.

@@ -31,7 +31,7 @@
 //   Context::lease_epoch is always 1 and Context::checkpoint never fails with
 //   lease_lost.
 // - Nothing is recorded before the first processor starts (even one whose
-//   start() then failed); from then on every write is kept in the log for the
+//   start() then failed), unless InMemoryOptions::record_from_start; from then on every write is kept in the log for the
 //   life of the collection (a collection of a unit test is small).  No
 //   retention, so a stored checkpoint never loses history; resync and
 //   maintain_interval are accepted and ignored.  history_lost comes only from
@@ -56,6 +56,7 @@
 //   Error(invalid_option).
 #pragma once
 
+#include <changefeed/history.hpp>
 #include <changefeed/processor.hpp>
 
 #include <boost/json/object.hpp>
@@ -85,6 +86,11 @@ struct InMemoryOptions {
     // providers (client/examples/order_totals.hpp).  Empty: tx.sql() throws
     // Error(invalid_option); write through tx.memory().
     std::string projection_database;
+    // Keep every write in the log from the collection's construction on, as a
+    // table's log does from enable(): as_of() and diff() (history.hpp) of any
+    // position, start positions and times from before the first processor.
+    // False: the log begins at the first processor's start().
+    bool record_from_start = false;
 };
 
 // The transaction a TransactionalHandler gets on the in-memory provider:
@@ -145,6 +151,8 @@ public:
     std::map<std::string, boost::json::value> projection(const std::string& name) const;
 
     friend Processor make_processor(InMemoryCollection&, std::string, ProcessorHandler, FeedOptions);
+    friend std::vector<Document> as_of(const InMemoryCollection&, const std::string&);
+    friend std::vector<NetChange> diff(const InMemoryCollection&, const std::string&, const std::string&);
 
 private:
     std::shared_ptr<detail::MemoryStore> store_;

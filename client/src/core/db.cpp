@@ -10,7 +10,8 @@ namespace {
 errc code_of_sqlstate(const std::string& state) {
     if (state == "CF002") return errc::collection_not_enabled;
     if (state == "42P01") return errc::collection_not_found;
-    if (state == "CF003") return errc::invalid_option;
+    // CF003 an option value, 22023 an argument of a read or of diff() the server refuses.
+    if (state == "CF003" || state == "22023") return errc::invalid_option;
     if (state == "CF004") return errc::malformed_position;
     if (state == "CF005") return errc::foreign_position;
     // History lost: retention dropped it (CF006), or capture was off (CF019).
@@ -25,6 +26,8 @@ errc code_of_sqlstate(const std::string& state) {
     // CF012: lag of a processor that never ran -- a name the server does not know.
     if (state == "CF012") return errc::processor_not_found;
     if (state == "CF023") return errc::wait_timed_out;
+    if (state == "CF025") return errc::cannot_rebuild;
+    if (state == "CF026") return errc::position_ahead;
     // CF011 is a processor or an instance name the server refused; which one
     // the caller decides from the names it sent (classify_names).
     if (state == "CF011") return errc::invalid_option;

@@ -42,6 +42,8 @@ public:
             return "the collection logs keys alone (images => 'keys'): the all-versions feed is not available";
         case errc::processor_not_found: return "no processor of this name has run on the table";
         case errc::wait_timed_out: return "the processor has not handled every change before the position in time";
+        case errc::cannot_rebuild: return "the log cannot undo the changes after the position";
+        case errc::position_ahead: return "the position is newer than the reading snapshot";
         }
         return "unknown changefeed error";
     }
@@ -78,6 +80,8 @@ const char* to_string(errc code) noexcept {
     case errc::images_not_logged: return "images_not_logged";
     case errc::processor_not_found: return "processor_not_found";
     case errc::wait_timed_out: return "wait_timed_out";
+    case errc::cannot_rebuild: return "cannot_rebuild";
+    case errc::position_ahead: return "position_ahead";
     }
     return "unknown";
 }

@@ -722,6 +722,7 @@ pqxx::transaction_base& InMemoryTransaction::sql() {
 InMemoryCollection::InMemoryCollection(InMemoryOptions options) : store_(std::make_shared<detail::MemoryStore>()) {
     if (options.key.empty()) throw Error(errc::invalid_option, "the key needs at least one field");
     store_->options = std::move(options);
+    if (store_->options.record_from_start) store_->start_recording();
 }
 
 InMemoryCollection::~InMemoryCollection() = default;
@@ -781,6 +782,90 @@ std::map<std::string, boost::json::value> InMemoryCollection::projection(const s
     auto it = store_->projections.find(name);
     if (it == store_->projections.end()) return {};
     return it->second;
+}
+
+namespace {
+
+// Under mu: the last seq a position has seen (a paged window: up to what it delivered).
+std::int64_t seen_by(const detail::MemoryStore& s, const std::string& text) {
+    const auto p = detail::parse_position(text);
+    const std::int64_t seen = p.hi ? p.after : p.lo;
+    if (seen > s.last_seq)
+        throw Error(errc::position_ahead, "position " + text + " lies beyond this collection's last write");
+    if (seen < s.last_seq && (!s.recording || seen < s.recorded_after))
+        throw Error(errc::history_lost, "the collection does not hold the writes after position " + text +
+                                            " (it records them from the first processor's start on, or from its "
+                                            "construction with InMemoryOptions::record_from_start)");
+    return seen;
+}
+
+// One document's changes in an interval of the log.
+struct DocumentChanges {
+    const detail::Entry* first = nullptr;
+    const detail::Entry* last = nullptr;
+    std::vector<std::string> event_ids;
+};
+
+// Under mu: per document changed in (after, upto], its changes.
+std::map<std::string, DocumentChanges> changed_between(const detail::MemoryStore& s, std::int64_t after,
+                                                       std::int64_t upto) {
+    std::map<std::string, DocumentChanges> out;
+    for (const auto& e : s.log) {
+        if (e.seq <= after || e.seq > upto) continue;
+        if (e.op == Operation::clear)
+            throw Error(errc::cannot_rebuild, "cannot rebuild the collection at the position: a clear() after it");
+        auto& d = out[e.doc_id];
+        if (!d.first) {
+            if (e.op != Operation::create && e.previous.is_null())
+                throw Error(errc::cannot_rebuild, "cannot rebuild the collection at the position: a change after "
+                                                  "it without the image before it (keep_previous off)");
+            d.first = &e;
+        }
+        d.last = &e;
+        d.event_ids.push_back("mem." + std::to_string(e.seq));
+    }
+    return out;
+}
+
+Document document_of(const std::string& id, const boost::json::value& doc) {
+    return Document{id, doc, boost::json::serialize(doc)};
+}
+
+}  // namespace
+
+std::vector<Document> as_of(const InMemoryCollection& collection, const std::string& position) {
+    const auto& s = *collection.store_;
+    std::lock_guard lock(s.mu);
+    const auto changed = changed_between(s, seen_by(s, position), s.last_seq);
+    std::vector<Document> out;
+    for (const auto& [id, doc] : s.docs)
+        if (!changed.count(id)) out.push_back(document_of(id, doc));
+    for (const auto& [id, d] : changed)
+        if (d.first->op != Operation::create) out.push_back(document_of(id, d.first->previous));
+    return out;
+}
+
+std::vector<NetChange> diff(const InMemoryCollection& collection, const std::string& since, const std::string& upto) {
+    const auto& s = *collection.store_;
+    std::lock_guard lock(s.mu);
+    const auto from = seen_by(s, since), to = seen_by(s, upto);
+    if (to < from) throw Error(errc::invalid_option, "the second position is before the first");
+    std::vector<NetChange> out;
+    for (auto& [id, d] : changed_between(s, from, to)) {
+        NetChange n;
+        n.doc_id = id;
+        if (d.first->op != Operation::create) n.previous = d.first->previous;
+        if (d.last->op != Operation::delete_) n.current = d.last->current;
+        if (n.previous == n.current) continue;
+        n.operation = n.previous.is_null()  ? Operation::create
+                      : n.current.is_null() ? Operation::delete_
+                                            : Operation::replace;
+        if (!n.current.is_null()) n.current_json = boost::json::serialize(n.current);
+        if (!n.previous.is_null()) n.previous_json = boost::json::serialize(n.previous);
+        n.event_ids = std::move(d.event_ids);
+        out.push_back(std::move(n));
+    }
+    return out;
 }
 
 Processor make_processor(InMemoryCollection& collection, std::string name, ProcessorHandler handler,
