@@ -44,6 +44,18 @@ root=$(pwd)
 
 bash test/install-deps.sh
 
+# The tests' servers listen on loopback ports 55400-56199, which lie in
+# Linux's ephemeral range: a client connection of an earlier stage that took
+# one as its local port would make a server's bind fail.  Reserved for the
+# run (where /proc/sys is writable), given back at the end.
+reserved=/proc/sys/net/ipv4/ip_local_reserved_ports
+reserved_before=$(cat "$reserved" 2>/dev/null || true)
+if [ -w "$reserved" ] && echo "${reserved_before:+$reserved_before,}55400-56199" >"$reserved" 2>/dev/null; then
+    echo "== loopback ports 55400-56199 kept out of the ephemeral range for the run"
+else
+    reserved=
+fi
+
 echo "== building and installing the extension"
 make -s clean >/dev/null
 make -s
@@ -55,6 +67,7 @@ cleanup() {
     for c in "$scratch"/preload "$scratch"/plain; do
         [ -f "$c/data/postmaster.pid" ] && bash test/cluster.sh stop "$c" --immediate >/dev/null 2>&1 || true
     done
+    [ -z "$reserved" ] || echo "$reserved_before" >"$reserved" 2>/dev/null || true
 }
 trap cleanup EXIT
 

@@ -58,11 +58,22 @@ DATA_SOURCE_NAME="$conninfo sslmode=disable" runuser -u postgres -- prometheus-p
     >"$scratch/exporter.log" 2>&1 &
 pids+=($!)
 service=
+# start_service: starts it and waits until it serves its metrics; a service
+# that exits first fails the stage with its log.
 start_service() {
+    : >"$scratch/service.log"
     "$service_bin" "$conninfo" public.orders --name billing --listen "127.0.0.1:$((port + 2))" \
         >>"$scratch/service.log" 2>&1 &
     service=$!
     pids+=("$service")
+    for _ in $(seq 300); do
+        grep -q "^metrics on port" "$scratch/service.log" && return 0
+        kill -0 "$service" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "the service did not start serving its metrics; its log:"
+    tail -20 "$scratch/service.log"
+    exit 1
 }
 start_service
 
@@ -119,7 +130,7 @@ sleep 3
 check "nothing fires while the service reads" "" "$(firing)"
 
 echo "== the service stops; rows are written"
-kill "$service"
+check "the service ran until stopped" yes "$(kill "$service" 2>/dev/null && echo yes || echo no)"
 wait "$service" 2>/dev/null || true
 q "INSERT INTO orders SELECT i, i FROM generate_series(11, 20) i"
 fires() { [[ " $(firing) " == *" $1 "* ]]; }
@@ -137,5 +148,6 @@ wait_until 60 resolved || true
 check "every alert resolved" "" "$(firing)"
 check "the service delivered the rows written while it was down" 10 \
     "$(grep -cE '^(create|replace) (1[1-9]|20)$' "$scratch/service.log" || true)"
+[ "$failed" = 0 ] || { echo "the service's log:"; tail -20 "$scratch/service.log"; }
 
 stage_summary
