@@ -88,6 +88,8 @@ REGRESS_COMMON += rewrites
 REGRESS_COMMON += trust_partitions
 # The table as of a position and the net change between two (read/as_of.sql).
 REGRESS_COMMON += as_of
+# A filtered read as a view: replaces that enter or leave it (window_filter.cpp).
+REGRESS_COMMON += filter_moves
 REGRESS_PRELOADED = notifier ticks workers long_poll prepared
 REGRESS = $(REGRESS_COMMON) $(REGRESS_PRELOADED)
 REGRESS_OPTS = --inputdir=test --load-extension=changefeed

@@ -123,7 +123,7 @@ void latest_versions(const Window *w, Partition *parts, Kept *pg, int keep) {
                 pg->rows[v[i].row].seen = seen;
                 if (!current_null) current = reader_visible_image(w->sight, version, current);
             }
-            if (w->filter != NULL && !filter_passes(w->filter, seen, current, current_null, previous, previous_null))
+            if (w->filter != NULL && filter_seen(w->filter, seen, current, current_null, previous, previous_null) == 0)
                 continue;
         }
         chosen[v[i].row] = true;

@@ -157,6 +157,12 @@ $$;
 --                as no match (jsonb_path_match(..., silent => true)); a
 --                variable missing from filter_vars (42704) or filter_vars not
 --                an object (22023) ends the read.
+--   filter_moves with a filter, in the modes 'all': a replace with its image
+--                before is tested on both images, as a view defined by the
+--                filter sees it: one that enters the view is a create (the
+--                document after), one that leaves it a delete (the document
+--                before), one that stays a replace (true, the default); false:
+--                a replace is tested on the document after alone.
 --   doc_ids      only changes of these documents (clears pass).
 --   tenant       only changes of this tenant (collections with a tenant column;
 --                clears pass).  A role bound to a tenant (bind_tenant) reads
@@ -195,7 +201,8 @@ AS 'MODULE_PATHNAME', 'changefeed_whole_previous' LANGUAGE C IMMUTABLE PARALLEL 
 CREATE OR REPLACE FUNCTION changefeed.read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
                                         after bigint, max_changes int, doc_ids text[], tenants text[],
                                         latest bool, filter jsonpath DEFAULT NULL, filter_vars jsonb DEFAULT NULL,
-                                        as_caller bool DEFAULT true, with_schema bool DEFAULT false)
+                                        as_caller bool DEFAULT true, with_schema bool DEFAULT false,
+                                        filter_moves bool DEFAULT false)
 RETURNS TABLE (LIKE change)   -- a change row (surface.manifest)
 AS 'MODULE_PATHNAME', 'changefeed_read_windows' LANGUAGE C VOLATILE;
 
@@ -208,7 +215,8 @@ CREATE OR REPLACE FUNCTION changefeed.read(
     filter jsonpath DEFAULT NULL,
     filter_vars jsonb DEFAULT NULL,
     doc_ids text[] DEFAULT NULL,
-    only_tenant text DEFAULT NULL)   -- `tenant` in the entry point (surface.manifest)
+    only_tenant text DEFAULT NULL,   -- `tenant` in the entry point (surface.manifest)
+    filter_moves bool DEFAULT true)
 RETURNS TABLE (LIKE change)   -- a change row (surface.manifest)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET work_mem = '64MB' AS $$
 #variable_conflict use_column
@@ -240,7 +248,7 @@ BEGIN
     RETURN QUERY SELECT * FROM changefeed.read_windows(
         c.id, coalesce(ranges, ARRAY(SELECT generate_series(0, c.ranges - 1))), p.lo, p.hi, p.last_seq,
         max_changes, doc_ids, tenants, mode = 'latest', filter, filter_vars,
-        with_schema => mode = 'all_with_schema');
+        with_schema => mode = 'all_with_schema', filter_moves => coalesce(filter_moves, true));
 END
 $$;
 

@@ -187,12 +187,13 @@ extern "C" {
 // read_windows(collection_id int, ranges int[], lo pg_snapshot, hi pg_snapshot,
 //              after bigint, max_changes int, doc_ids text[], tenants text[],
 //              latest bool, filter jsonpath, filter_vars jsonb,
-//              as_caller bool) -> read()'s rows
+//              as_caller bool, with_schema bool, filter_moves bool) -> read()'s rows
 // read() from the position (lo, hi, after) (hi null: between windows): at
 // most max_changes rows, window after window, in seq order; with doc_ids or
 // tenants (null: all), only changes of those documents or tenants, and
 // clears (mode 'all'); with `filter` (null: none), only changes that pass it
-// (filter_passes(), vars from filter_vars, null: none); `latest`: per window
+// (filter_seen(), vars from filter_vars, null: none; with filter_moves, a
+// replace that enters or leaves the filter's view as a create or a delete); `latest`: per window
 // the last version of each document, as read() in mode 'latest'.  Each row
 // carries the position after it: the last row of an exhausted window carries
 // its `hi` alone, others (lo, hi, seq), so a read resumes after what its
@@ -220,7 +221,8 @@ Datum changefeed_read_windows(PG_FUNCTION_ARGS) {
     w.tenants = text_set(fcinfo, 7);
     w.latest = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
     w.with_schema = !w.latest && PG_NARGS() > 12 && !PG_ARGISNULL(12) && PG_GETARG_BOOL(12);
-    w.filter = filter_of(fcinfo, 9, 10);
+    w.filter = filter_of(fcinfo, 9, 10, 13);
+    if (w.filter != NULL && w.latest) w.filter->moves = false;  // the latest version alone is tested
     refuse_own_changes();
     w.current = w.latest ? current_rows_for(w.collection) : NULL;
     // Counted for an admin (lag()): every change, none of them returned.

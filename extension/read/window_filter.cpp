@@ -48,9 +48,10 @@ char seen_op(const TextSet *tenants, char op, Datum tenant, bool tenant_null, Da
     return now_in ? (was_in ? 'r' : 'c') : (was_in ? 'd' : 0);
 }
 
-Filter *filter_of(FunctionCallInfo fcinfo, int path_arg, int vars_arg) {
+Filter *filter_of(FunctionCallInfo fcinfo, int path_arg, int vars_arg, int moves_arg) {
     if (PG_ARGISNULL(path_arg)) return NULL;
     Filter *f = (Filter *)palloc0(sizeof(Filter));
+    f->moves = moves_arg < PG_NARGS() && !PG_ARGISNULL(moves_arg) && PG_GETARG_BOOL(moves_arg);
     fmgr_info(F_JSONB_PATH_MATCH, &f->match);
     f->path = PointerGetDatum(PG_DETOAST_DATUM(PG_GETARG_DATUM(path_arg)));  // unpacked once, not per row
     f->vars = PG_ARGISNULL(vars_arg) ? DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))
@@ -74,10 +75,14 @@ bool path_matches(Filter *f, Datum document) {
     return matches;
 }
 
-bool filter_passes(Filter *f, char seen, Datum current, bool current_null, Datum previous, bool previous_null) {
-    if (f == NULL || seen == 't' || seen == 's') return true;
-    if (seen == 'd') return previous_null || path_matches(f, previous);
-    return !current_null && path_matches(f, current);
+char filter_seen(Filter *f, char seen, Datum current, bool current_null, Datum previous, bool previous_null) {
+    if (f == NULL || seen == 't' || seen == 's') return seen;
+    if (seen == 'd') return previous_null || path_matches(f, previous) ? seen : 0;
+    const bool now_in = !current_null && path_matches(f, current);
+    if (seen != 'r' || !f->moves || previous_null) return now_in ? seen : 0;
+    // A replace, judged on both images: it enters the view, leaves it or stays.
+    const bool was_in = path_matches(f, previous);
+    return now_in ? (was_in ? 'r' : 'c') : (was_in ? 'd' : 0);
 }
 
 int32 version_of(ReaderSight *sight, bool isnull, Datum logged, int64 seq) {

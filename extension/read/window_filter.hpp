@@ -50,20 +50,26 @@ struct Filter {
     Datum path;
     Datum vars;
     MemoryContext scratch;
+    bool moves;  // a replace is judged on both images (filter_seen())
 };
 
-// The filter of arguments `path_arg` (jsonpath) and `vars_arg` (jsonb; null:
-// no vars) of the call; NULL when the path is null.
-Filter *filter_of(FunctionCallInfo fcinfo, int path_arg, int vars_arg);
+// The filter of arguments `path_arg` (jsonpath), `vars_arg` (jsonb; null: no
+// vars) and `moves_arg` (bool; null or past the call's arguments: false) of
+// the call; NULL when the path is null.
+Filter *filter_of(FunctionCallInfo fcinfo, int path_arg, int vars_arg, int moves_arg);
 // Whether `document` matches the filter.
 bool path_matches(Filter *f, Datum document);
 
-// Whether a change the read sees as `seen` (seen_op()) passes the filter:
-// creates and replaces are tested on the document after the write, deletes
+// What the reader gets of a change it sees as `seen` (seen_op(),
+// reader_sight_op()) through the filter: `seen`, or 0 when it does not pass.
+// Creates and replaces are tested on the document after the write, deletes
 // (a tenant's side of a move away included) on the one before it when the
 // collection keeps previous images (passed through otherwise), clears always
-// pass, and so do schema changes.  No filter: every change passes.
-bool filter_passes(Filter *f, char seen, Datum current, bool current_null, Datum previous, bool previous_null);
+// pass, and so do schema changes.  With `moves`, a replace with its image
+// before is tested on both, as a view defined by the filter sees it: one that
+// enters the view becomes 'c' (the document after), one that leaves it 'd'
+// (the document before), one that stays 'r'.  No filter: `seen`.
+char filter_seen(Filter *f, char seen, Datum current, bool current_null, Datum previous, bool previous_null);
 
 // The schema version the row's images were written under; one logged
 // without it is placed by its seq (reader_version_at()).

@@ -74,7 +74,8 @@ bool consider(const Window *w, Partition *p, int part, int32 range, TupleTableSl
     }
     if (seq <= w->after || seq >= pg->bound) return false;
     const bool copy = logged == 'x';
-    if (copy && w->tenants.n < 0 && w->sight == NULL) return false;  // no one's sight to leave
+    const bool moves = w->filter != NULL && w->filter->moves;
+    if (copy && w->tenants.n < 0 && w->sight == NULL && !moves) return false;  // no one's sight or view to leave
     bool moved = false;
     char op = logged;
     if (copy || logged == 'r' || logged == 'm') {
@@ -102,7 +103,8 @@ bool consider(const Window *w, Partition *p, int part, int32 range, TupleTableSl
             seen = seen_op(&w->tenants, op, d, nul, prev, prev_nul);
             if (seen == 0) return false;
         }
-        if (w->sight == NULL && !side_kept(copy, moved, seen)) return false;
+        // A move out of a filter's view may come from the copy: judged below.
+        if (w->sight == NULL && !moves && !side_kept(copy, moved, seen)) return false;
         // A change without images cannot be put to the reader's policies:
         // refused whatever its document, before doc_ids, so that the
         // error tells nothing of a document the reader names.
@@ -127,16 +129,19 @@ bool consider(const Window *w, Partition *p, int part, int32 range, TupleTableSl
             }
             const int32 version = version_in_slot(w->sight, p, slot, seq);
             seen = reader_sight_op(w->sight, seen, version, current, current_null, previous, previous_null);
-            if (seen == 0 || !side_kept(copy, moved, seen)) return false;
+            if (seen == 0 || (!moves && !side_kept(copy, moved, seen))) return false;
             if (w->filter != NULL) {
                 // Tested on what the reader may see of the images.
                 if (!current_null) current = reader_visible_image(w->sight, version, current);
                 if (!previous_null) previous = reader_visible_image(w->sight, version, previous);
-                if (!filter_passes(w->filter, seen, current, current_null, previous, previous_null)) return false;
+                seen = filter_seen(w->filter, seen, current, current_null, previous, previous_null);
+                if (seen == 0 || !side_kept(copy, moved, seen)) return false;
             }
         }
     }
-    page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, range, w->sight != NULL ? seen : 0);
+    // What the reader's sight or the filter made of it (a move), else the
+    // output asks its tenants again.
+    page_add(pg, seq, ExecCopySlotHeapTuple(slot), part, range, w->sight != NULL || w->filter != NULL ? seen : 0);
     return true;
 }
 

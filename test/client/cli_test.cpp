@@ -203,12 +203,15 @@ TEST_F(CliTest, TailFromBeginningInEachFormat) {
     EXPECT_TRUE(contains(ce.out, "\"type\":\"changefeed.create\"")) << ce.out;
     EXPECT_TRUE(contains(ce.out, "/postgres/public." + t)) << ce.out;
 
-    // A filter runs in the database: only the matching change.
+    // A filter runs in the database: only the matching change, the replace
+    // that made the document match, as a create into the filter's view.
     auto f = run({"tail", t, "--from", "beginning", "--filter", "$.v == \"uno\"", "--count", "1", "--format", "json",
                   "--timeout", "5"});
     ASSERT_EQ(f.code, 0) << f.err;
     EXPECT_EQ(count_of(f.out, "\"operation\":"), 1) << f.out;
-    EXPECT_TRUE(contains(f.out, "\"operation\":\"replace\"")) << f.out;
+    EXPECT_TRUE(contains(f.out, "\"operation\":\"create\"")) << f.out;
+    EXPECT_TRUE(contains(f.out, ".create\"")) << f.out;
+    EXPECT_TRUE(contains(f.out, "\"previous\":null")) << f.out;
 }
 
 // Numbers leave as PostgreSQL stored them in every format that carries the

@@ -219,6 +219,44 @@ TEST(Subscription, RemovedIsTestedOnThePreviousImageWhenKept) {
         if (c.operation == Operation::delete_) EXPECT_TRUE(c.previous.is_null());
 }
 
+// A filter is a view (filter_moves, the default): a document that starts
+// matching arrives as a create, one that stops matching as a delete with the
+// document before, one that matches on both sides as a replace.  Without it a
+// replace is tested on the document after alone.
+TEST(Subscription, AFilterIsAViewThatDocumentsEnterAndLeave) {
+    cluster().exec("CREATE TABLE sub_view (id int PRIMARY KEY, status text, n int);"
+                   "SELECT changefeed.enable('sub_view', ranges => 4)");
+    auto filter = field("status") == "pending" || field("status") == "marker";
+    cftest::ChangeSink view, legacy;
+    auto a = changefeed::subscribe(coll("sub_view"), view.callback(), fast(filter));
+    auto o = fast(filter);
+    o.filter_moves = false;
+    auto b = changefeed::subscribe(coll("sub_view"), legacy.callback(), o);
+    cluster().exec("INSERT INTO sub_view VALUES (1, 'pending', 0), (2, 'shipped', 0)");
+    cluster().exec("UPDATE sub_view SET status = 'shipped' WHERE id = 1");  // leaves
+    cluster().exec("UPDATE sub_view SET status = 'pending' WHERE id = 2");  // enters
+    cluster().exec("UPDATE sub_view SET n = 1 WHERE id = 2");               // stays
+    cluster().exec("UPDATE sub_view SET n = 1 WHERE id = 1");               // stays out
+    cluster().exec("INSERT INTO sub_view VALUES (99, 'marker', 0)");
+    ASSERT_TRUE(cftest::eventually([&] { return view.has("99") && legacy.has("99"); }));
+    auto lines = [](const cftest::ChangeSink& sink) {
+        std::vector<std::string> out;
+        for (const auto& c : sink.all()) {
+            auto status = [](const boost::json::value& d) {
+                return d.is_null() ? std::string("-") : std::string(d.at("status").as_string());
+            };
+            out.push_back(std::string(changefeed::to_string(c.operation)) + " " + c.doc_id + " " + status(c.previous) +
+                          ">" + status(c.current));
+        }
+        return out;
+    };
+    using Lines = std::vector<std::string>;
+    EXPECT_EQ(lines(view), (Lines{"create 1 ->pending", "delete 1 pending>-", "create 2 ->pending",
+                                  "replace 2 pending>pending", "create 99 ->marker"}));
+    EXPECT_EQ(lines(legacy), (Lines{"create 1 ->pending", "replace 2 shipped>pending", "replace 2 pending>pending",
+                                    "create 99 ->marker"}));
+}
+
 TEST(Subscription, RolledBackWritesNeverArrive) {
     cftest::create_table(cluster(), "sub_rollback", 2);
     cftest::ChangeSink sink;

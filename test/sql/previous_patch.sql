@@ -86,7 +86,7 @@ SELECT * FROM whole(paged_previous(:'p'));
 -- Under a filter on the image from before (a delete's), and mode 'latest'.
 DELETE FROM pdocs WHERE id = 1;
 SELECT operation, previous -> 'doc' ->> 'n' AS n_before
-FROM changefeed.read('pdocs', :'p', 1000, filter => '$.doc.n == -1') WHERE doc_id = '1';
+FROM changefeed.read('pdocs', :'p', 1000, filter => '$.doc.n == -1', filter_moves => false) WHERE doc_id = '1';
 SELECT doc_id::int AS id, operation, previous::text = (SELECT image::text FROM olds o WHERE o.id = doc_id::int ORDER BY k DESC LIMIT 1) AS whole
 FROM changefeed.read('pdocs', :'p', 1000, mode => 'latest') WHERE operation = 'replace' ORDER BY 1;
 -- A tenant's read of the move away: a delete with its image from before.

@@ -85,9 +85,13 @@ INSERT INTO tickets VALUES (1, 'open', 1, 'a'), (2, 'closed', 5, NULL), (3, 'ope
 UPDATE tickets SET status = 'closed' WHERE id = 1;
 DELETE FROM tickets WHERE id = 3;
 TRUNCATE tickets;
--- Deletes are tested on the previous image; clears always pass.
+-- Deletes are tested on the previous image; clears always pass; a replace
+-- that leaves the filter's view (1 closed) is a delete of the document before.
 SELECT operation, doc_id, count(*) FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'open'),
        filter => '$.status == $s', filter_vars => '{"s": "open"}') GROUP BY 1, 2 ORDER BY min(seq);
+-- filter_moves => false: a replace is tested on the document after alone (1 closed is not delivered).
+SELECT operation, doc_id, count(*) FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'open'),
+       filter => '$.status == $s', filter_vars => '{"s": "open"}', filter_moves => false) GROUP BY 1, 2 ORDER BY min(seq);
 SELECT operation, doc_id FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'urgent'),
        filter => '$.priority >= $p', filter_vars => '{"p": 5}') WHERE operation <> 'clear';
 SELECT operation, doc_id FROM changefeed.read('tickets', (SELECT pos FROM cursor_state WHERE name = 'quoted'),

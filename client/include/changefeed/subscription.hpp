@@ -16,11 +16,15 @@
 //   writes of every connection and process are seen; a transaction's changes
 //   arrive together, in write order, after it committed; rolled-back writes
 //   never arrive.  Survives reconnects without loss (the position is kept).
-// - Filters run in the database (changefeed.read's jsonpath filter).  Create
-//   and replace changes are tested against the new document; a delete
-//   against the previous image when the collection keeps previous images, and
-//   passed through when it does not (there is nothing to test); a clear
-//   always passes.
+// - Filters run in the database (changefeed.read's jsonpath filter), as a
+//   view the filter defines: a create is tested against the new document, a
+//   delete against the previous image (passed through when the collection
+//   keeps none: there is nothing to test), a replace against both: one that
+//   makes the document match arrives as a create, one that makes it stop
+//   matching as a delete (with the document before), one that matches on
+//   both sides as a replace (SubscriptionOptions::filter_moves, the default;
+//   without previous images, or with filter_moves false, a replace is tested
+//   against the new document).  A clear always passes.
 // - subscribe() checks that the role may read the feed (SELECT on the table,
 //   its tenant binding): Error(permission_denied) otherwise.
 // - Subscriptions of one connection string share two connections (one

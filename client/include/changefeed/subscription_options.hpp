@@ -17,6 +17,13 @@ namespace changefeed {
 struct SubscriptionOptions {
     // Only changes whose document matches (subscription.hpp says how deletes and clears pass).
     std::optional<Predicate> filter;
+    // The filter as a view: a replace that makes the document match where it
+    // did not arrives as a create (current only), one that makes it stop
+    // matching as a delete (previous only), one that matches before and after
+    // as a replace (needs previous images; without them a replace is tested
+    // on the document after).  False: a replace is delivered when the
+    // document after matches, as a replace.
+    bool filter_moves = true;
     // Only this document's changes (a clear passes too).  Set by watch().
     std::optional<std::string> document_id;
     // Only this tenant's changes (a clear passes too), with partition keys

@@ -131,11 +131,12 @@ pqxx::result exec_filtered(Tx& tx, const std::string& table, const std::string& 
         std::string(read_columns) +
             "  FROM changefeed.read($1::regclass, $2, $3, NULL, $8, $4::jsonpath, $5::jsonb,"
             "                       CASE WHEN $6::text IS NULL THEN NULL ELSE ARRAY[$6::text] END,"
-            "                       tenant => $7)",
+            "                       tenant => $7, filter_moves => $9)",
         table, since, max, filter.jsonpath ? filter.jsonpath->c_str() : nullptr,
         filter.vars ? filter.vars->c_str() : nullptr, filter.doc_id ? filter.doc_id->c_str() : nullptr,
         filter.tenant.scoped() ? filter.tenant.tenant.c_str() : nullptr,
-        read_mode(filter.schema_changes ? FeedMode::all_versions_and_schema : FeedMode::all_versions_and_deletes));
+        read_mode(filter.schema_changes ? FeedMode::all_versions_and_schema : FeedMode::all_versions_and_deletes),
+        filter.moves);
 }
 
 }  // namespace

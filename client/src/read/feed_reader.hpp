@@ -81,6 +81,7 @@ struct ReadFilter {
     std::optional<std::string> doc_id;
     TenantScope tenant;
     bool schema_changes = false;
+    bool moves = true;  // read()'s filter_moves
 };
 // Filtered reads of one table in one REPEATABLE READ transaction, so in one
 // snapshot: a read that comes back short (fewer than `max` changes) has read

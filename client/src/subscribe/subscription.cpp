@@ -93,6 +93,7 @@ std::shared_ptr<detail::SubscriptionState> make_state(const Collection& collecti
     }
     s->filter.doc_id = options.document_id;
     s->filter.schema_changes = options.schema_changes;
+    s->filter.moves = options.filter_moves;
     s->filter.tenant.tenant = options.tenant;  // the rest of the scope is set by Hub::add
     s->options = std::move(options);
     s->callback = std::move(callback);

@@ -49,6 +49,7 @@ std::string filter_key(const ReadFilter& f) {
     add(f.tenant.tenant_column);
     k += f.tenant.strip_partition_prefix ? '1' : '0';
     k += f.schema_changes ? '1' : '0';
+    k += f.moves ? '1' : '0';
     return k;
 }
 

@@ -145,6 +145,13 @@ $$;
 DROP FUNCTION changefeed.read_ranges(regclass, int[], text[], int, text, text);
 DROP FUNCTION changefeed._read_ranges(regclass, int[], text[], int, text, text);
 
+-- ---- read(): filter_moves ----
+-- A filtered read delivers a replace that enters or leaves the filter's view
+-- as a create or a delete (extension/read/window_filter.cpp): read() takes
+-- filter_moves, its entry point and implementation of 0.2 go.
+DROP FUNCTION changefeed.read(regclass, text, int, int[], text, jsonpath, jsonb, text[], text);
+DROP FUNCTION changefeed._read(regclass, text, int, int[], text, jsonpath, jsonb, text[], text);
+
 -- ---- the log keeps rows of up to a page whole ----
 -- The partitions of 0.2 take the toast_tuple_target new ones are made with
 -- (log/catalog.sql); rows written already stay as they are.
