@@ -1,6 +1,8 @@
 -- Consumer fault stage: one line of counts.
 --   exact_*    the TransactionalHandler consumer (torture-exact): applied twice, missing, projection
 --              not equal to the tables
+--   ryw_*      the read-your-writes session: writes seen in the projection after wait_for(),
+--              missing there (wait_for returned early), timed out; how long wait_for took
 --   project_*  the Projector consumer (torture-project): missing changes, duplicate calls (calls of
 --              an event id after its first), and of those the ones a process death explains (the
 --              process of the first call was SIGKILLed between the two calls, within 10 s of the
@@ -42,5 +44,11 @@ SELECT concat_ws(' ',
   'project_after_freeze=' || (SELECT count(*) FROM dups WHERE after_freeze AND NOT after_kill),
   'project_unexplained=' || (SELECT count(*) FROM dups WHERE NOT after_kill AND NOT after_freeze),
   'project_same_process=' || (SELECT count(*) FROM dups WHERE pid = first_pid),
+  'ryw_seen=' || (SELECT count(*) FROM torture.ryw WHERE outcome = 'seen'),
+  'ryw_missing=' || (SELECT count(*) FROM torture.ryw WHERE outcome = 'missing'),
+  'ryw_timeout=' || (SELECT count(*) FROM torture.ryw WHERE outcome = 'timeout'),
+  'ryw_wait_p50_ms=' || (SELECT coalesce(round(extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY waited)) * 1000), 0)
+                           FROM torture.ryw),
+  'ryw_wait_max_ms=' || (SELECT coalesce(round(extract(epoch FROM max(waited)) * 1000), 0) FROM torture.ryw),
   'kills=' || (SELECT count(*) FROM torture.faults WHERE kind = 'kill'),
   'stops=' || (SELECT count(*) FROM torture.faults WHERE kind = 'stop'));

@@ -5,7 +5,10 @@
 # processor name -- under a writer load, while the script SIGKILLs and restarts
 # them, freezes them with SIGSTOP past their lease, and terminates their
 # backends.  Then it counts:
-#   transactional: changes applied twice, changes missing, projection != tables
+#   transactional: changes applied twice, changes missing, projection != tables,
+#                  and a session that writes, waits with changefeed.wait_for() and
+#                  reads its write from that projection, over and over: writes
+#                  missing after the wait returned (read-your-writes)
 #   projector:     changes missing, duplicate projector calls, and of those the
 #                  ones a process death explains (its process was SIGKILLed
 #                  between the two calls), the ones a freeze past the lease
@@ -87,6 +90,9 @@ start_ts=$(date +%s)
 "$writer_bin" --writers 4 --seconds "$seconds" --changes "$changes" --rate "$rate" \
     --stats "$work/writer.stats" --progress "$work/writer.progress" >"$work/writer.log" 2>&1 &
 writer_pid=$!
+# A session that reads its own writes from the transactional projection, all along.
+psql -qX -v ON_ERROR_STOP=1 -c "CALL torture.read_your_writes($seconds)" >"$work/ryw.log" 2>&1 &
+ryw_pid=$!
 
 killed=0 stopped=0 terminated=0 tick=0 frozen_pid= frozen_slot= thaw_at=0
 thaw() {
@@ -121,6 +127,8 @@ while kill -0 "$writer_pid" 2>/dev/null && [ "$tick" -lt 10000 ]; do
 done
 wait "$writer_pid" || { echo "consumer_faults: writer failed:"; cat "$work/writer.log"; exit 1; }
 thaw
+psql -qX -c "INSERT INTO torture.ryw_stop DEFAULT VALUES" >/dev/null
+wait "$ryw_pid" || { echo "consumer_faults: the read-your-writes session failed:"; cat "$work/ryw.log"; exit 1; }
 write_s=$(( $(date +%s) - start_ts ))
 echo "   writers: $(cat "$work/writer.stats") in ${write_s}s; $killed kills, $stopped freezes, $terminated backends terminated"
 
@@ -148,17 +156,20 @@ get() { sed -n "s/.*\(^\| \)$1=\([0-9-]*\).*/\2/p" <<<"$result"; }
 fenced=$(cat "$work"/exact-*.log "$work"/project-*.log 2>/dev/null | grep -c "is no longer held" || true)
 status=PASS
 for k in exact_applied_twice exact_missing exact_projection_mismatch project_missing project_unexplained \
-         project_same_process; do
+         project_same_process ryw_missing ryw_timeout; do
     v=$(get "$k")
     [ -n "$v" ] && [ "$v" = 0 ] || status=FAIL
 done
+[ "$(get ryw_seen)" -ge 10 ] || status=FAIL  # the session did read its writes, many times
 changes_done=$(sed -n 's/.*\bchanges=\([0-9]*\).*/\1/p' "$work/writer.stats")
 echo "consumer faults: transactional applied-twice=$(get exact_applied_twice) missing=$(get exact_missing)" \
      "projection-mismatch=$(get exact_projection_mismatch);" \
      "projector duplicates=$(get project_duplicates) (after a kill $(get project_after_kill)," \
      "after a freeze past the lease $(get project_after_freeze), unexplained $(get project_unexplained)," \
      "by the same process $(get project_same_process))" \
-     "missing=$(get project_missing); changes=$changes_done kills=$(get kills) freezes=$(get stops)" \
+     "missing=$(get project_missing); read-your-writes seen=$(get ryw_seen) missing=$(get ryw_missing)" \
+     "timeout=$(get ryw_timeout) wait-p50-ms=$(get ryw_wait_p50_ms) max-ms=$(get ryw_wait_max_ms);" \
+     "changes=$changes_done kills=$(get kills) freezes=$(get stops)" \
      "terminated=$terminated fenced=$fenced write_s=$write_s catchup_s=$catchup_s result=$status"
 if [ "$status" != PASS ]; then
     echo "details: tables torture.project_calls, torture.faults, torture.exact_applied (run with --keep);" \
