@@ -692,3 +692,32 @@ TYPED_TEST(SharedSemantics, AsOfAndDiffUndoTheChangesAfterAPosition) {
     EXPECT_EQ(cftest::code_of([&] { changefeed::as_of(this->provider.collection(), "mem.x"); }),
               changefeed::errc::malformed_position);
 }
+
+// Another process (here: no Processor object at all) waits for the stored
+// checkpoints of a processor that runs elsewhere.
+TEST(WaitForFromAnotherProcess, TheFreeFunctionWaitsForTheStoredCheckpoints) {
+    PostgresProvider provider;
+    cftest::Recorder rec;
+    // A handler slower than the writer.
+    auto p = provider.processor("elsewhere", rec.handler(20ms), cftest::fast_options("one"),
+                                FeedMode::all_versions_and_deletes);
+    p.start();
+    ASSERT_TRUE(cftest::wait_running(p));
+    for (int i = 1; i <= 5; ++i) {
+        provider.insert(i, "v");
+        changefeed::wait_for(provider.collection(), "elsewhere", provider.position(), 30s);
+        EXPECT_TRUE(rec.has(std::to_string(i))) << "write " << i << " not handled after wait_for";
+    }
+    p.stop();
+    provider.insert(6, "while stopped");
+    EXPECT_EQ(cftest::code_of([&] {
+                  changefeed::wait_for(provider.collection(), "elsewhere", provider.position(), 50ms);
+              }),
+              changefeed::errc::wait_timed_out);
+    EXPECT_EQ(cftest::code_of([&] {
+                  changefeed::wait_for(provider.collection(), "never-ran", provider.position(), 50ms);
+              }),
+              changefeed::errc::processor_not_found);
+    EXPECT_EQ(cftest::code_of([&] { changefeed::wait_for(provider.collection(), "", provider.position(), 50ms); }),
+              changefeed::errc::processor_name_empty);
+}

@@ -99,6 +99,15 @@ private:
     std::unique_ptr<detail::ProcessorImpl, detail::DisposeProcessor> impl_;
 };
 
+// Processor::wait_for() from a process that runs no instance of the
+// processor -- a service that wrote and now reads the projection another
+// service maintains: `processor` as its processors are made with, `tenant`
+// as their ProcessorOptions::tenant (empty: none).  The same errors; the role
+// connecting needs what changefeed.wait_for() needs (as for changefeed.lag():
+// the processor's role, the table's owner or an admin).
+void wait_for(const Collection& collection, const std::string& processor, const std::string& position,
+              std::chrono::milliseconds timeout = std::chrono::seconds(30), const std::string& tenant = {});
+
 // Makes a processor of `collection`'s feed (the options' type says which)
 // that runs `handler`.  Throws Error(processor_name_empty) for an empty name,
 // Error(processor_name_too_long) for one over 200 characters (with its tenant

@@ -203,31 +203,8 @@ public:
     }
     const std::string& processor_name() const override { return name_; }
     const std::string& instance_name() const override { return instance_; }
-    // changefeed.wait_for() on a connection of its own, as long as it takes,
-    // in calls of at most 10 s: a statement's snapshot holds vacuum back for
-    // as long as it runs, and a caller may wait up to an hour.
     void wait_for(const std::string& position, std::chrono::milliseconds timeout) const override {
-        using std::chrono::milliseconds;
-        if (timeout.count() < 0 || timeout > std::chrono::hours(1))
-            throw Error(errc::invalid_option, "the timeout of wait_for must be between 0 and 1 hour");
-        auto conn = connect(collection_.conninfo());
-        const auto deadline = std::chrono::steady_clock::now() + timeout;
-        for (;;) {
-            const milliseconds left = std::max(
-                milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
-            const milliseconds slice = std::min(left, milliseconds(10000));
-            try {
-                translated([&] {
-                    pqxx::nontransaction tx(*conn);
-                    tx.exec_params(
-                        "SELECT changefeed.wait_for($1::regclass, $2, $3, make_interval(secs => $4::float8 / 1000))",
-                        collection_.table(), stored_name_, position, static_cast<double>(slice.count()));
-                });
-                return;
-            } catch (const Error& e) {
-                if (e.code() != make_error_code(errc::wait_timed_out) || slice == left) throw;
-            }
-        }
+        wait_for_checkpoints(collection_, stored_name_, position, timeout);
     }
 
     std::string current_position() const override {
@@ -366,6 +343,44 @@ const std::string& Processor::name() const { return impl_->processor_name(); }
 const std::string& Processor::instance_name() const { return impl_->instance_name(); }
 std::vector<int> Processor::owned_ranges() const { return impl_->owned_ranges(); }
 ProjectionStats Processor::projection_stats() const { return impl_->projection_stats(); }
+namespace detail {
+
+// changefeed.wait_for() on a connection of its own, as long as it takes, in
+// calls of at most 10 s: a statement's snapshot holds vacuum back for as long
+// as it runs, and a caller may wait up to an hour.
+void wait_for_checkpoints(const Collection& collection, const std::string& stored_name, const std::string& position,
+                          std::chrono::milliseconds timeout) {
+    using std::chrono::milliseconds;
+    if (timeout.count() < 0 || timeout > std::chrono::hours(1))
+        throw Error(errc::invalid_option, "the timeout of wait_for must be between 0 and 1 hour");
+    auto conn = connect(collection.conninfo());
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        const milliseconds left = std::max(
+            milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
+        const milliseconds slice = std::min(left, milliseconds(10000));
+        try {
+            translated([&] {
+                pqxx::nontransaction tx(*conn);
+                tx.exec_params(
+                    "SELECT changefeed.wait_for($1::regclass, $2, $3, make_interval(secs => $4::float8 / 1000))",
+                    collection.table(), stored_name, position, static_cast<double>(slice.count()));
+            });
+            return;
+        } catch (const Error& e) {
+            if (e.code() != make_error_code(errc::wait_timed_out) || slice == left) throw;
+        }
+    }
+}
+
+}  // namespace detail
+
+void wait_for(const Collection& collection, const std::string& processor, const std::string& position,
+              std::chrono::milliseconds timeout, const std::string& tenant) {
+    detail::check_processor_name(processor, stored_processor_name(processor, tenant));
+    detail::wait_for_checkpoints(collection, stored_processor_name(processor, tenant), position, timeout);
+}
+
 void Processor::wait_for(const std::string& position, std::chrono::milliseconds timeout) const {
     impl_->wait_for(position, timeout);
 }
