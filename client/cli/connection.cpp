@@ -4,6 +4,8 @@
 
 #include "core/connection_string.hpp"
 
+#include <changefeed/error.hpp>
+
 #include <poll.h>
 
 namespace changefeed::cli {
@@ -37,8 +39,15 @@ Connection::Connection(const ConnectOptions& o) {
         keys.push_back(k);
         values.push_back(v.c_str());
     };
-    // changefeed_pooler is the library's keyword, not libpq's: taken out here.
-    const detail::ConnectionTarget target = detail::connection_target(o.dbname);
+    // changefeed_pooler is the library's keyword, not libpq's: taken out here;
+    // a value it does not know is a bad argument.
+    const detail::ConnectionTarget target = [&] {
+        try {
+            return detail::connection_target(o.dbname);
+        } catch (const Error& e) {
+            throw CliError(exit_usage, e.what());
+        }
+    }();
     transaction_pooler_ = target.transaction_pooler;
     add("dbname", target.libpq);
     add("host", o.host);

@@ -152,6 +152,10 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
     EXPECT_EQ(run({"tail"}).code, 2);  // TABLE missing
     EXPECT_EQ(run({"tail", "t", "--format", "xml"}).code, 2);
     EXPECT_EQ(run({"checkpoint", "t", "p"}).code, 2);  // --to missing
+    // The library's keyword with a value it does not know: a bad argument, said before connecting.
+    auto pooler = run_env("", {"-d", "dbname=postgres changefeed_pooler=statement", "status"});
+    EXPECT_EQ(pooler.code, 2) << pooler.err;
+    EXPECT_TRUE(contains(pooler.err, "changefeed_pooler must be transaction, session or none")) << pooler.err;
     auto help = run({"--help"});
     EXPECT_EQ(help.code, 0);
     EXPECT_TRUE(contains(help.out, "tail")) << help.out;
