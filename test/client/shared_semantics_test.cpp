@@ -695,8 +695,8 @@ TYPED_TEST(SharedSemantics, AsOfAndDiffUndoTheChangesAfterAPosition) {
 
 // Another process (here: no Processor object at all) waits for the stored
 // checkpoints of a processor that runs elsewhere.
-TEST(WaitForFromAnotherProcess, TheFreeFunctionWaitsForTheStoredCheckpoints) {
-    PostgresProvider provider;
+TYPED_TEST(SharedSemantics, TheFreeWaitForWaitsForTheStoredCheckpoints) {
+    auto& provider = this->provider;
     cftest::Recorder rec;
     // A handler slower than the writer.
     auto p = provider.processor("elsewhere", rec.handler(20ms), cftest::fast_options("one"),

@@ -151,6 +151,7 @@ public:
     std::map<std::string, boost::json::value> projection(const std::string& name) const;
 
     friend Processor make_processor(InMemoryCollection&, std::string, ProcessorHandler, FeedOptions);
+    friend void wait_for(const InMemoryCollection&, const std::string&, const std::string&, std::chrono::milliseconds);
     friend std::vector<Document> as_of(const InMemoryCollection&, const std::string&);
     friend std::vector<NetChange> diff(const InMemoryCollection&, const std::string&, const std::string&);
 
@@ -162,5 +163,11 @@ private:
 // Collection (processor.hpp): the same handler shapes and options.
 Processor make_processor(InMemoryCollection& collection, std::string name, ProcessorHandler handler,
                          FeedOptions options = {});
+
+// The free wait_for() (processor.hpp) on the in-memory provider: returns once
+// the processors named `processor` have handled every change before
+// `position`, with no Processor object at hand.  The same errors.
+void wait_for(const InMemoryCollection& collection, const std::string& processor, const std::string& position,
+              std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 }  // namespace changefeed

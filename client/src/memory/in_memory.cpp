@@ -218,6 +218,43 @@ Change change_of(const Entry& e, const MemoryStore& s) {
     return c;
 }
 
+// As on PostgreSQL: every change up to the position handled and stored as
+// the name's checkpoint, in every range (manual checkpoints count when the
+// handler stored them).
+void wait_for_name(MemoryStore& store, const std::string& name, const std::string& position,
+                   std::chrono::milliseconds timeout) {
+    if (timeout.count() < 0 || timeout > std::chrono::hours(1))
+        throw Error(errc::invalid_option, "the timeout of wait_for must be between 0 and 1 hour");
+    const Position target = parse_position(position);
+    const std::int64_t upto = target.hi ? std::max(target.lo, target.after) : target.lo;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock lock(store.mu);
+    if (upto > store.last_seq)
+        throw Error(errc::foreign_position, "position " + position + " lies beyond this collection's last write");
+    for (;;) {
+        const auto ns = store.names.find(name);
+        if (ns == store.names.end())
+            throw Error(errc::processor_not_found,
+                        "processor \"" + name + "\" has never run on this collection. Hint: start it first");
+        std::map<std::string, int> behind;
+        for (const auto& e : store.log) {
+            if (e.seq > upto) break;
+            const auto r = ns->second.ranges.find(e.range);
+            const Position p = r != ns->second.ranges.end() ? r->second : Position{ns->second.start, 0, 0};
+            if (e.seq > (p.hi ? std::max(p.lo, p.after) : p.lo)) ++behind[e.range];
+        }
+        if (behind.empty()) return;
+        if (std::chrono::steady_clock::now() >= deadline) {
+            std::string ranges;
+            for (const auto& [range, n] : behind)
+                ranges += (ranges.empty() ? "" : ", ") + range + " (" + std::to_string(n) + ")";
+            throw Error(errc::wait_timed_out, "processor \"" + name + "\" has not handled every change before " +
+                                                  position + " in time; ranges behind: " + ranges);
+        }
+        store.cv.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(10)));
+    }
+}
+
 class MemoryProcessor final : public ProcessorImpl {
 public:
     MemoryProcessor(std::shared_ptr<MemoryStore> store, std::string name, ProcessorHandler consumer, FeedSettings feed)
@@ -312,40 +349,8 @@ public:
     }
     ProjectionStats projection_stats() const override { return counters_.stats(); }
 
-    // As on PostgreSQL: every change up to the position handled and stored as
-    // the name's checkpoint, in every range (manual checkpoints count when
-    // the handler stored them).
     void wait_for(const std::string& position, std::chrono::milliseconds timeout) const override {
-        if (timeout.count() < 0 || timeout > std::chrono::hours(1))
-            throw Error(errc::invalid_option, "the timeout of wait_for must be between 0 and 1 hour");
-        const Position target = parse_position(position);
-        const std::int64_t upto = target.hi ? std::max(target.lo, target.after) : target.lo;
-        const auto deadline = Clock::now() + timeout;
-        std::unique_lock lock(store_->mu);
-        if (upto > store_->last_seq)
-            throw Error(errc::foreign_position, "position " + position + " lies beyond this collection's last write");
-        for (;;) {
-            const auto ns = store_->names.find(name_);
-            if (ns == store_->names.end())
-                throw Error(errc::processor_not_found,
-                            "processor \"" + name_ + "\" has never run on this collection. Hint: start it first");
-            std::map<std::string, int> behind;
-            for (const auto& e : store_->log) {
-                if (e.seq > upto) break;
-                const auto r = ns->second.ranges.find(e.range);
-                const Position p = r != ns->second.ranges.end() ? r->second : Position{ns->second.start, 0, 0};
-                if (e.seq > (p.hi ? std::max(p.lo, p.after) : p.lo)) ++behind[e.range];
-            }
-            if (behind.empty()) return;
-            if (Clock::now() >= deadline) {
-                std::string ranges;
-                for (const auto& [range, n] : behind)
-                    ranges += (ranges.empty() ? "" : ", ") + range + " (" + std::to_string(n) + ")";
-                throw Error(errc::wait_timed_out, "processor \"" + name_ + "\" has not handled every change before " +
-                                                      position + " in time; ranges behind: " + ranges);
-            }
-            store_->cv.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(10)));
-        }
+        wait_for_name(*store_, name_, position, timeout);
     }
 
     std::string current_position() const override {
@@ -866,6 +871,12 @@ std::vector<NetChange> diff(const InMemoryCollection& collection, const std::str
         out.push_back(std::move(n));
     }
     return out;
+}
+
+void wait_for(const InMemoryCollection& collection, const std::string& processor, const std::string& position,
+              std::chrono::milliseconds timeout) {
+    detail::check_processor_name(processor, processor);
+    detail::wait_for_name(*collection.store_, processor, position, timeout);
 }
 
 Processor make_processor(InMemoryCollection& collection, std::string name, ProcessorHandler handler,
