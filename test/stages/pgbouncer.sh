@@ -210,8 +210,11 @@ check "a prepared statement lost between sessions is reported with the keyword t
 echo "== server connections of 100 processors (10 processes of 10)"
 # The pools' server connections of the steps above closed first.
 admin "KILL sess"; admin "RESUME sess"; admin "KILL txn"; admin "RESUME txn"
+# backends APP: the client backends of one fleet, by the application_name its
+# connection strings set (PgBouncer passes it on to its server connections):
+# no other session (this script's, one of an earlier step still closing) counts.
 backends() { psql -qXAt -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'
-                             AND datname = 'postgres' AND pid <> pg_backend_pid()"; }
+                             AND datname = 'postgres' AND application_name = '$1'"; }
 # fleet NAME CONNINFO [RUNNER OPTIONS]: 100 processors NAME-1..NAME-100 in 10 processes; the most
 # client backends seen over 5 s once every processor holds its leases.
 fleet() {
@@ -221,7 +224,8 @@ fleet() {
     psql -qXc "CREATE TABLE fleet_$name (id int PRIMARY KEY, v text);
                SELECT changefeed.enable('fleet_$name', ranges => 4)" >/dev/null
     for i in $(seq 10); do
-        "$runner_bin" "$conninfo" "public.fleet_$name" "$name-p$i" "$name-p$i" "$work/$name.out" --processors 10 "$@" \
+        "$runner_bin" "$conninfo application_name=fleet-$name" "public.fleet_$name" "$name-p$i" "$name-p$i" \
+            "$work/$name.out" --processors 10 "$@" \
             >>"$work/$name.log" 2>&1 &
         echo $! >>"$work/$name.pids"
     done
@@ -232,7 +236,7 @@ fleet() {
         sleep 0.2
     done
     for _ in $(seq 10); do
-        n=$(backends)
+        n=$(backends "fleet-$name")
         [ "$n" -gt "$most" ] && most=$n
         sleep 0.5
     done
