@@ -10,6 +10,7 @@
 //                  lost wake-ups)
 // A connection error in any of them is answered by reconnecting with backoff;
 // the worker then reloads its ranges from the stored checkpoints (resuming).
+#include <changefeed/history.hpp>
 #include <changefeed/processor.hpp>
 
 #include "core/connection_string.hpp"
@@ -207,13 +208,7 @@ public:
         wait_for_checkpoints(collection_, stored_name_, position, timeout);
     }
 
-    std::string current_position() const override {
-        auto conn = connect(collection_.conninfo());
-        return translated([&] {
-            pqxx::nontransaction tx(*conn);
-            return tx.exec("SELECT changefeed.current_position()")[0][0].as<std::string>();
-        });
-    }
+    std::string current_position() const override { return changefeed::current_position(collection_); }
 
     std::vector<int> owned_ranges() const override {
         std::lock_guard guard(threads_mu_);

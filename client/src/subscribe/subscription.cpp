@@ -1,6 +1,8 @@
 // Subscriptions: the consumer's side (queue, callback thread, cancel).
 #include <changefeed/subscription.hpp>
 
+#include <changefeed/history.hpp>
+
 #include "core/db.hpp"
 #include "subscribe/subscription_hub.hpp"
 #include "supervise/consumer_policy.hpp"
@@ -206,12 +208,7 @@ void Subscription::wait_for(const std::string& position, std::chrono::millisecon
 
 void Subscription::wait_until_caught_up(std::chrono::milliseconds timeout) const {
     if (!state_) throw Error(errc::invalid_option, "wait_until_caught_up() on a subscription that was moved from");
-    auto conn = detail::connect(state_->conninfo);
-    const std::string now = detail::translated([&] {
-        pqxx::nontransaction tx(*conn);
-        return tx.exec("SELECT changefeed.current_position()")[0][0].as<std::string>();
-    });
-    wait_for(now, timeout);
+    wait_for(current_position(Collection(state_->conninfo, state_->table)), timeout);
 }
 
 std::optional<Change> Subscription::next(std::stop_token stop) {
