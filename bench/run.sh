@@ -48,6 +48,7 @@ if [ "$mode" = --smoke ]; then
     bash bench/scale.sh "$BENCH_OUT/bin" 1 3 2000 3 200 20
     bash bench/throughput.sh 5000 1 "$BENCH_OUT/bin"
     bash bench/throughput.sh 500 1 "$BENCH_OUT/bin" 1
+    bash bench/throughput.sh 2000 1 "$BENCH_OUT/bin" 2000
     bash bench/open_xact.sh 2000 1 "$BENCH_OUT/bin"
     bash bench/rls_drain.sh 2000 1 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 2000
@@ -72,6 +73,7 @@ else
     bash bench/scale.sh "$BENCH_OUT/bin" 1 300 10000 300 1000 200
     bash bench/throughput.sh 1000000 1 "$BENCH_OUT/bin"
     bash bench/throughput.sh 200000 1 "$BENCH_OUT/bin" 1
+    bash bench/throughput.sh 300000 1 "$BENCH_OUT/bin" 300000
     bash bench/open_xact.sh 200000 3 "$BENCH_OUT/bin"
     bash bench/rls_drain.sh 200000 3 "$BENCH_OUT/bin"
     bash bench/prune.sh 1 10000 100000 1000000

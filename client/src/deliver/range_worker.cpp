@@ -553,20 +553,23 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
                             std::min<long>(16, static_cast<long>(group.size()));
     const int budget = static_cast<int>(std::min<long>(100000, std::max<long>(per_ranges, opt_.max_read_size)));
     MultiReadResult rr;
+    // Rows whose changes are parsed once the next read is under way.
+    std::optional<pqxx::result> unparsed;
     bool ahead_used = false;
     const auto wait = std::exchange(wait_next_, std::chrono::milliseconds(0));
     try {
-        auto ahead = read_ahead_.take(since, budget);
-        ahead_used = ahead.has_value();
+        unparsed = read_ahead_.take(since, budget);
+        ahead_used = unparsed.has_value();
         std::optional<MultiReadResult> polled;
-        if (!ahead && wait.count() > 0) {
+        if (!unparsed && wait.count() > 0) {
             polled = long_poll(conn, since, budget, wait);
             if (polled && polled->rows == 0) return false;  // interrupted: nothing read
         }
-        rr = ahead    ? std::move(*ahead)
-             : polled ? std::move(*polled)
-                      : fetch_positions(reader, s_.collection.table(), since, budget, opt_.max_batch_size,
-                                        s_.feed->mode, s_.scope);
+        if (polled) rr = std::move(*polled);
+        else if (!unparsed)
+            unparsed = fetch_rows(reader, s_.collection.table(), since, budget, opt_.max_batch_size, s_.feed->mode,
+                                  s_.scope);
+        if (unparsed) rr = resume_of(*unparsed);
     } catch (const Error& e) {
         if (reads_standby() && standby_behind(e)) {
             // The standby has not replayed these positions yet, or a replay
@@ -594,6 +597,10 @@ bool RangeWorker::log_round(pqxx::connection& conn, pqxx::connection& reader, co
         read_ahead_.start(s_.collection.table(), std::move(next), budget, opt_.max_batch_size, s_.feed->mode, s_.scope);
     } else if (!ahead_used) {
         read_ahead_.rest();
+    }
+    if (unparsed) {
+        parse_changes(*unparsed, s_.scope, rr);
+        unparsed.reset();
     }
     std::vector<PendingCheckpoint> pending;
     auto state = ranges_.begin();

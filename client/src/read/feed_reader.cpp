@@ -269,15 +269,8 @@ static std::string read_ranges_sql(bool waits) {
     return columns + "  FROM changefeed.read_ranges(" + ranges_and_positions + "," + budget_mode_scope + wait + ")";
 }
 
-// The resume markers of read_ranges()' rows: where each range resumes, and
-// how many change rows came (cheap: no change is parsed).
-static MultiReadResult resume_of(const pqxx::result& r);
-// The change rows into `out`: the changes of each range and their positions.
-static void parse_positions(const pqxx::result& r, const TenantScope& scope, MultiReadResult& out);
-
-MultiReadResult fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
-                                int max, int positions_every, FeedMode mode, const TenantScope& scope,
-                                std::chrono::milliseconds wait) {
+pqxx::result fetch_rows(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since, int max,
+                        int positions_every, FeedMode mode, const TenantScope& scope, std::chrono::milliseconds wait) {
     // A prepared statement: a wake-up's read is parsed and planned once per
     // connection, not every time (about a third of a small read's time).
     static const std::string sql = read_ranges_sql(false);
@@ -296,11 +289,17 @@ MultiReadResult fetch_positions(pqxx::connection& c, const std::string& table, c
                        : exec_statement(c, tx, name, sql, table, int_array(since), json_positions(since), max,
                                         mode_name, tenant, every);
         tx.commit();
-        MultiReadResult out = resume_of(r);
-        out.rows = r.size();
-        parse_positions(r, scope, out);
-        return out;
+        return r;
     });
+}
+
+MultiReadResult fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
+                                int max, int positions_every, FeedMode mode, const TenantScope& scope,
+                                std::chrono::milliseconds wait) {
+    const pqxx::result rows = fetch_rows(c, table, since, max, positions_every, mode, scope, wait);
+    MultiReadResult out = resume_of(rows);
+    parse_changes(rows, scope, out);
+    return out;
 }
 
 bool long_poll_available(pqxx::connection& c) {
@@ -315,9 +314,10 @@ bool long_poll_available(pqxx::connection& c) {
     });
 }
 
-static MultiReadResult resume_of(const pqxx::result& r) {
+MultiReadResult resume_of(const pqxx::result& r) {
     return translated([&] {
         MultiReadResult out;
+        out.rows = r.size();
         for (const auto& row : r) {
             if (!row[0].is_null()) {
                 ++out.total;
@@ -344,7 +344,7 @@ static MultiReadResult resume_of(const pqxx::result& r) {
     });
 }
 
-static void parse_positions(const pqxx::result& r, const TenantScope& scope, MultiReadResult& out) {
+void parse_changes(const pqxx::result& r, const TenantScope& scope, MultiReadResult& out) {
     translated([&] {
         for (const auto& row : r) {
             if (row[0].is_null()) continue;

@@ -67,6 +67,16 @@ MultiReadResult read_positions(pqxx::connection& c, const std::string& table, co
 MultiReadResult fetch_positions(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since,
                                 int max, int positions_every, FeedMode mode, const TenantScope& scope = {},
                                 std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+// fetch_positions() in its three steps, so that a processor starts its next
+// read once it knows where each range resumes and parses the changes while
+// the server reads on (the server and the client busy at once, not in turn):
+// the statement's rows unparsed; where each range resumes and how many rows
+// came (no change parsed); the changes of those rows into `out`.
+pqxx::result fetch_rows(pqxx::connection& c, const std::string& table, const std::map<int, std::string>& since, int max,
+                        int positions_every, FeedMode mode, const TenantScope& scope = {},
+                        std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+MultiReadResult resume_of(const pqxx::result& rows);
+void parse_changes(const pqxx::result& rows, const TenantScope& scope, MultiReadResult& out);
 // Whether this server takes read_ranges(..., wait): the version has it, the
 // library is preloaded (commits wake waiting reads through its shared
 // memory) and the server is no standby.

@@ -13,7 +13,7 @@ void ReadAhead::start(const std::string& table, std::map<int, std::string> since
     result_ = std::async(std::launch::async, [this, table, positions_every, mode, scope] {
         try {
             if (!conn_) conn_ = connect(conninfo_);
-            return fetch_positions(*conn_, table, since_, max_, positions_every, mode, scope);
+            return fetch_rows(*conn_, table, since_, max_, positions_every, mode, scope);
         } catch (...) {
             conn_.reset();  // a broken connection is not used again
             throw;
@@ -21,11 +21,11 @@ void ReadAhead::start(const std::string& table, std::map<int, std::string> since
     });
 }
 
-std::optional<MultiReadResult> ReadAhead::take(const std::map<int, std::string>& since, int max) {
+std::optional<pqxx::result> ReadAhead::take(const std::map<int, std::string>& since, int max) {
     if (!result_.valid()) return std::nullopt;
     const bool same = since == since_ && max == max_;
     try {
-        MultiReadResult r = result_.get();
+        pqxx::result r = result_.get();
         if (same) return r;
     } catch (...) {
     }
