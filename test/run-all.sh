@@ -28,6 +28,9 @@
 #      pg_partman retention run by pg_cron on an enabled table (test/stages/partman.sh),
 #      pg_repack of an enabled table under writes (test/stages/repack.sh),
 #      the docs' SQL blocks marked to run as written (test/stages/docs_sql.sh),
+#      a Citus cluster (Citus built from ../shared/vendor and cached) whose
+#      distributed table is captured on every shard placement while shards
+#      move, split and a worker restarts (test/stages/citus.sh),
 #   4. the client's GoogleTest suites (they start their own clusters), and the
 #      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/stages/asan.sh),
 #   5. the torture test in its short mode, the consumer fault stage
@@ -160,6 +163,8 @@ echo "== pg_repack of an enabled table under writes: every write captured once, 
 stage "pg_repack" bash test/stages/repack.sh --port 55480
 echo "== the docs' SQL blocks marked to run as written, as the roles they name"
 stage "docs' SQL" bash test/stages/docs_sql.sh --port 55482
+echo "== Citus: a distributed table captured on every shard placement across moves, a split and a worker restart"
+stage "Citus" bash test/stages/citus.sh --port 55560
 
 if [ -f CMakeLists.txt ]; then
     echo "== client library and its tests"

@@ -18,6 +18,7 @@
 extern "C" {
 #include "catalog/partition.h"
 #include "nodes/makefuncs.h"
+#include "replication/worker_internal.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/json.h"
@@ -181,11 +182,25 @@ CaptureState *capture_state(FunctionCallInfo fcinfo, TriggerData *trig) {
     return st;
 }
 
-// A write made in replica mode (logical replication apply, or a session that
-// set session_replication_role = replica) is captured only when the table was
-// enabled with replicated => true; otherwise it is refused, never let through.
-void check_replica_mode(bool replicated, Relation rel) {
-    if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA || replicated) return;
+// Whether this process applies a Citus shard move or split to the new
+// placement, by the subscription Citus makes for it (scale_out/citus.sql).
+// What it applies was logged where it was written, by the old placement.
+bool applies_shard_transfer() {
+    if (MySubscription == NULL) return false;
+    const char *name = MySubscription->name;
+    return strncmp(name, "citus_shard_move_subscription_", strlen("citus_shard_move_subscription_")) == 0 ||
+           strncmp(name, "citus_shard_split_subscription_", strlen("citus_shard_split_subscription_")) == 0;
+}
+
+// Whether a write is captured.  One made in replica mode (logical
+// replication apply, or a session that set session_replication_role =
+// replica) is captured only when the table was enabled with replicated =>
+// true; otherwise it is refused, never let through; a Citus shard transfer's
+// is neither (above).
+bool captures_replica_mode(bool replicated, Relation rel) {
+    if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA) return true;
+    if (applies_shard_transfer()) return false;
+    if (replicated) return true;
     ereport(ERROR,
             (errcode(changefeed::kWriteRefused),
              errmsg("write to %s with session_replication_role = replica would escape capture", relation_name(rel)),
@@ -193,6 +208,7 @@ void check_replica_mode(bool replicated, Relation rel) {
              errhint("To capture replicated writes, disable the table with changefeed.disable() and "
                      "enable it again with replicated => true; or write with "
                      "session_replication_role = origin.")));
+    return false;
 }
 
 // The identity of one image: its document id, partition key and tenant
@@ -368,7 +384,7 @@ Datum changefeed_capture_row(PG_FUNCTION_ARGS) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("changefeed.capture_row() must be a FOR EACH ROW trigger")));
     CaptureState *st = capture_state(fcinfo, trig);
-    check_replica_mode(st->replicated, trig->tg_relation);
+    if (!captures_replica_mode(st->replicated, trig->tg_relation)) return PointerGetDatum(NULL);
     RowChange c = {};
     c.st = st;
     c.desc = RelationGetDescr(trig->tg_relation);
@@ -414,7 +430,7 @@ Datum changefeed_capture_truncate(PG_FUNCTION_ARGS) {
     int32 collection_id = pg_strtoint32(t->tgargs[0]);
     int32 ranges = pg_strtoint32(t->tgargs[1]);
     check_collection_table(collection_id, trig->tg_relation, "changefeed.capture_truncate()");
-    check_replica_mode(t->tgargs[2][0] == 't', trig->tg_relation);
+    if (!captures_replica_mode(t->tgargs[2][0] == 't', trig->tg_relation)) return PointerGetDatum(NULL);
 
     for (int32 range = 0; range < ranges; range++) {
         LogRow row = {};

@@ -96,22 +96,26 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t record;
     was_suspended bool := changefeed.suspend_guard(true);
+    unsafe_triggers text := changefeed.citus_triggers(tbl, true);
 BEGIN
     FOR t IN SELECT g.tgname, g.tgrelid::regclass AS rel
                FROM pg_trigger g
               WHERE g.tgrelid IN (SELECT relid FROM pg_partition_tree(tbl) UNION SELECT tbl)
                 AND g.tgparentid = 0
-                AND (g.tgname IN ('changefeed_capture', 'changefeed_capture_truncate')
+                AND (g.tgname ~ '^changefeed_capture(_truncate)?(_[0-9]+)?$'
                      OR g.tgname LIKE 'changefeed\_truncate\_guard\_%')
               ORDER BY g.tgrelid = tbl, g.tgname LOOP
         EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
     END LOOP;
+    PERFORM changefeed.citus_triggers(tbl, false, unsafe_triggers);
     PERFORM changefeed.suspend_guard(was_suspended);
 END
 $$;
 
 -- Installs the capture triggers (ENABLE ALWAYS: they also fire in replica
--- mode, where capture_row refuses or captures as the collection says), the
+-- mode, where capture_row refuses or captures as the collection says; a Citus
+-- distributed table's row trigger alone, which Citus copies to its shards:
+-- scale_out/citus.sql), the
 -- TRUNCATE guards of a partitioned table, and records the types of the
 -- columns capture depends on.
 CREATE OR REPLACE FUNCTION changefeed.install_triggers(c changefeed.collection) RETURNS void
@@ -119,6 +123,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     tbl regclass := c.relid::regclass;
     was_suspended bool;
+    unsafe_triggers text;
     part regclass;
 BEGIN
     PERFORM changefeed.attnums_of(tbl, c.key_columns, 'key');
@@ -128,14 +133,24 @@ BEGIN
     END IF;
     PERFORM changefeed.drop_triggers(tbl);
     was_suspended := changefeed.suspend_guard(true);
-    EXECUTE format('CREATE TRIGGER changefeed_capture AFTER INSERT OR UPDATE OR DELETE ON %s '
+    -- Citus copies a distributed table's triggers to its shards only when asked to.
+    unsafe_triggers := changefeed.citus_triggers(tbl, true);
+    EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s '
                    'FOR EACH ROW EXECUTE FUNCTION changefeed.capture_row(%s)',
-                   tbl, changefeed.trigger_arguments_sql(changefeed.capture_row_arguments(c)));
-    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER changefeed_capture', tbl);
-    EXECUTE format('CREATE TRIGGER changefeed_capture_truncate AFTER TRUNCATE ON %s '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION changefeed.capture_truncate(%s)',
-                   tbl, changefeed.trigger_arguments_sql(changefeed.capture_truncate_arguments(c)));
-    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER changefeed_capture_truncate', tbl);
+                   changefeed.capture_trigger_name(c), tbl,
+                   changefeed.trigger_arguments_sql(changefeed.capture_row_arguments(c)));
+    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', tbl, changefeed.capture_trigger_name(c));
+    -- A distributed table's TRUNCATE runs on its shards, captured there.
+    IF c.citus IS DISTINCT FROM 'distributed' THEN
+        EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON %s '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION changefeed.capture_truncate(%s)',
+                       changefeed.capture_trigger_name(c, truncate => true), tbl,
+                       changefeed.trigger_arguments_sql(changefeed.capture_truncate_arguments(c)));
+    END IF;
+    IF c.citus IS DISTINCT FROM 'distributed' THEN
+        EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', tbl, changefeed.capture_trigger_name(c, truncate => true));
+    END IF;
+    PERFORM changefeed.citus_triggers(tbl, false, unsafe_triggers);
     IF (SELECT relkind FROM pg_class WHERE oid = tbl) = 'p' THEN
         PERFORM changefeed.install_truncate_guard(c, tbl);
         FOR part IN SELECT relid FROM pg_partition_tree(tbl) WHERE relid <> tbl LOOP
@@ -254,6 +269,7 @@ BEGIN
                   DETAIL = 'Only ordinary and partitioned tables can be enabled.';
     END IF;
     PERFORM changefeed.require_table_owner(tbl, changefeed.caller(), 'enable the change feed of');
+    PERFORM changefeed.check_citus_table(tbl);
     -- Shapes whose writes could escape capture (the guard keeps them out later).
     holes := changefeed.shape_problems(tbl);
     IF cardinality(holes) > 0 THEN
@@ -342,9 +358,10 @@ BEGIN
 
     INSERT INTO changefeed.collection AS col
            (relid, key_columns, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column,
-            replicated, partition_drops, images)
+            replicated, partition_drops, images, citus)
     VALUES (tbl, keys, partition_key, ranges, retention, keep_previous, tenant_column, ttl_column, replicated,
-            partition_drops, images)
+            partition_drops, images,
+            CASE WHEN changefeed.citus_table_kind(tbl) IS NOT NULL THEN 'distributed' END)
     RETURNING * INTO c;
     RETURN changefeed.start_capture(c);
 END
@@ -475,8 +492,13 @@ BEGIN
          USING pg_event_trigger_dropped_objects() d
          WHERE d.classid = 'pg_class'::regclass AND d.objid = c.relid::oid AND d.objsubid = 0
            AND NOT d.is_temporary
-        RETURNING c.id)
-    DELETE FROM changefeed.schema_version s USING gone WHERE s.collection_id = gone.id;
+        RETURNING c.id, c.citus),
+    placement AS (
+        -- A shard placement Citus dropped: its log is read to its end still.
+        UPDATE changefeed.shard_placement p SET dropped_at = now()
+          FROM gone WHERE p.collection_id = gone.id AND p.dropped_at IS NULL)
+    DELETE FROM changefeed.schema_version s USING gone
+     WHERE s.collection_id = gone.id AND gone.citus IS DISTINCT FROM 'shard';
 END
 $$;
 CREATE EVENT TRIGGER changefeed_forget_dropped ON sql_drop

@@ -123,10 +123,20 @@ CREATE OR REPLACE FUNCTION changefeed.truncate_guard_name(c changefeed.collectio
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 'changefeed_truncate_guard_' || c.id::text $$;
 
+-- The names of a collection's capture triggers.  Citus names its copy of a
+-- trigger on a shard placement after the shard (scale_out/citus.sql), and the
+-- placement's own keep that name.
+CREATE OR REPLACE FUNCTION changefeed.capture_trigger_name(c changefeed.collection, truncate bool DEFAULT false)
+RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN truncate THEN 'changefeed_capture_truncate' ELSE 'changefeed_capture' END
+           || coalesce((SELECT '_' || p.shard_id FROM changefeed.shard_placement p
+                         WHERE p.collection_id = c.id AND c.citus = 'shard'), '')
+$$;
+
 -- Whether a trigger is one capture depends on, or pretends to be: by name or by function.
 CREATE OR REPLACE FUNCTION changefeed.is_capture_trigger(name name, func oid) RETURNS bool
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT name IN ('changefeed_capture', 'changefeed_capture_truncate')
+    SELECT name ~ '^changefeed_capture(_truncate)?(_[0-9]+)?$'
         OR name LIKE 'changefeed\_truncate\_guard\_%'
         OR func IN ('changefeed.capture_row()'::regprocedure, 'changefeed.capture_truncate()'::regprocedure,
                     'changefeed.guard_truncate()'::regprocedure)
@@ -177,10 +187,10 @@ BEGIN
     IF NOT FOUND THEN RETURN NULL; END IF;
     on_root := t.tgrelid = c.relid;
     what := format('trigger %I on %s', t.tgname, t.tgrelid::regclass);
-    IF t.tgname = 'changefeed_capture' THEN
+    IF t.tgname = changefeed.capture_trigger_name(c) THEN
         func := 'changefeed.capture_row()'; events := 29;  -- AFTER ROW INSERT|DELETE|UPDATE
         args := changefeed.capture_row_arguments(c);
-    ELSIF t.tgname = 'changefeed_capture_truncate' AND on_root THEN
+    ELSIF t.tgname = changefeed.capture_trigger_name(c, truncate => true) AND on_root THEN
         func := 'changefeed.capture_truncate()'; events := 32;  -- AFTER STATEMENT TRUNCATE
         args := changefeed.capture_truncate_arguments(c);
     ELSIF t.tgname = changefeed.truncate_guard_name(c) THEN
@@ -311,8 +321,9 @@ BEGIN
 
     IF complete THEN
         FOR rel IN SELECT changefeed.tree_of(tbl) ORDER BY 1 LOOP
-            FOREACH q IN ARRAY ARRAY['changefeed_capture']
-                               || CASE WHEN rel = tbl THEN ARRAY['changefeed_capture_truncate'] ELSE '{}' END
+            FOREACH q IN ARRAY ARRAY[changefeed.capture_trigger_name(c)]
+                               || CASE WHEN rel = tbl AND c.citus IS DISTINCT FROM 'distributed'
+                                       THEN ARRAY[changefeed.capture_trigger_name(c, truncate => true)] ELSE '{}' END
                                || CASE WHEN kind = 'p' THEN ARRAY[guard_name] ELSE '{}' END LOOP
                 IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = rel AND g.tgname = q) THEN
                     p := p || format('trigger %I on %s is missing', q, rel::regclass);
@@ -412,6 +423,8 @@ BEGIN
         IF cmd.classid = 'pg_trigger'::regclass THEN
             SELECT * INTO t FROM pg_trigger WHERE oid = cmd.objid;
             CONTINUE WHEN NOT FOUND OR NOT changefeed.is_capture_trigger(t.tgname, t.tgfoid);
+            -- Citus's copy of a distributed table's trigger (scale_out/citus.sql).
+            CONTINUE WHEN cmd.command_tag = 'CREATE TRIGGER' AND changefeed.citus_trigger(t);
             FOR c IN SELECT * FROM changefeed.enabled_above(t.tgrelid) LOOP
                 IF cmd.command_tag = 'CREATE TRIGGER' AND changefeed.replaces_trigger(cmd.command) THEN
                     PERFORM changefeed.refuse_hole('CREATE OR REPLACE TRIGGER', c,
@@ -514,8 +527,13 @@ BEGIN
                     ELSE format('partition %I.%I would be dropped', d.address_names[1], d.address_names[2]) END]);
             END IF;
         ELSIF d.object_type = 'trigger' AND rel IS NOT NULL
-              AND d.address_names[3] IN ('changefeed_capture', 'changefeed_capture_truncate') THEN
+              AND d.address_names[3] ~ '^changefeed_capture(_truncate)?(_[0-9]+)?$' THEN
             FOR c IN SELECT * FROM changefeed.enabled_above(rel) LOOP
+                -- The coordinator's disable() of a distributed table, on one of its shards.
+                IF c.citus = 'shard' AND changefeed.from_citus() THEN
+                    PERFORM changefeed.forget_shard(c);
+                    CONTINUE;
+                END IF;
                 PERFORM changefeed.refuse_hole(tg_tag, c, ARRAY[format('trigger %s would be dropped', d.object_identity)]);
             END LOOP;
         ELSIF d.object_type IN ('table constraint', 'table column') AND rel IS NOT NULL THEN
@@ -667,7 +685,9 @@ ALTER EVENT TRIGGER changefeed_guard_enum ENABLE ALWAYS;
 -- whether its capture is intact, and if not, why.
 CREATE OR REPLACE FUNCTION changefeed.verify()
 RETURNS TABLE (table_name regclass, collection_id int, intact bool, problems text[])
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+-- A Citus worker hides its shard placements from pg_class unless told not to.
+SET citus.override_table_visibility = off AS $$
     SELECT c.relid::regclass, c.id, cardinality(p) = 0, p
       FROM changefeed.collection c, LATERAL changefeed.capture_problems(c, true) p
      WHERE c.disabled_at IS NULL

@@ -49,7 +49,12 @@ CREATE TABLE changefeed.collection (
     images          text NOT NULL DEFAULT 'full' CHECK (images IN ('full', 'keys')),
     -- The version of the table's shape that capture writes under now
     -- (changefeed.schema_version, capture/schema.sql).
-    schema_version  int NOT NULL DEFAULT 1
+    schema_version  int NOT NULL DEFAULT 1,
+    -- On a Citus cluster (scale_out/citus.sql): 'distributed', a
+    -- hash-distributed table of the coordinator, whose shards are captured
+    -- where they are; 'shard', a shard placement of a worker.  Null: any
+    -- other table.
+    citus           text CHECK (citus IN ('distributed', 'shard'))
 );
 
 -- Every shape an enabled table had: its columns by identity (attnum, with

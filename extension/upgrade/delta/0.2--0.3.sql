@@ -105,6 +105,13 @@ CREATE INDEX log_read_idx ON changefeed.log (collection_id, range_id, txid, seq)
 ALTER TABLE changefeed.instance ADD COLUMN held_until timestamptz;
 DROP FUNCTION changefeed.instance_register(regclass, text, text, text);
 DROP FUNCTION changefeed._instance_register(regclass, text, text, text);
+-- ---- Citus: shards captured where they are ----
+-- scale_out/citus.sql: a distributed table of the coordinator, a shard
+-- placement of a worker, and the placements a worker has captured.
+ALTER TABLE changefeed.collection ADD COLUMN citus text CHECK (citus IN ('distributed', 'shard'));
+-- @table changefeed.shard_placement
+CREATE INDEX shard_placement_shard_idx ON changefeed.shard_placement (shard_id, created_at);
+SELECT pg_catalog.pg_extension_config_dump('changefeed.shard_placement', '');
 
 -- @functions
 

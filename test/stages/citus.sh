@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Capture on a Citus cluster (a coordinator and two workers, Citus built from
+# ../shared/vendor and cached: test/citus_cluster.sh): a hash-distributed
+# table enabled on the coordinator is captured on every shard placement, in
+# its worker's log, while writers go on through the coordinator and the
+# shards are moved (blocking and by logical replication), split, moved back
+# to a worker that held them before, and a worker restarts (immediate).
+#   1. what cannot be captured once per write is refused (CF027): a
+#      reference table, a Citus local table, a shard placement, a
+#      distributed table enabled on a worker;
+#   2. every placement Citus made, the new ones of moves and splits too, is
+#      captured (verify() on each worker: intact);
+#   3. the checker (test/citus/check.py): each key's committed changes, read
+#      placement after placement in the order they were made, each to its end,
+#      are all there, once each, in order, with their images from before;
+#   4. the same checker reading the newest placements first (a handoff that
+#      does not read the old placement to its end) fails: the check can fail;
+#   5. TRUNCATE of the distributed table is logged as cleared by every shard,
+#      a write to a placement in replica mode (not Citus's own move) is
+#      refused, and disable() on the coordinator forgets every placement's
+#      capture.
+#
+# Usage (as root on Debian 12, extension built and installed):
+#   bash test/stages/citus.sh [--port N] [--keep]     (uses ports N .. N+2)
+# Prints `N passed, M failed` last; exits 1 when a check failed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PGOPTIONS='-c client_min_messages=warning'
+
+source test/support/checks.sh
+stage_options citus.sh 55560 "$@"
+stage_scratch citus
+cluster=$scratch/cluster
+python=${CHANGEFEED_PYTHON:-/usr/bin/python3}
+writers=
+cleanup() {
+    touch "$scratch/stop"
+    [ -z "$writers" ] || wait "$writers" 2>/dev/null || true
+    bash test/citus_cluster.sh stop "$cluster" --immediate >/dev/null 2>&1 || true
+    if [ "$keep" = 1 ]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
+}
+trap cleanup EXIT
+
+debian_packages python3-psycopg
+bash test/citus_cluster.sh start "$cluster" --port-base "$port"
+coordinator=$cluster/coordinator worker1=$cluster/worker1 worker2=$cluster/worker2
+conninfo() { echo "host=$1 port=$(cat "$1/port") user=postgres dbname=postgres"; }
+q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U postgres -d postgres -c "$2"; }
+try() { psql_try -h "$1" -p "$(cat "$1/port")" -U postgres -d postgres -c "$2"; }
+node_of() { q "$coordinator" "SELECT nodeid FROM pg_dist_node WHERE nodename = '$1'"; }
+# a shard of docs on the worker in $1
+shard_on() {
+    q "$coordinator" "SELECT shardid FROM citus_shards WHERE table_name = 'docs'::regclass AND nodename = '$1'
+                       ORDER BY shardid LIMIT 1"
+}
+
+echo "== what cannot be captured once per write is refused"
+q "$coordinator" "SET citus.shard_count = 8;
+                  CREATE TABLE docs (id bigint PRIMARY KEY, v bigint NOT NULL, pad text);
+                  SELECT create_distributed_table('docs', 'id');
+                  CREATE TABLE countries (code text PRIMARY KEY);
+                  SELECT create_reference_table('countries');
+                  CREATE TABLE notes (id int PRIMARY KEY);
+                  SELECT citus_add_local_table_to_metadata('notes');" >/dev/null
+check "a reference table is refused" "CF027" "$(try "$coordinator" "SELECT changefeed.enable('countries')" | cut -d' ' -f1)"
+check "a Citus local table is refused" "CF027" "$(try "$coordinator" "SELECT changefeed.enable('notes')" | cut -d' ' -f1)"
+shard=$(shard_on "$worker1")
+check "a shard placement is refused" "CF027" "$(try "$worker1" "SELECT changefeed.enable('docs_$shard')" | cut -d' ' -f1)"
+check "a distributed table is refused on a worker" "CF027" "$(try "$worker1" "SELECT changefeed.enable('docs')" | cut -d' ' -f1)"
+check "the distributed table is enabled on the coordinator" "OK 1" "$(try "$coordinator" "SELECT changefeed.enable('docs')")"
+check "every shard placement is a collection of its worker" "8" \
+    "$(( $(q "$worker1" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") +
+         $(q "$worker2" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") ))"
+
+echo "== writers through the coordinator; moves, a split, a worker restart meanwhile"
+"$python" test/citus/write.py "$(conninfo "$coordinator")" --clients 4 --keys 2000 \
+    --stop-file "$scratch/stop" --stats "$scratch/writers" &
+writers=$!
+sleep 4
+shard=$(shard_on "$worker1")
+q "$coordinator" "SELECT citus_move_shard_placement($shard, '$worker1', $((port + 1)), '$worker2', $((port + 2)),
+                                                    shard_transfer_mode => 'block_writes')" >/dev/null
+echo "moved shard $shard to worker2, writes blocked meanwhile"
+sleep 3
+moved_back=$(shard_on "$worker1")
+q "$coordinator" "SELECT citus_move_shard_placement($moved_back, '$worker1', $((port + 1)), '$worker2', $((port + 2)),
+                                                    shard_transfer_mode => 'force_logical')" >/dev/null
+echo "moved shard $moved_back to worker2 by logical replication"
+sleep 3
+read -r split mid < <(q "$coordinator" "SELECT s.shardid, (s.shardminvalue::bigint + s.shardmaxvalue::bigint) / 2
+                                          FROM pg_dist_shard s JOIN citus_shards c USING (shardid)
+                                         WHERE c.table_name = 'docs'::regclass AND c.nodename = '$worker2'
+                                         ORDER BY s.shardid LIMIT 1" | tr '|' ' ')
+q "$coordinator" "SELECT citus_split_shard_by_split_points($split, ARRAY['$mid'],
+                      ARRAY[$(node_of "$worker1"), $(node_of "$worker2")], shard_transfer_mode => 'block_writes')" >/dev/null
+echo "split shard $split at $mid across both workers"
+sleep 3
+bash test/cluster.sh restart "$worker1" --immediate
+echo "restarted worker1 (immediate)"
+sleep 4
+# Back to worker1, where it was before: a new table there, a new collection.
+q "$coordinator" "CALL citus_cleanup_orphaned_resources()" >/dev/null
+q "$coordinator" "SELECT citus_move_shard_placement($moved_back, '$worker2', $((port + 2)), '$worker1', $((port + 1)),
+                                                    shard_transfer_mode => 'force_logical')" >/dev/null
+echo "moved shard $moved_back back to worker1"
+sleep 3
+touch "$scratch/stop"
+wait "$writers"
+writers=
+echo "writers: $(cat "$scratch/writers")"
+# Two-phase commits a restart left prepared are finished before the check,
+# and the placements moves and splits left behind are dropped.
+q "$coordinator" "SELECT recover_prepared_transactions()" >/dev/null
+q "$coordinator" "CALL citus_cleanup_orphaned_resources()" >/dev/null
+
+echo "== every change captured once, in order, placement after placement"
+intact() {
+    q "$1" "SET citus.override_table_visibility = off;
+            SELECT count(*) FILTER (WHERE intact) || '/' || count(*) FROM changefeed.verify()" | tail -1
+}
+for w in "$worker1" "$worker2"; do
+    n=$(q "$w" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'")
+    check "$(basename "$w"): every live placement captured, intact" "$n/$n" "$(intact "$w")"
+done
+check "all placements of docs are collections of their workers" \
+    "$(q "$coordinator" "SELECT count(*) FROM citus_shards WHERE table_name = 'docs'::regclass")" \
+    "$(( $(q "$worker1" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") +
+         $(q "$worker2" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") ))"
+workers=("$(conninfo "$coordinator")" "$(conninfo "$worker1")" "$(conninfo "$worker2")")
+if out=$("$python" test/citus/check.py "${workers[@]}"); then
+    pass "$out"
+else
+    fail "the changes of every placement, read in order" "$out"
+fi
+if out=$("$python" test/citus/check.py "${workers[@]}" --broken); then
+    fail "a handoff that reads the new placement first is caught" "$out"
+else
+    pass "a handoff that reads the new placement first is caught: ${out##*: lost}"
+fi
+
+echo "== TRUNCATE and disable() of the distributed table"
+shards=$(q "$coordinator" "SELECT count(*) FROM citus_shards WHERE table_name = 'docs'::regclass")
+q "$coordinator" "TRUNCATE docs"
+cleared() {
+    q "$1" "SELECT count(DISTINCT l.collection_id) FROM changefeed.log l
+              JOIN changefeed.collection c ON c.id = l.collection_id AND c.citus = 'shard' WHERE l.op = 't'"
+}
+check "TRUNCATE is logged as cleared by every shard" "$shards" "$(( $(cleared "$worker1") + $(cleared "$worker2") ))"
+s=$(shard_on "$worker1")
+check "a write to a placement in replica mode is refused, not let through" "CF014" \
+    "$(try "$worker1" "SET session_replication_role = replica; INSERT INTO docs_$s VALUES (-1, 1)" | cut -d' ' -f1)"
+q "$coordinator" "SELECT changefeed.disable('docs')" >/dev/null
+check "disable() forgets every placement's capture" "0 0" \
+    "$(q "$worker1" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") $(q "$worker2" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'")"
+check "a worker's own DDL cannot drop a placement's capture trigger" "CF013" \
+    "$(q "$coordinator" "SELECT changefeed.enable('docs')" >/dev/null
+       s=$(shard_on "$worker1")
+       try "$worker1" "DROP TRIGGER changefeed_capture_$s ON docs_$s" | cut -d' ' -f1)"
+
+stage_summary

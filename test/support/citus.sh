@@ -1,0 +1,57 @@
+# Citus, a peer for tests only (sourced by test/citus_cluster.sh): built from
+# the sources in ../shared/vendor (or $CITUS_VENDOR) once per PostgreSQL major
+# and source, cached in /var/cache/changefeed-citus, and installed into that
+# major's PostgreSQL directories on this machine.  Nothing of it is packaged.
+
+citus_vendor=${CITUS_VENDOR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/../shared/vendor}
+citus_cache=${CITUS_CACHE:-/var/cache/changefeed-citus}
+
+citus_version_for() {  # PostgreSQL major -> the Citus release that builds against it
+    case "$1" in
+        15 | 16 | 17) echo 13.2.2 ;;
+        18) echo 14.0.1 ;;
+        *) echo "citus: no Citus release known for PostgreSQL $1" >&2; return 1 ;;
+    esac
+}
+
+# citus_install PG_CONFIG [ROOT]: Citus built (or taken from the cache) and
+# installed where PG_CONFIG's server loads extensions from (under ROOT, / by
+# default: a copy of a PostgreSQL installation can take it too).
+citus_install() {
+    local pg_config=$1 into=${2:-/} major version tarball patch key dir
+    major=$("$pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+    version=$(citus_version_for "$major")
+    tarball=$citus_vendor/citus-$version.tar.gz
+    [ -f "$tarball" ] || { echo "citus: $tarball not found (see ../shared/vendor/README.md)" >&2; return 1; }
+    patch=$citus_vendor/citus-$version-debian-pg$major.patch
+    key=$({ sha256sum "$tarball"; [ -f "$patch" ] && sha256sum "$patch"; "$pg_config" --version; "$pg_config" --pkglibdir; } | sha256sum | cut -c1-16)
+    dir=$citus_cache/$major-$key
+    if [ ! -f "$dir/built" ]; then
+        citus_build_deps
+        echo "citus: building Citus $version for PostgreSQL $major (cached in $dir)"
+        rm -rf "$dir"
+        mkdir -p "$dir/src" "$dir/root"
+        tar -xzf "$tarball" -C "$dir/src"
+        [ -f "$patch" ] && patch -s -d "$dir/src/citus-$version" -p1 <"$patch"
+        (
+            cd "$dir/src/citus-$version"
+            ./configure --without-libcurl PG_CONFIG="$pg_config" >"$dir/configure.log" 2>&1
+            make -j2 >"$dir/make.log" 2>&1
+            make install DESTDIR="$dir/root" >"$dir/install.log" 2>&1
+        ) || { echo "citus: the build failed; see $dir/*.log" >&2; tail -20 "$dir/make.log" >&2; return 1; }
+        rm -rf "$dir/src"
+        touch "$dir/built"
+    fi
+    cp -a "$dir/root/." "$into"
+}
+
+citus_build_deps() {
+    local p missing=()
+    for p in liblz4-dev libzstd-dev libkrb5-dev; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "citus: installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
+}
