@@ -195,9 +195,15 @@ BEGIN
         RETURN true;
     END IF;
     s := changefeed.citus_shard_of(t.tgrelid);
+    IF s.shell IS NULL THEN
+        -- A node being added gets its copy of the table (which never holds a
+        -- row there) before Citus records it as distributed.
+        RETURN t.tgname = 'changefeed_capture' AND changefeed.from_citus()
+               AND changefeed.citus_table_kind(t.tgrelid) IS NULL;
+    END IF;
     -- Citus makes a placement as the table's owner.  Anyone else's table
     -- named like one must not add changes to the table's feed.
-    IF s.shell IS NULL OR t.tgname <> 'changefeed_capture_' || s.shard_id
+    IF t.tgname <> 'changefeed_capture_' || s.shard_id
        OR (SELECT relowner FROM pg_class WHERE oid = t.tgrelid)
           IS DISTINCT FROM (SELECT relowner FROM pg_class WHERE oid = s.shell) THEN
         RETURN false;
@@ -238,8 +244,11 @@ $$;
 
 -- Whether this backend runs a command Citus sent from another node (its
 -- connections name themselves so): a DROP TRIGGER of a shard placement's
--- capture trigger comes from the coordinator's disable().  The placement's
--- owner, the only other role that may drop it, may as well disable() it.
+-- capture trigger comes from the coordinator's disable(), a capture trigger
+-- on a table not yet distributed from the metadata sync of a node being
+-- added.  Any session may name itself so: it passes only what the table's
+-- owner may do anyway (disable() it; a trigger naming a collection this node
+-- lacks refuses every write, capture.cpp).
 CREATE OR REPLACE FUNCTION changefeed.from_citus() RETURNS bool
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL

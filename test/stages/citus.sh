@@ -4,7 +4,8 @@
 # table enabled on the coordinator is captured on every shard placement, in
 # its worker's log, while writers go on through the coordinator and the
 # shards are moved (blocking and by logical replication), split, moved back
-# to a worker that held them before, and a worker restarts (immediate).
+# to a worker that held them before, a worker restarts (immediate), and a
+# third worker is added and takes a shard.
 #   1. what cannot be captured once per write is refused (CF027): a
 #      reference table, a Citus local table, a shard placement, a
 #      distributed table enabled on a worker;
@@ -21,7 +22,7 @@
 #      capture.
 #
 # Usage (as root on Debian 12, extension built and installed):
-#   bash test/stages/citus.sh [--port N] [--keep]     (uses ports N .. N+2)
+#   bash test/stages/citus.sh [--port N] [--keep]     (uses ports N .. N+3)
 # Prints `N passed, M failed` last; exits 1 when a check failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -97,7 +98,14 @@ echo "split shard $split at $mid across both workers"
 sleep 3
 bash test/cluster.sh restart "$worker1" --immediate
 echo "restarted worker1 (immediate)"
-sleep 4
+sleep 3
+worker3=$cluster/$(bash test/citus_cluster.sh add "$cluster" --port $((port + 3)))
+q "$coordinator" "SELECT replicate_reference_tables()" >/dev/null
+shard=$(shard_on "$worker2")
+q "$coordinator" "SELECT citus_move_shard_placement($shard, '$worker2', $((port + 2)), '$worker3', $((port + 3)),
+                                                    shard_transfer_mode => 'force_logical')" >/dev/null
+echo "added worker3, moved shard $shard there"
+sleep 3
 # Back to worker1, where it was before: a new table there, a new collection.
 q "$coordinator" "CALL citus_cleanup_orphaned_resources()" >/dev/null
 q "$coordinator" "SELECT citus_move_shard_placement($moved_back, '$worker2', $((port + 2)), '$worker1', $((port + 1)),
@@ -118,15 +126,15 @@ intact() {
     q "$1" "SET citus.override_table_visibility = off;
             SELECT count(*) FILTER (WHERE intact) || '/' || count(*) FROM changefeed.verify()" | tail -1
 }
-for w in "$worker1" "$worker2"; do
-    n=$(q "$w" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'")
+placements() { q "$1" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'"; }
+for w in "$worker1" "$worker2" "$worker3"; do
+    n=$(placements "$w")
     check "$(basename "$w"): every live placement captured, intact" "$n/$n" "$(intact "$w")"
 done
 check "all placements of docs are collections of their workers" \
     "$(q "$coordinator" "SELECT count(*) FROM citus_shards WHERE table_name = 'docs'::regclass")" \
-    "$(( $(q "$worker1" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") +
-         $(q "$worker2" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") ))"
-workers=("$(conninfo "$coordinator")" "$(conninfo "$worker1")" "$(conninfo "$worker2")")
+    "$(( $(placements "$worker1") + $(placements "$worker2") + $(placements "$worker3") ))"
+workers=("$(conninfo "$coordinator")" "$(conninfo "$worker1")" "$(conninfo "$worker2")" "$(conninfo "$worker3")")
 if out=$("$python" test/citus/check.py "${workers[@]}"); then
     pass "$out"
 else
@@ -145,13 +153,14 @@ cleared() {
     q "$1" "SELECT count(DISTINCT l.collection_id) FROM changefeed.log l
               JOIN changefeed.collection c ON c.id = l.collection_id AND c.citus = 'shard' WHERE l.op = 't'"
 }
-check "TRUNCATE is logged as cleared by every shard" "$shards" "$(( $(cleared "$worker1") + $(cleared "$worker2") ))"
+check "TRUNCATE is logged as cleared by every shard" "$shards" \
+    "$(( $(cleared "$worker1") + $(cleared "$worker2") + $(cleared "$worker3") ))"
 s=$(shard_on "$worker1")
 check "a write to a placement in replica mode is refused, not let through" "CF014" \
     "$(try "$worker1" "SET session_replication_role = replica; INSERT INTO docs_$s VALUES (-1, 1)" | cut -d' ' -f1)"
 q "$coordinator" "SELECT changefeed.disable('docs')" >/dev/null
-check "disable() forgets every placement's capture" "0 0" \
-    "$(q "$worker1" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") $(q "$worker2" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'")"
+check "disable() forgets every placement's capture" "0 0 0" \
+    "$(placements "$worker1") $(placements "$worker2") $(placements "$worker3")"
 check "a worker's own DDL cannot drop a placement's capture trigger" "CF013" \
     "$(q "$coordinator" "SELECT changefeed.enable('docs')" >/dev/null
        s=$(shard_on "$worker1")
