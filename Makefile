@@ -41,7 +41,8 @@ OBJS = \
 	extension/access/reader_sight.o \
 	extension/maintenance/maintainer.o \
 	extension/maintenance/maintenance_limits.o \
-	extension/maintenance/ttl.o
+	extension/maintenance/ttl.o \
+	extension/scale_out/collect.o
 
 EXTENSION = extension/changefeed
 EXTVERSION = 0.3

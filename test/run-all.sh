@@ -28,14 +28,15 @@
 #      pg_partman retention run by pg_cron on an enabled table (test/stages/partman.sh),
 #      pg_repack of an enabled table under writes (test/stages/repack.sh),
 #      the docs' SQL blocks marked to run as written (test/stages/docs_sql.sh),
-#      a Citus cluster (Citus built from ../shared/vendor and cached) whose
-#      distributed table is captured on every shard placement while shards
-#      move, split and a worker restarts (test/stages/citus.sh),
 #   4. the client's GoogleTest suites (they start their own clusters), and the
 #      lifetime-sensitive ones again under AddressSanitizer and UBSan (test/stages/asan.sh),
 #   5. the torture test in its short mode, the consumer fault stage
 #      (test/consumer_faults/run.sh), the consumers, the CLI and 100 processors
 #      through PgBouncer in session and transaction mode (test/stages/pgbouncer.sh),
+#      a Citus cluster (Citus built from ../shared/vendor and cached): a
+#      distributed table captured on every shard placement and read as one
+#      feed by a processor on the coordinator while shards move, split, a
+#      worker restarts and one is added (test/stages/citus.sh),
 #      a processor through a Patroni switchover, failover and pg_rewind (test/stages/patroni.sh),
 #      the shipped Prometheus alerts fired and resolved (test/stages/prometheus.sh),
 #      and the benchmark harness on tiny sizes.
@@ -163,8 +164,6 @@ echo "== pg_repack of an enabled table under writes: every write captured once, 
 stage "pg_repack" bash test/stages/repack.sh --port 55480
 echo "== the docs' SQL blocks marked to run as written, as the roles they name"
 stage "docs' SQL" bash test/stages/docs_sql.sh --port 55482
-echo "== Citus: a distributed table captured on every shard placement across moves, a split and a worker restart"
-stage "Citus" bash test/stages/citus.sh --port 55560
 
 if [ -f CMakeLists.txt ]; then
     echo "== client library and its tests"
@@ -183,6 +182,9 @@ if [ -f CMakeLists.txt ]; then
 
     echo "== PgBouncer 1.18 in session and transaction mode: every handler shape, the CLI, 100 processors"
     stage "PgBouncer" bash test/stages/pgbouncer.sh --port 55476 --build-dir build --no-build
+
+    echo "== Citus: every shard placement captured, one feed on the coordinator, across moves, a split, a restart"
+    stage "Citus" bash test/stages/citus.sh --port 55560 --build-dir build --no-build
 
     echo "== Patroni with etcd: switchover, failover, the old leader rewound; processors run on"
     stage "Patroni" bash test/stages/patroni.sh --port 55454 --build-dir build --no-build

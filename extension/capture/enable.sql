@@ -170,6 +170,9 @@ CREATE OR REPLACE FUNCTION changefeed.start_capture(c changefeed.collection) RET
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM changefeed.install_triggers(c);
+    IF c.citus = 'distributed' THEN
+        PERFORM changefeed.learn_shards(c);
+    END IF;
     -- The table's shape, a new version if it changed while capture was off.
     PERFORM changefeed.record_schema(c);
     PERFORM changefeed.create_partitions(7);

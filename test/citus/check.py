@@ -11,9 +11,13 @@ then carry v = 1, 2, ..., its final v (write.py), each change's image from
 before the v before it.
 
   python3 check.py COORDINATOR_CONNINFO WORKER_CONNINFO... [--broken]
+  python3 check.py COORDINATOR_CONNINFO --deliveries
 
 --broken reads each shard's newest placement first, as a handoff that did not
 read the old placement to its end would: the check must then fail.
+--deliveries checks instead what the processor on the coordinator was handed
+(test/citus/processor.cpp: citus_check.deliveries, in the order handed),
+through the coordinator's feed that changefeed.collect() fills.
 Prints one summary line; exits 1 on any loss, phantom, duplicate, misorder or
 wrong image from before.
 """
@@ -47,8 +51,9 @@ def before_of(v, previous):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("coordinator")
-    ap.add_argument("workers", nargs="+")
+    ap.add_argument("workers", nargs="*")
     ap.add_argument("--broken", action="store_true")
+    ap.add_argument("--deliveries", action="store_true")
     a = ap.parse_args()
 
     with psycopg.connect(a.coordinator) as conn:
@@ -57,6 +62,11 @@ def main():
     rows = []
     placements = set()
     dropped = set()
+    if a.deliveries:
+        with psycopg.connect(a.coordinator) as conn:
+            for did, op, key, v, before in conn.execute(
+                    "SELECT did, op, id, v, prev_v FROM citus_check.deliveries WHERE op IN ('c', 'r', 'd')"):
+                rows.append(((did,), op, key, v, before))
     for node, conninfo in enumerate(a.workers):
         with psycopg.connect(conninfo) as conn:
             for r in conn.execute(PLACEMENTS):
@@ -100,9 +110,11 @@ def main():
 
     changes = sum(final.values())
     ok = lost == phantom == duplicated == misordered == wrong_before == 0
-    print(f"citus check: {changes} committed changes of {len(final)} keys in {len(placements)} placements "
-          f"({len(dropped)} dropped by Citus since): lost {lost}, phantom {phantom}, duplicated {duplicated}, "
-          f"misordered {misordered}, wrong image before {wrong_before}: {'PASS' if ok else 'FAIL'}")
+    where = (f"handed to the processor on the coordinator" if a.deliveries else
+             f"in {len(placements)} placements ({len(dropped)} dropped by Citus since)")
+    print(f"citus check: {changes} committed changes of {len(final)} keys {where}: lost {lost}, phantom {phantom}, "
+          f"duplicated {duplicated}, misordered {misordered}, wrong image before {wrong_before}: "
+          f"{'PASS' if ok else 'FAIL'}")
     sys.exit(0 if ok else 1)
 
 

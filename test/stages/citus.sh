@@ -14,29 +14,38 @@
 #   3. the checker (test/citus/check.py): each key's committed changes, read
 #      placement after placement in the order they were made, each to its end,
 #      are all there, once each, in order, with their images from before;
-#   4. the same checker reading the newest placements first (a handoff that
-#      does not read the old placement to its end) fails: the check can fail;
+#   4. the same check of what a processor on the coordinator was handed
+#      (test/citus/processor.cpp, two instances, one killed and restarted,
+#      exactly once) through the table's feed there, which
+#      changefeed.collect() fills from the workers while all of this goes on;
+#      the checker reading the newest placements first (a handoff that does
+#      not read the old placement to its end) fails: the check can fail;
 #   5. TRUNCATE of the distributed table is logged as cleared by every shard,
 #      a write to a placement in replica mode (not Citus's own move) is
 #      refused, and disable() on the coordinator forgets every placement's
 #      capture.
 #
 # Usage (as root on Debian 12, extension built and installed):
-#   bash test/stages/citus.sh [--port N] [--keep]     (uses ports N .. N+3)
+#   bash test/stages/citus.sh [--port N] [--build-dir DIR] [--no-build] [--keep]   (ports N .. N+3)
 # Prints `N passed, M failed` last; exits 1 when a check failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PGOPTIONS='-c client_min_messages=warning'
 
 source test/support/checks.sh
-stage_options citus.sh 55560 "$@"
+port=55560 build_dir=build build=1 keep=0
+parse_options citus.sh --port=port --build-dir=build_dir --no-build=build:0 --keep=keep:1 -- "$@"
+[ "$build" = 0 ] || cmake_targets "$build_dir" citus_processor
+processor_bin=$(built_program citus.sh "$build_dir" citus_processor)
 stage_scratch citus
 cluster=$scratch/cluster
 python=${CHANGEFEED_PYTHON:-/usr/bin/python3}
-writers=
+writers= collector= processors=()
 cleanup() {
-    touch "$scratch/stop"
+    touch "$scratch/stop" "$scratch/stop-collector"
     [ -z "$writers" ] || wait "$writers" 2>/dev/null || true
+    [ -z "$collector" ] || wait "$collector" 2>/dev/null || true
+    for p in "${processors[@]+"${processors[@]}"}"; do kill -9 "$p" 2>/dev/null || true; done
     bash test/citus_cluster.sh stop "$cluster" --immediate >/dev/null 2>&1 || true
     if [ "$keep" = 1 ]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
 }
@@ -69,11 +78,31 @@ shard=$(shard_on "$worker1")
 check "a shard placement is refused" "CF027" "$(try "$worker1" "SELECT changefeed.enable('docs_$shard')" | cut -d' ' -f1)"
 check "a distributed table is refused on a worker" "CF027" "$(try "$worker1" "SELECT changefeed.enable('docs')" | cut -d' ' -f1)"
 check "the distributed table is enabled on the coordinator" "OK 1" "$(try "$coordinator" "SELECT changefeed.enable('docs')")"
+q "$coordinator" "CREATE SCHEMA citus_check;
+                  CREATE TABLE citus_check.deliveries (did bigserial PRIMARY KEY, inst text, range_id int, seq bigint,
+                                                       op \"char\", id bigint, v bigint, prev_v bigint)"
 check "every shard placement is a collection of its worker" "8" \
     "$(( $(q "$worker1" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") +
          $(q "$worker2" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") ))"
 
 echo "== writers through the coordinator; moves, a split, a worker restart meanwhile"
+# The coordinator's feed of docs, filled by collect() (errors while a worker
+# restarts are retried), and two instances of a processor reading it.
+(
+    while [ ! -f "$scratch/stop-collector" ]; do
+        q "$coordinator" "SELECT changefeed.collect('docs')" >/dev/null 2>>"$scratch/collector.log" || sleep 0.5
+        sleep 0.2
+    done
+) &
+collector=$!
+start_processor() {
+    PGHOST=$coordinator PGPORT=$port PGUSER=postgres PGDATABASE=postgres \
+        "$processor_bin" "$1" >>"$scratch/processor-$1.log" 2>&1 &
+    processors+=($!)
+    eval "processor_$1=$!"
+}
+start_processor a
+start_processor b
 "$python" test/citus/write.py "$(conninfo "$coordinator")" --clients 4 --keys 2000 \
     --stop-file "$scratch/stop" --stats "$scratch/writers" &
 writers=$!
@@ -95,6 +124,9 @@ read -r split mid < <(q "$coordinator" "SELECT s.shardid, (s.shardminvalue::bigi
 q "$coordinator" "SELECT citus_split_shard_by_split_points($split, ARRAY['$mid'],
                       ARRAY[$(node_of "$worker1"), $(node_of "$worker2")], shard_transfer_mode => 'block_writes')" >/dev/null
 echo "split shard $split at $mid across both workers"
+kill -9 "$processor_a"
+start_processor a
+echo "killed processor instance a (SIGKILL), started it again"
 sleep 3
 bash test/cluster.sh restart "$worker1" --immediate
 echo "restarted worker1 (immediate)"
@@ -120,6 +152,26 @@ echo "writers: $(cat "$scratch/writers")"
 # and the placements moves and splits left behind are dropped.
 q "$coordinator" "SELECT recover_prepared_transactions()" >/dev/null
 q "$coordinator" "CALL citus_cleanup_orphaned_resources()" >/dev/null
+# collect() until every ended placement is read to its end and nothing is
+# left, then until the processor has been handed all of it.
+touch "$scratch/stop-collector"
+wait "$collector"
+collector=
+docs_changes="SELECT count(*) FROM changefeed.log l JOIN changefeed.collection c ON c.id = l.collection_id
+               WHERE c.relid = 'docs'::regclass AND l.op IN ('c', 'r', 'd')"
+for i in $(seq 600); do
+    n=$(q "$coordinator" "SELECT changefeed.collect('docs')" 2>/dev/null || echo -1)
+    left=$(q "$coordinator" "SELECT count(*) FROM changefeed.collected_placement WHERE dropped AND NOT done")
+    [ "$n" = 0 ] && [ "$left" = 0 ] && break
+    sleep 0.2
+done
+for i in $(seq 600); do
+    [ "$(q "$coordinator" "$docs_changes")" = \
+      "$(q "$coordinator" "SELECT count(*) FROM citus_check.deliveries WHERE op IN ('c', 'r', 'd')")" ] && break
+    sleep 0.2
+done
+for p in "${processors[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+processors=()
 
 echo "== every change captured once, in order, placement after placement"
 intact() {
@@ -139,6 +191,11 @@ if out=$("$python" test/citus/check.py "${workers[@]}"); then
     pass "$out"
 else
     fail "the changes of every placement, read in order" "$out"
+fi
+if out=$("$python" test/citus/check.py "$(conninfo "$coordinator")" --deliveries); then
+    pass "$out"
+else
+    fail "the processor on the coordinator was handed every change once, in order" "$out"
 fi
 if out=$("$python" test/citus/check.py "${workers[@]}" --broken); then
     fail "a handoff that reads the new placement first is caught" "$out"

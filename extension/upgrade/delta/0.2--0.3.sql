@@ -112,6 +112,9 @@ ALTER TABLE changefeed.collection ADD COLUMN citus text CHECK (citus IN ('distri
 -- @table changefeed.shard_placement
 CREATE INDEX shard_placement_shard_idx ON changefeed.shard_placement (shard_id, created_at);
 SELECT pg_catalog.pg_extension_config_dump('changefeed.shard_placement', '');
+-- scale_out/collect.sql: what the coordinator has read of each placement.
+-- @table changefeed.collected_placement
+-- @table changefeed.collected_shard
 
 -- @functions
 
