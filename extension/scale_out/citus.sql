@@ -33,6 +33,7 @@ CREATE TABLE changefeed.shard_placement (
     -- The distributed table and the placement's table, as named when made.
     table_name      text NOT NULL,
     placement_name  text NOT NULL,
+    owner           name NOT NULL,
     -- The coordinator's collection the trigger Citus copied named.
     coordinator_collection int NOT NULL,
     created_at      timestamptz NOT NULL DEFAULT now(),
@@ -129,12 +130,14 @@ BEGIN
 END
 $$;
 
--- The distributed table whose shard placement `rel` is, and the shard's id,
--- or nulls.  A placement is named after its table with "_<shard id>", in the
--- same schema; its id may not be in Citus's catalog yet (a split creates its
--- children's triggers before their metadata).  Names come from the catalog
+-- The distributed table whose shard placement `rel` would be (its name, and
+-- its oid when this node has its copy), and the shard's id, or nulls.  A
+-- placement is named after its table with "_<shard id>", in the same schema;
+-- its id may not be in Citus's catalog yet (a split creates its children's
+-- triggers before their metadata), nor the table itself (a coordinator's
+-- transaction that distributes and enables it).  Names come from the catalog
 -- caches: a worker hides its placements from queries of pg_class.
-CREATE OR REPLACE FUNCTION changefeed.citus_shard_of(rel oid, OUT shell oid, OUT shard_id bigint)
+CREATE OR REPLACE FUNCTION changefeed.citus_shard_of(rel oid, OUT table_name text, OUT shell oid, OUT shard_id bigint)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     m text[];
@@ -149,9 +152,10 @@ BEGIN
     IF m IS NULL THEN
         RETURN;
     END IF;
-    shell := to_regclass(CASE WHEN cardinality(name) = 2 THEN quote_ident(name[1]) || '.' ELSE '' END
-                         || quote_ident(m[1]));
-    IF shell IS NULL OR changefeed.citus_table_kind(shell) NOT IN ('hash', 'single shard') THEN
+    table_name := CASE WHEN cardinality(name) = 2 THEN quote_ident(name[1]) || '.' ELSE '' END || quote_ident(m[1]);
+    shell := to_regclass(table_name);
+    IF coalesce(changefeed.citus_table_kind(shell), 'hash') NOT IN ('hash', 'single shard') THEN
+        table_name := NULL;
         shell := NULL;
         RETURN;
     END IF;
@@ -195,29 +199,32 @@ BEGIN
         RETURN true;
     END IF;
     s := changefeed.citus_shard_of(t.tgrelid);
-    IF s.shell IS NULL THEN
+    IF s.shard_id IS NULL THEN
         -- A node being added gets its copy of the table (which never holds a
         -- row there) before Citus records it as distributed.
         RETURN t.tgname = 'changefeed_capture' AND changefeed.from_citus()
                AND changefeed.citus_table_kind(t.tgrelid) IS NULL;
     END IF;
     -- Citus makes a placement as the table's owner.  Anyone else's table
-    -- named like one must not add changes to the table's feed.
+    -- named like one must not add changes to the table's feed: where this node
+    -- has no copy of the table yet (it is being distributed in the
+    -- transaction that sends this), collect() compares the owners.
     IF t.tgname <> 'changefeed_capture_' || s.shard_id
-       OR (SELECT relowner FROM pg_class WHERE oid = t.tgrelid)
-          IS DISTINCT FROM (SELECT relowner FROM pg_class WHERE oid = s.shell) THEN
+       OR (s.shell IS NULL AND NOT changefeed.from_citus())
+       OR (s.shell IS NOT NULL AND (SELECT relowner FROM pg_class WHERE oid = t.tgrelid)
+                                   IS DISTINCT FROM (SELECT relowner FROM pg_class WHERE oid = s.shell)) THEN
         RETURN false;
     END IF;
-    PERFORM changefeed.capture_shard(t, s.shell, s.shard_id);
+    PERFORM changefeed.capture_shard(t, s.table_name, s.shard_id);
     RETURN true;
 END
 $$;
 
--- Makes shard placement t.tgrelid of distributed table `shell` a collection
+-- Makes shard placement t.tgrelid of distributed table `table_name` a collection
 -- of this node, with the options of the trigger Citus copied there
 -- (capture_row_arguments(): id, ranges, images, replicated, keys, partition
 -- key, tenant column), and replaces that trigger by the collection's own.
-CREATE OR REPLACE FUNCTION changefeed.capture_shard(t pg_trigger, shell oid, shard bigint) RETURNS int
+CREATE OR REPLACE FUNCTION changefeed.capture_shard(t pg_trigger, table_name text, shard bigint) RETURNS int
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     a text[] := changefeed.trigger_arguments(t);
@@ -236,8 +243,10 @@ BEGIN
     VALUES (t.tgrelid, a[6:5 + nkeys], a[7 + nkeys:6 + nkeys + npk], a[2]::int, a[3] = 't',
             nullif(a[7 + nkeys + npk], ''), a[4] = 't', CASE WHEN a[3] = 'k' THEN 'keys' ELSE 'full' END, 'shard')
     RETURNING * INTO c;
-    INSERT INTO changefeed.shard_placement (collection_id, shard_id, table_name, placement_name, coordinator_collection)
-    VALUES (c.id, shard, shell::regclass::text, t.tgrelid::regclass::text, a[1]::int);
+    INSERT INTO changefeed.shard_placement (collection_id, shard_id, table_name, placement_name, owner,
+                                            coordinator_collection)
+    VALUES (c.id, shard, table_name, t.tgrelid::regclass::text,
+            (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = t.tgrelid), a[1]::int);
     RETURN changefeed.start_capture(c);
 END
 $$;

@@ -159,6 +159,7 @@ DECLARE
     res jsonb;
     ch jsonb;
     is_current bool;
+    owner name;
     got int;
     total int := 0;
 BEGIN
@@ -172,14 +173,17 @@ BEGIN
         RAISE EXCEPTION 'max_changes must be at least 1' USING ERRCODE = 'CF003';
     END IF;
     PERFORM changefeed.learn_shards(c);
-    -- The placements every node has made of the table.
+    -- The placements every node has made of the table, as its owner
+    -- (citus.sql: citus_trigger()).
+    owner := (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = tbl);
     FOR n IN SELECT DISTINCT groupid FROM pg_dist_node WHERE noderole = 'primary' AND isactive ORDER BY 1 LOOP
         FOR r IN SELECT (e ->> 0)::int AS placement, (e ->> 1)::bigint AS shard_id, (e ->> 2)::timestamptz AS created_at,
                         (e ->> 3)::bool AS dropped
                    FROM jsonb_array_elements(changefeed.on_node(n.groupid, format(
                             'SELECT coalesce(jsonb_agg(jsonb_build_array(collection_id, shard_id, created_at, '
                             'dropped_at IS NOT NULL)), ''[]'') FROM changefeed.shard_placement '
-                            'WHERE coordinator_collection = %s AND table_name = %L', c.id, tbl::text))::jsonb) e LOOP
+                            'WHERE coordinator_collection = %s AND table_name = %L AND owner = %L',
+                            c.id, tbl::text, owner))::jsonb) e LOOP
             INSERT INTO changefeed.collected_placement AS x (collection_id, node_group, placement, shard_id, created_at, dropped)
             VALUES (c.id, n.groupid, r.placement, r.shard_id, r.created_at, r.dropped)
             ON CONFLICT (collection_id, node_group, placement) DO UPDATE SET dropped = excluded.dropped

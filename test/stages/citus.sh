@@ -57,6 +57,11 @@ coordinator=$cluster/coordinator worker1=$cluster/worker1 worker2=$cluster/worke
 conninfo() { echo "host=$1 port=$(cat "$1/port") user=postgres dbname=postgres"; }
 q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U postgres -d postgres -c "$2"; }
 try() { psql_try -h "$1" -p "$(cat "$1/port")" -U postgres -d postgres -c "$2"; }
+# the live placements of docs a worker captures
+placements() {
+    q "$1" "SELECT count(*) FROM changefeed.collection c JOIN changefeed.shard_placement p ON p.collection_id = c.id
+             WHERE p.table_name = 'public.docs'"
+}
 node_of() { q "$coordinator" "SELECT nodeid FROM pg_dist_node WHERE nodename = '$1'"; }
 # a shard of docs on the worker in $1
 shard_on() {
@@ -81,9 +86,12 @@ check "the distributed table is enabled on the coordinator" "OK 1" "$(try "$coor
 q "$coordinator" "CREATE SCHEMA citus_check;
                   CREATE TABLE citus_check.deliveries (did bigserial PRIMARY KEY, inst text, range_id int, seq bigint,
                                                        op \"char\", id bigint, v bigint, prev_v bigint)"
+check "a table distributed and enabled in one transaction is captured on every placement" "OK 4" \
+    "$(try "$coordinator" "BEGIN; SET LOCAL citus.shard_count = 4; CREATE TABLE events (id bigint PRIMARY KEY, v int);
+                           SELECT create_distributed_table('events', 'id'); SELECT changefeed.enable('events'); COMMIT;
+                           SELECT count(*) FROM citus_shards s WHERE s.table_name = 'events'::regclass" | tail -1 | sed 's/^/OK /')"
 check "every shard placement is a collection of its worker" "8" \
-    "$(( $(q "$worker1" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") +
-         $(q "$worker2" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'") ))"
+    "$(( $(placements "$worker1") + $(placements "$worker2") ))"
 
 echo "== writers through the coordinator; moves, a split, a worker restart meanwhile"
 # The coordinator's feed of docs, filled by collect() (errors while a worker
@@ -174,14 +182,11 @@ for p in "${processors[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/
 processors=()
 
 echo "== every change captured once, in order, placement after placement"
-intact() {
-    q "$1" "SET citus.override_table_visibility = off;
-            SELECT count(*) FILTER (WHERE intact) || '/' || count(*) FROM changefeed.verify()" | tail -1
-}
-placements() { q "$1" "SELECT count(*) FROM changefeed.collection WHERE citus = 'shard'"; }
+# verify() of every collection of a worker: intact ones / all
+intact() { q "$1" "SELECT count(*) FILTER (WHERE intact) || '/' || count(*) FROM changefeed.verify()"; }
 for w in "$worker1" "$worker2" "$worker3"; do
-    n=$(placements "$w")
-    check "$(basename "$w"): every live placement captured, intact" "$n/$n" "$(intact "$w")"
+    n=$(q "$w" "SELECT count(*) FROM changefeed.collection")
+    check "$(basename "$w"): every placement's capture intact (verify())" "$n/$n" "$(intact "$w")"
 done
 check "all placements of docs are collections of their workers" \
     "$(q "$coordinator" "SELECT count(*) FROM citus_shards WHERE table_name = 'docs'::regclass")" \
