@@ -42,7 +42,15 @@ citus_install() {
         rm -rf "$dir/src"
         touch "$dir/built"
     fi
-    cp -a "$dir/root/." "$into"
+    # File by file, only what differs, each renamed into place: a running
+    # server keeps the library it mapped (overwritten in place, it crashes).
+    local f target
+    while IFS= read -r -d '' f; do
+        target=$into/${f#"$dir/root/"}
+        cmp -s "$f" "$target" && continue
+        mkdir -p "$(dirname "$target")"
+        cp -p "$f" "$target.new.$$" && mv -f "$target.new.$$" "$target"
+    done < <(find "$dir/root" -type f -print0)
 }
 
 citus_build_deps() {
