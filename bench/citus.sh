@@ -9,7 +9,7 @@
 #            (feed_drain); on Citus, collect() moves it into the coordinator's feed,
 #            then the same processor drains that.
 #   bash bench/citus.sh [SECONDS] [ROUNDS] [CLIENTS]     (needs bench/out/bin: bash bench/run.sh --smoke)
-# Prints a table of rates and ratios; appends its figures to $BENCH_OUT/citus.tsv.
+# Prints a table of rates and ratios; writes its figures to $BENCH_OUT/citus.tsv.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 secs=${1:-20} rounds=${2:-3} clients=${3:-4}
@@ -17,6 +17,7 @@ bin=$BENCH_OUT/bin
 [ -x "$bin/feed_drain" ] || { echo "bench/citus.sh: $bin/feed_drain missing: run bash bench/run.sh --smoke first" >&2; exit 2; }
 export LD_LIBRARY_PATH=$BENCH_OUT/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 out=$BENCH_OUT/citus.tsv
+: >"$out"
 one=one citus=$(bench_dir citus)
 # fsync off on both sides: test/citus_cluster.sh runs its nodes so.
 BENCH_CONF="fsync = off" start_bench_cluster "$one" 0 yes

@@ -63,8 +63,9 @@ RETURNS void AS 'MODULE_PATHNAME', 'changefeed_append_change' LANGUAGE C;
 -- after seq `after_seq`, at most `max_changes`; upto null starts a window at
 -- this statement's snapshot.  Returns {"upto", "rows": [[seq, range, doc id,
 -- partition key, op, current, previous (as stored), ttl_expired, tenant,
--- previous tenant, previous partition key], ...], "exhausted", "dropped",
--- "xmax"}.  Schema changes are not returned: the coordinator logs its own.
+-- previous tenant, previous partition key], ...], "last_seq", "exhausted",
+-- "dropped", "xmax"}.  Schema changes are left out: the coordinator logs its
+-- own.
 CREATE OR REPLACE FUNCTION changefeed.placement_changes(placement int, since pg_snapshot, upto pg_snapshot,
                                                         after_seq bigint, max_changes int)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -86,14 +87,9 @@ BEGIN
       INTO changes, n
       FROM (SELECT * FROM changefeed.log l
              WHERE l.collection_id = placement AND l.txid >= pg_snapshot_xmin(since) AND l.seq > after_seq
-               AND pg_visible_in_snapshot(l.txid, upto) AND NOT pg_visible_in_snapshot(l.txid, since)
+               AND l.op <> 's' AND pg_visible_in_snapshot(l.txid, upto) AND NOT pg_visible_in_snapshot(l.txid, since)
              ORDER BY l.seq LIMIT max_changes) l;
-    -- Schema changes count toward the page, not toward what is returned.
-    RETURN jsonb_build_object('upto', upto::text,
-                              'rows', (SELECT coalesce(jsonb_agg(r ORDER BY o), '[]')
-                                         FROM jsonb_array_elements(changes) WITH ORDINALITY e(r, o)
-                                        WHERE r ->> 4 <> 's'),
-                              'last_seq', (changes -> -1 ->> 0)::bigint,
+    RETURN jsonb_build_object('upto', upto::text, 'rows', changes, 'last_seq', (changes -> -1 ->> 0)::bigint,
                               'exhausted', n < max_changes, 'dropped', dropped,
                               'xmax', pg_snapshot_xmax(pg_current_snapshot())::text);
 END
@@ -157,7 +153,6 @@ DECLARE
     r record;
     p changefeed.collected_placement;
     res jsonb;
-    ch jsonb;
     is_current bool;
     owner name;
     got int;
@@ -210,13 +205,12 @@ BEGIN
         res := changefeed.on_node(p.node_group, format(
                    'SELECT changefeed.placement_changes(%s, %L, %L, %s, %s)',
                    p.placement, p.since, p.upto, p.after_seq, max_changes - total))::jsonb;
-        got := 0;
-        FOR ch IN SELECT e FROM jsonb_array_elements(res -> 'rows') e LOOP
-            PERFORM changefeed.append_change(c.id, (ch ->> 1)::int, ch ->> 2, ch ->> 3, (ch ->> 4)::"char",
-                                             ch -> 5, nullif(ch -> 6, 'null'::jsonb), (ch ->> 7)::bool, ch ->> 8,
-                                             ch ->> 9, ch ->> 10);
-            got := got + 1;
-        END LOOP;
+        -- One statement for the page, appended in the page's order (the
+        -- order jsonb_array_elements() returns the rows in).
+        SELECT count(changefeed.append_change(c.id, (ch ->> 1)::int, ch ->> 2, ch ->> 3, (ch ->> 4)::"char",
+                                              ch -> 5, nullif(ch -> 6, 'null'::jsonb), (ch ->> 7)::bool, ch ->> 8,
+                                              ch ->> 9, ch ->> 10))
+          INTO got FROM jsonb_array_elements(res -> 'rows') e(ch);
         IF NOT is_current AND p.end_at IS NULL THEN
             p.end_at := (res ->> 'xmax')::xid8;
         END IF;
