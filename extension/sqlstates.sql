@@ -33,7 +33,7 @@
 --   CF025  `as_of()` or `diff()` cannot rebuild the table at a position: a clear (TRUNCATE) was logged after it, or a change after it without the image before (keep_previous off)
 --   CF026  a position newer than the reading transaction's snapshot (`as_of()`, `diff()`): it saw commits the snapshot does not
 --   CF027  a Citus table `enable()` cannot capture once per write: a reference table, a Citus local table, an append- or range-distributed table, a shard placement, or a distributed table enabled on a worker instead of the coordinator
---   CF028  `collect()` could not read a node of the Citus cluster (it reads on where it stopped once the node answers)
+--   CF028  a node of the Citus cluster did not answer `collect()` (a warning: the other nodes are read, that one where it stopped on a later call)
 --   42501  not allowed: no `SELECT` on the table, a processor of another role or reserved for one, not the table's owner, a TTL column set without `DELETE` on the table, another tenant
 --   42809  not a table (a view, a sequence…)
 --   22023  a bad read argument (mode, max_changes, a range id twice, arrays of different lengths, a `wait` outside 0..60 s)

@@ -79,6 +79,14 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'collection % of this node is not a shard placement', placement USING ERRCODE = 'CF002';
     END IF;
+    IF EXISTS (SELECT 1 FROM changefeed.horizon h
+                WHERE h.collection_id = placement AND NOT changefeed.snapshot_covers(since, h.dropped_txid)) THEN
+        RAISE EXCEPTION 'history lost: retention dropped changes of shard placement % that collect() had not read',
+                        placement
+            USING ERRCODE = 'CF006',
+                  HINT = 'Run collect() well within the workers'' retention; rebuild the table''s consumers from the '
+                         'table (docs/runbooks/history-lost.md).';
+    END IF;
     upto := coalesce(upto, pg_current_snapshot());
     SELECT coalesce(jsonb_agg(jsonb_build_array(l.seq, l.range_id, l.doc_id, l.partition_key, l.op, l.current,
                                                 l.previous, l.ttl_expired, l.tenant, l.previous_tenant,
@@ -96,7 +104,8 @@ END
 $$;
 
 -- Runs `command` on the node of group `node_group` (Citus's connections, as
--- the current user) and returns its one value.
+-- the current user) and returns its one value.  CF028 when the node does not
+-- answer or the command fails there; CF006 when it reports history lost.
 CREATE OR REPLACE FUNCTION changefeed.on_node(node_group int, command text) RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -109,6 +118,11 @@ BEGIN
         RAISE EXCEPTION 'no active primary node in group %', node_group USING ERRCODE = 'CF028';
     END IF;
     SELECT * INTO r FROM master_run_on_worker(ARRAY[n.nodename], ARRAY[n.nodeport], ARRAY[command], false);
+    IF NOT r.success AND r.result LIKE 'history lost: %' THEN
+        RAISE EXCEPTION '%', r.result
+            USING ERRCODE = 'CF006', DETAIL = format('On the node %s:%s.', n.nodename, n.nodeport),
+                  HINT = 'Rebuild the table''s consumers from the table (docs/runbooks/history-lost.md).';
+    END IF;
     IF NOT r.success THEN
         RAISE EXCEPTION 'reading the node %:% failed: %', n.nodename, n.nodeport, r.result
             USING ERRCODE = 'CF028', HINT = 'collect() reads on where it stopped once the node answers.';
@@ -155,6 +169,7 @@ DECLARE
     res jsonb;
     is_current bool;
     owner name;
+    listed jsonb;
     got int;
     total int := 0;
 BEGIN
@@ -172,13 +187,21 @@ BEGIN
     -- (citus.sql: citus_trigger()).
     owner := (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = tbl);
     FOR n IN SELECT DISTINCT groupid FROM pg_dist_node WHERE noderole = 'primary' AND isactive ORDER BY 1 LOOP
+        -- A node that does not answer is read again on the next call; the
+        -- others go on (its placements, and those after them, wait).
+        BEGIN
+            listed := changefeed.on_node(n.groupid, format(
+                'SELECT coalesce(jsonb_agg(jsonb_build_array(collection_id, shard_id, created_at, '
+                'dropped_at IS NOT NULL)), ''[]'') FROM changefeed.shard_placement '
+                'WHERE coordinator_collection = %s AND table_name = %L AND owner = %L',
+                c.id, tbl::text, owner))::jsonb;
+        EXCEPTION WHEN SQLSTATE 'CF028' THEN
+            RAISE WARNING '%', SQLERRM USING ERRCODE = 'CF028';
+            CONTINUE;
+        END;
         FOR r IN SELECT (e ->> 0)::int AS placement, (e ->> 1)::bigint AS shard_id, (e ->> 2)::timestamptz AS created_at,
                         (e ->> 3)::bool AS dropped
-                   FROM jsonb_array_elements(changefeed.on_node(n.groupid, format(
-                            'SELECT coalesce(jsonb_agg(jsonb_build_array(collection_id, shard_id, created_at, '
-                            'dropped_at IS NOT NULL)), ''[]'') FROM changefeed.shard_placement '
-                            'WHERE coordinator_collection = %s AND table_name = %L AND owner = %L',
-                            c.id, tbl::text, owner))::jsonb) e LOOP
+                   FROM jsonb_array_elements(listed) e LOOP
             INSERT INTO changefeed.collected_placement AS x (collection_id, node_group, placement, shard_id, created_at, dropped)
             VALUES (c.id, n.groupid, r.placement, r.shard_id, r.created_at, r.dropped)
             ON CONFLICT (collection_id, node_group, placement) DO UPDATE SET dropped = excluded.dropped
@@ -202,9 +225,14 @@ BEGIN
         -- placement exists, and its logical catch-up runs, well before.
         is_current := NOT p.dropped
             AND EXISTS (SELECT 1 FROM pg_dist_placement pl WHERE pl.shardid = p.shard_id AND pl.groupid = p.node_group);
-        res := changefeed.on_node(p.node_group, format(
-                   'SELECT changefeed.placement_changes(%s, %L, %L, %s, %s)',
-                   p.placement, p.since, p.upto, p.after_seq, max_changes - total))::jsonb;
+        BEGIN
+            res := changefeed.on_node(p.node_group, format(
+                       'SELECT changefeed.placement_changes(%s, %L, %L, %s, %s)',
+                       p.placement, p.since, p.upto, p.after_seq, max_changes - total))::jsonb;
+        EXCEPTION WHEN SQLSTATE 'CF028' THEN
+            RAISE WARNING '%', SQLERRM USING ERRCODE = 'CF028';
+            CONTINUE;
+        END;
         -- One statement for the page, appended in the page's order (the
         -- order jsonb_array_elements() returns the rows in).
         SELECT count(changefeed.append_change(c.id, (ch ->> 1)::int, ch ->> 2, ch ->> 3, (ch ->> 4)::"char",
