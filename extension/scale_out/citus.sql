@@ -33,7 +33,11 @@ CREATE TABLE changefeed.shard_placement (
     -- The distributed table and the placement's table, as named when made.
     table_name      text NOT NULL,
     placement_name  text NOT NULL,
+    -- The placement's owner, and whether this node compared it with the
+    -- table's then (not when the node had no copy of the table yet:
+    -- collect() compares them when it first sees the placement).
     owner           name NOT NULL,
+    owner_checked   bool NOT NULL,
     -- The coordinator's collection the trigger Citus copied named.
     coordinator_collection int NOT NULL,
     created_at      timestamptz NOT NULL DEFAULT now(),
@@ -215,7 +219,7 @@ BEGIN
                                    IS DISTINCT FROM (SELECT relowner FROM pg_class WHERE oid = s.shell)) THEN
         RETURN false;
     END IF;
-    PERFORM changefeed.capture_shard(t, s.table_name, s.shard_id);
+    PERFORM changefeed.capture_shard(t, s.table_name, s.shard_id, s.shell IS NOT NULL);
     RETURN true;
 END
 $$;
@@ -224,7 +228,8 @@ $$;
 -- of this node, with the options of the trigger Citus copied there
 -- (capture_row_arguments(): id, ranges, images, replicated, keys, partition
 -- key, tenant column), and replaces that trigger by the collection's own.
-CREATE OR REPLACE FUNCTION changefeed.capture_shard(t pg_trigger, table_name text, shard bigint) RETURNS int
+CREATE OR REPLACE FUNCTION changefeed.capture_shard(t pg_trigger, table_name text, shard bigint, owner_checked bool)
+RETURNS int
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     a text[] := changefeed.trigger_arguments(t);
@@ -244,9 +249,9 @@ BEGIN
             nullif(a[7 + nkeys + npk], ''), a[4] = 't', CASE WHEN a[3] = 'k' THEN 'keys' ELSE 'full' END, 'shard')
     RETURNING * INTO c;
     INSERT INTO changefeed.shard_placement (collection_id, shard_id, table_name, placement_name, owner,
-                                            coordinator_collection)
+                                            owner_checked, coordinator_collection)
     VALUES (c.id, shard, table_name, t.tgrelid::regclass::text,
-            (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = t.tgrelid), a[1]::int);
+            (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = t.tgrelid), owner_checked, a[1]::int);
     RETURN changefeed.start_capture(c);
 END
 $$;

@@ -183,8 +183,8 @@ BEGIN
         RAISE EXCEPTION 'max_changes must be at least 1' USING ERRCODE = 'CF003';
     END IF;
     PERFORM changefeed.learn_shards(c);
-    -- The placements every node has made of the table, as its owner
-    -- (citus.sql: citus_trigger()).
+    -- The placements every node has made of the table: as its owner, which
+    -- the node compared then or this compares now (citus.sql: citus_trigger()).
     owner := (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = tbl);
     FOR n IN SELECT DISTINCT groupid FROM pg_dist_node WHERE noderole = 'primary' AND isactive ORDER BY 1 LOOP
         -- A node that does not answer is read again on the next call; the
@@ -192,20 +192,23 @@ BEGIN
         BEGIN
             listed := changefeed.on_node(n.groupid, format(
                 'SELECT coalesce(jsonb_agg(jsonb_build_array(collection_id, shard_id, created_at, '
-                'dropped_at IS NOT NULL)), ''[]'') FROM changefeed.shard_placement '
-                'WHERE coordinator_collection = %s AND table_name = %L AND owner = %L',
-                c.id, tbl::text, owner))::jsonb;
+                'dropped_at IS NOT NULL, owner_checked OR owner = %L)), ''[]'') FROM changefeed.shard_placement '
+                'WHERE coordinator_collection = %s AND table_name = %L',
+                owner, c.id, tbl::text))::jsonb;
         EXCEPTION WHEN SQLSTATE 'CF028' THEN
             RAISE WARNING '%', SQLERRM USING ERRCODE = 'CF028';
             CONTINUE;
         END;
         FOR r IN SELECT (e ->> 0)::int AS placement, (e ->> 1)::bigint AS shard_id, (e ->> 2)::timestamptz AS created_at,
-                        (e ->> 3)::bool AS dropped
+                        (e ->> 3)::bool AS dropped, (e ->> 4)::bool AS owners
                    FROM jsonb_array_elements(listed) e LOOP
-            INSERT INTO changefeed.collected_placement AS x (collection_id, node_group, placement, shard_id, created_at, dropped)
+            UPDATE changefeed.collected_placement x SET dropped = r.dropped
+             WHERE x.collection_id = c.id AND x.node_group = n.groupid AND x.placement = r.placement
+               AND x.dropped IS DISTINCT FROM r.dropped;
+            CONTINUE WHEN NOT r.owners;
+            INSERT INTO changefeed.collected_placement (collection_id, node_group, placement, shard_id, created_at, dropped)
             VALUES (c.id, n.groupid, r.placement, r.shard_id, r.created_at, r.dropped)
-            ON CONFLICT (collection_id, node_group, placement) DO UPDATE SET dropped = excluded.dropped
-             WHERE x.dropped IS DISTINCT FROM excluded.dropped;
+            ON CONFLICT DO NOTHING;
         END LOOP;
     END LOOP;
 

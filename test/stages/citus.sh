@@ -90,6 +90,9 @@ check "a table distributed and enabled in one transaction is captured on every p
     "$(try "$coordinator" "BEGIN; SET LOCAL citus.shard_count = 4; CREATE TABLE events (id bigint PRIMARY KEY, v int);
                            SELECT create_distributed_table('events', 'id'); SELECT changefeed.enable('events'); COMMIT;
                            SELECT count(*) FROM citus_shards s WHERE s.table_name = 'events'::regclass" | tail -1 | sed 's/^/OK /')"
+check "... and collect() brings its changes to the coordinator" "100" \
+    "$(q "$coordinator" "INSERT INTO events SELECT g, 1 FROM generate_series(1, 100) g" >/dev/null
+       q "$coordinator" "SELECT changefeed.collect('events')")"
 check "every shard placement is a collection of its worker" "8" \
     "$(( $(placements "$worker1") + $(placements "$worker2") ))"
 
