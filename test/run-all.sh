@@ -15,7 +15,7 @@
 #      and the SQL tests again on PostgreSQL 17 and 18, each in a Debian root
 #      (trixie, forky) cached in /var/cache/changefeed-matrix, with the client
 #      built there on libpqxx 7.10 and 8.0, three of its suites and the
-#      upgrade test (test/stages/matrix.sh), and the Debian packages built for
+#      upgrade test, and on 17 the Citus stage (test/stages/matrix.sh), and the Debian packages built for
 #      both releases, installed on a minimal root and the demo run against
 #      them (test/stages/packages.sh; its build roots and ccache are cached there too),
 #   3. PostgreSQL's own regression suite with and without the extension, a

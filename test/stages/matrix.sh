@@ -9,7 +9,9 @@
 # (trixie 7.10, forky 8.0), Boost.JSON and GoogleTest, and a representative
 # part of its suites runs there (processors, leases, projections), then
 # test/stages/upgrade.sh (the last release updated in place); the client's build
-# folder stays in the root, so a later run rebuilds only what changed.
+# folder stays in the root, so a later run rebuilds only what changed.  On
+# PostgreSQL 17, test/stages/citus.sh runs there too, Citus built in the root
+# from ../shared/vendor and cached with it.
 #
 #   test/stages/matrix.sh [--legs "17 18"] [--cache DIR] [--port-base N] [--no-client]
 #
@@ -29,6 +31,10 @@ client=yes
 client_legs="17 18"
 client_suites='^(lease_test|processor_errors_test|projection_test)$'
 client_packages=(libpqxx-dev libboost-json-dev libgtest-dev cmake pkg-config)
+# The PostgreSQL majors whose root runs the Citus stage (Citus 13.2 builds
+# against 15 to 17; the host runs 15), and what Citus needs to build there.
+citus_legs="17"
+citus_packages=(liblz4-dev libzstd-dev libkrb5-dev libicu-dev python3-psycopg)
 parse_options matrix.sh --legs=legs --cache=cache --port-base=port_base --no-client=client: -- "$@"
 
 # suite_of, in_root, apt_in, make_root, mount_in, umount_in, cleanup (on exit).
@@ -109,6 +115,34 @@ client_steps() {
     in_root "$root" PGBIN="$pgbin" bash /src/test/stages/upgrade.sh --port $((ports + 80)) --build-dir "$build" --no-build \
         >"$root/upgrade.log" 2>&1 || { grep -vE '^ok' "$root/upgrade.log" | tail -40; return 1; }
     echo "matrix: upgrade from the last release: $(tail -1 "$root/upgrade.log")"
+    if [[ " $citus_legs " == *" $(basename "$(dirname "$pgbin")") "* ]]; then
+        citus_steps "$root" "$pgbin" "$build" $((ports + 20)) || return 1
+    fi
+}
+
+# citus_steps ROOT PGBIN BUILD PORT: test/stages/citus.sh in the root, Citus
+# built there from the vendored sources (copied to /shared/vendor, beside /src).
+citus_steps() {
+    local root=$1 pgbin=$2 build=$3 port=$4 missing=() p vendor
+    for p in "${citus_packages[@]}"; do
+        in_root "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+            || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "matrix: installing ${missing[*]} in $root"
+        { apt_in "$root" update && apt_in "$root" install -y --no-install-recommends "${missing[@]}"; } \
+            >"$root/citus-apt.log" 2>&1 || { tail -20 "$root/citus-apt.log"; return 1; }
+    fi
+    vendor=$(source test/support/citus.sh && citus_vendor_dir)
+    rm -rf "$root/shared/vendor"
+    mkdir -p "$root/shared/vendor"
+    cp "$vendor"/citus-*.tar.gz "$vendor"/*.patch "$root/shared/vendor/" 2>/dev/null || true
+    echo "matrix: the Citus stage in $root"
+    in_root "$root" cmake --build "$build" -j2 --target citus_processor >"$root/citus-build.log" 2>&1 \
+        || { tail -20 "$root/citus-build.log"; return 1; }
+    in_root "$root" PGBIN="$pgbin" bash /src/test/stages/citus.sh --port "$port" --build-dir "$build" --no-build \
+        >"$root/citus.log" 2>&1 || { grep -vE '^ok' "$root/citus.log" | tail -40; return 1; }
+    echo "matrix: Citus: $(grep 'handed to the processor' "$root/citus.log" | sed 's/^ok   - //'); $(tail -1 "$root/citus.log")"
 }
 
 # run_leg MAJOR PORT: one leg, its outcome and timings noted.

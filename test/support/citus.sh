@@ -61,7 +61,7 @@ citus_install() {
             ./configure --without-libcurl PG_CONFIG="$pg_config" >"$dir/configure.log" 2>&1
             make -j2 >"$dir/make.log" 2>&1
             make install DESTDIR="$dir/root" >"$dir/install.log" 2>&1
-        ) || { echo "citus: the build failed; see $dir/*.log" >&2; tail -20 "$dir/make.log" >&2; return 1; }
+        ) || { echo "citus: the build failed; see $dir/*.log" >&2; grep -E "error|Error" "$dir/make.log" | head -20 >&2; return 1; }
         rm -rf "$dir/src"
         touch "$dir/built"
     fi
@@ -83,7 +83,7 @@ citus_copy() {
 
 citus_build_deps() {
     local p missing=()
-    for p in liblz4-dev libzstd-dev libkrb5-dev; do
+    for p in liblz4-dev libzstd-dev libkrb5-dev libicu-dev; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
