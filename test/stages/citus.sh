@@ -93,6 +93,14 @@ check "a table distributed and enabled in one transaction is captured on every p
 check "... and collect() brings its changes to the coordinator" "100" \
     "$(q "$coordinator" "INSERT INTO events SELECT g, 1 FROM generate_series(1, 100) g" >/dev/null
        q "$coordinator" "SELECT changefeed.collect('events')")"
+check "a tenant column is captured on the placements and read by tenant on the coordinator" "30 10" \
+    "$(q "$coordinator" "CREATE TABLE orders (id bigint PRIMARY KEY, tenant text NOT NULL, total int);
+                         SELECT create_distributed_table('orders', 'id');
+                         SELECT changefeed.enable('orders', tenant_column => 'tenant');
+                         INSERT INTO orders SELECT g, 't' || g % 3, g FROM generate_series(1, 30) g;" >/dev/null
+       q "$coordinator" "SELECT changefeed.collect('orders')") $(q "$coordinator" "
+         SELECT count(*) FROM changefeed.read('orders', changefeed.position_at('orders', now() - interval '1 hour'),
+                                              tenant => 't1')")"
 check "every shard placement is a collection of its worker" "8" \
     "$(( $(placements "$worker1") + $(placements "$worker2") ))"
 
