@@ -143,7 +143,7 @@ read -r split mid < <(q "$coordinator" "SELECT s.shardid, (s.shardminvalue::bigi
 q "$coordinator" "SELECT citus_split_shard_by_split_points($split, ARRAY['$mid'],
                       ARRAY[$(node_of "$worker1"), $(node_of "$worker2")], shard_transfer_mode => 'block_writes')" >/dev/null
 echo "split shard $split at $mid across both workers"
-kill -9 "$processor_a"
+{ kill -9 "$processor_a" && wait "$processor_a"; } 2>/dev/null || true
 start_processor a
 echo "killed processor instance a (SIGKILL), started it again"
 sleep 3
