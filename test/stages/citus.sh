@@ -101,6 +101,16 @@ check "a tenant column is captured on the placements and read by tenant on the c
        q "$coordinator" "SELECT changefeed.collect('orders')") $(q "$coordinator" "
          SELECT count(*) FROM changefeed.read('orders', changefeed.position_at('orders', now() - interval '1 hour'),
                                               tenant => 't1')")"
+# A role of the extension's, owning a table of its own on a worker named like
+# a placement of docs, and calling itself a Citus connection: its trigger
+# would put its writes in docs' feed.
+q "$coordinator" "CREATE ROLE intruder; GRANT changefeed_reader TO intruder; GRANT CREATE ON SCHEMA public TO intruder"
+check "another role's table named like a placement cannot add changes to the table's feed" "CF013" \
+    "$(try "$worker1" "SET application_name = 'citus_internal gpid=1'; SET ROLE intruder;
+                       CREATE TABLE docs_999999 (id bigint PRIMARY KEY, v bigint, pad text);
+                       CREATE TRIGGER changefeed_capture_999999 AFTER INSERT OR UPDATE OR DELETE ON docs_999999
+                           FOR EACH ROW EXECUTE FUNCTION changefeed.capture_row('1', '16', 't', 'f', '1', 'id', '1', 'id', '')" |
+       cut -d' ' -f1)"
 check "every shard placement is a collection of its worker" "8" \
     "$(( $(placements "$worker1") + $(placements "$worker2") ))"
 

@@ -88,19 +88,26 @@ leg_steps() {
     return $rc
 }
 
-# client_steps ROOT PGBIN PORT_BASE: builds the client in the root and runs
-# $client_suites there (their clusters take ports from PORT_BASE up).
-client_steps() {
-    local root=$1 pgbin=$2 ports=$3 missing=() p
-    for p in "${client_packages[@]}"; do
+# root_packages ROOT LOG PACKAGE...: the packages installed in the root when
+# missing (apt's output in ROOT/LOG).
+root_packages() {
+    local root=$1 log=$2 missing=() p
+    shift 2
+    for p in "$@"; do
         in_root "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
             || missing+=("$p")
     done
-    if [ ${#missing[@]} -gt 0 ]; then
-        echo "matrix: installing ${missing[*]} in $root"
-        { apt_in "$root" update && apt_in "$root" install -y --no-install-recommends "${missing[@]}"; } \
-            >"$root/client-apt.log" 2>&1 || { tail -20 "$root/client-apt.log"; return 1; }
-    fi
+    [ ${#missing[@]} -gt 0 ] || return 0
+    echo "matrix: installing ${missing[*]} in $root"
+    { apt_in "$root" update && apt_in "$root" install -y --no-install-recommends "${missing[@]}"; } \
+        >"$root/$log" 2>&1 || { tail -20 "$root/$log"; return 1; }
+}
+
+# client_steps ROOT PGBIN PORT_BASE: builds the client in the root and runs
+# $client_suites there (their clusters take ports from PORT_BASE up).
+client_steps() {
+    local root=$1 pgbin=$2 ports=$3
+    root_packages "$root" client-apt.log "${client_packages[@]}" || return 1
     echo "matrix: building the client in $root and running its suites"
     local build=/var/tmp/changefeed-client-build
     if ! in_root "$root" bash -c "cmake -S /src -B $build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -125,16 +132,8 @@ client_steps() {
 # citus_steps ROOT PGBIN BUILD PORT: test/stages/citus.sh in the root, Citus
 # built there from the vendored sources (copied to /shared/vendor, beside /src).
 citus_steps() {
-    local root=$1 pgbin=$2 build=$3 port=$4 missing=() p vendor
-    for p in "${citus_packages[@]}"; do
-        in_root "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
-            || missing+=("$p")
-    done
-    if [ ${#missing[@]} -gt 0 ]; then
-        echo "matrix: installing ${missing[*]} in $root"
-        { apt_in "$root" update && apt_in "$root" install -y --no-install-recommends "${missing[@]}"; } \
-            >"$root/citus-apt.log" 2>&1 || { tail -20 "$root/citus-apt.log"; return 1; }
-    fi
+    local root=$1 pgbin=$2 build=$3 port=$4 vendor
+    root_packages "$root" citus-apt.log "${citus_packages[@]}" || return 1
     vendor=$(source test/support/citus.sh && citus_vendor_dir)
     rm -rf "$root/shared/vendor"
     mkdir -p "$root/shared/vendor"
